@@ -1,0 +1,17 @@
+/* agent/commands — the subcommands of the single `murmur` binary.
+ *
+ * Each subcommand is `int cmd_NAME(int argc, char **argv)` where argv[0] is
+ * the subcommand name; it returns the process exit status (0 success, 1 a
+ * runtime failure, 2 a usage error). agent/main.c dispatches on this table.
+ */
+#ifndef AGENT_COMMANDS_H
+#define AGENT_COMMANDS_H
+
+typedef struct agent_command {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *summary;
+} agent_command;
+
+
+#endif

@@ -1,0 +1,64 @@
+#!/bin/sh
+# Run every test suite and print one closing line: "N passed, N failed".
+#   tests/run.sh BUILD_DIR [suite1,suite2,...]
+# Suites: each cmocka binary $BUILD/tests/test_* (its own pass/fail counts) and
+# each tests/integration/*.sh script (one test each; it gets BUILD and
+# must exit 0). A suite that crashes or times out counts as one failure more.
+set -u
+build=${1:-build}
+only=${2:-}
+passed=0
+failed=0
+timeout_s=${TEST_TIMEOUT_S:-900}
+want() {
+    [ -z "$only" ] && return 0
+    case ",$only," in *",$1,"*) return 0 ;; esac
+    return 1
+}
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+for bin in "$build"/tests/test_*; do
+    [ -x "$bin" ] || continue
+    case "$bin" in *.o|*.d) continue ;; esac
+    name=$(basename "$bin")
+    want "$name" || continue
+    start=$(date +%s)
+    CMOCKA_MESSAGE_OUTPUT=stdout timeout "$timeout_s" "$bin" >"$log" 2>&1
+    rc=$?
+    p=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$log" | tail -n1)
+    f=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) test.*/\1/p' "$log" | tail -n1)
+    p=${p:-0}
+    f=${f:-0}
+    if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
+        f=1
+        echo "suite $name exited with status $rc" >>"$log"
+    fi
+    passed=$((passed + p))
+    failed=$((failed + f))
+    secs=$(($(date +%s) - start))
+    if [ "$f" -ne 0 ]; then
+        cat "$log"
+        echo "FAIL $name: $p passed, $f failed (${secs}s)"
+    else
+        echo "ok   $name: $p passed (${secs}s)"
+    fi
+done
+for script in tests/integration/*.sh; do
+    [ -f "$script" ] || continue
+    name=$(basename "$script" .sh)
+    want "$name" || continue
+    start=$(date +%s)
+    BUILD="$build" timeout "$timeout_s" sh "$script" >"$log" 2>&1
+    rc=$?
+    secs=$(($(date +%s) - start))
+    if [ "$rc" -eq 0 ]; then
+        passed=$((passed + 1))
+        echo "ok   $name (${secs}s)"
+    else
+        failed=$((failed + 1))
+        tail -n 60 "$log"
+        echo "FAIL $name: exit $rc (${secs}s)"
+    fi
+done
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
