@@ -13,5 +13,4 @@ typedef struct agent_command {
     const char *summary;
 } agent_command;
 
-
 #endif

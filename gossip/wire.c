@@ -30,26 +30,46 @@ const char *gossip_strerror(int err)
 const char *gossip_msg_name(unsigned type)
 {
     switch (type) {
-    case GOSSIP_MSG_PING: return "ping";
-    case GOSSIP_MSG_ACK: return "ack";
-    case GOSSIP_MSG_PING_REQ: return "ping_req";
-    case GOSSIP_MSG_NACK: return "nack";
-    case GOSSIP_MSG_SYNC: return "sync";
-    case GOSSIP_MSG_SYNC_REPLY: return "sync_reply";
-    case GOSSIP_MSG_JOIN: return "join";
-    case GOSSIP_MSG_LEAVE: return "leave";
-    case GOSSIP_MSG_MIX_PUSH: return "mix_push";
-    case GOSSIP_MSG_MIX_REPLY: return "mix_reply";
-    case GOSSIP_MSG_PUSHSUM: return "pushsum";
-    case GOSSIP_MSG_AR_CHUNK: return "ar_chunk";
-    case GOSSIP_MSG_AR_ABORT: return "ar_abort";
-    case GOSSIP_MSG_SHARD_WANT: return "shard_want";
-    case GOSSIP_MSG_SHARD_CHUNK: return "shard_chunk";
-    case GOSSIP_MSG_SHARD_NACK: return "shard_nack";
-    case GOSSIP_MSG_MODEL_WANT: return "model_want";
-    case GOSSIP_MSG_MODEL_CHUNK: return "model_chunk";
-    case GOSSIP_MSG_MODEL_NACK: return "model_nack";
-    default: return "unknown";
+    case GOSSIP_MSG_PING:
+        return "ping";
+    case GOSSIP_MSG_ACK:
+        return "ack";
+    case GOSSIP_MSG_PING_REQ:
+        return "ping_req";
+    case GOSSIP_MSG_NACK:
+        return "nack";
+    case GOSSIP_MSG_SYNC:
+        return "sync";
+    case GOSSIP_MSG_SYNC_REPLY:
+        return "sync_reply";
+    case GOSSIP_MSG_JOIN:
+        return "join";
+    case GOSSIP_MSG_LEAVE:
+        return "leave";
+    case GOSSIP_MSG_MIX_PUSH:
+        return "mix_push";
+    case GOSSIP_MSG_MIX_REPLY:
+        return "mix_reply";
+    case GOSSIP_MSG_PUSHSUM:
+        return "pushsum";
+    case GOSSIP_MSG_AR_CHUNK:
+        return "ar_chunk";
+    case GOSSIP_MSG_AR_ABORT:
+        return "ar_abort";
+    case GOSSIP_MSG_SHARD_WANT:
+        return "shard_want";
+    case GOSSIP_MSG_SHARD_CHUNK:
+        return "shard_chunk";
+    case GOSSIP_MSG_SHARD_NACK:
+        return "shard_nack";
+    case GOSSIP_MSG_MODEL_WANT:
+        return "model_want";
+    case GOSSIP_MSG_MODEL_CHUNK:
+        return "model_chunk";
+    case GOSSIP_MSG_MODEL_NACK:
+        return "model_nack";
+    default:
+        return "unknown";
     }
 }
 

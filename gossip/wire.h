@@ -67,11 +67,11 @@ typedef enum gossip_msg_type {
     GOSSIP_MSG_JOIN = 0x07,
     GOSSIP_MSG_LEAVE = 0x08,
     /* 0x10-0x1f mixing */
-    GOSSIP_MSG_MIX_PUSH = 0x10,    /* gossip / choco / dpsgd payload */
-    GOSSIP_MSG_MIX_REPLY = 0x11,   /* push-pull answer */
-    GOSSIP_MSG_PUSHSUM = 0x12,     /* push-sum value and weight */
-    GOSSIP_MSG_AR_CHUNK = 0x13,    /* allreduce chunk */
-    GOSSIP_MSG_AR_ABORT = 0x14,    /* allreduce round aborted */
+    GOSSIP_MSG_MIX_PUSH = 0x10,  /* gossip / choco / dpsgd payload */
+    GOSSIP_MSG_MIX_REPLY = 0x11, /* push-pull answer */
+    GOSSIP_MSG_PUSHSUM = 0x12,   /* push-sum value and weight */
+    GOSSIP_MSG_AR_CHUNK = 0x13,  /* allreduce chunk */
+    GOSSIP_MSG_AR_ABORT = 0x14,  /* allreduce round aborted */
     /* 0x20-0x2f shard replication */
     GOSSIP_MSG_SHARD_WANT = 0x20,
     GOSSIP_MSG_SHARD_CHUNK = 0x21,

@@ -18,9 +18,9 @@
 #include "model/rng.h"
 
 typedef struct test_alloc {
-    long live;        /* allocations not yet freed */
-    long count;       /* allocations attempted */
-    long fail_at;     /* fail the allocation whose 1-based index is this; 0 = never */
+    long live;    /* allocations not yet freed */
+    long count;   /* allocations attempted */
+    long fail_at; /* fail the allocation whose 1-based index is this; 0 = never */
 } test_alloc;
 
 typedef struct test_env {

@@ -1,0 +1,89 @@
+/* gossip/codec — quantized vector codec with error feedback.
+ *
+ * A vector of n float32 values is cut into blocks of `block` values (the last
+ * block may be shorter). Each block is sent as one float32 scale followed by
+ * n_block values of `bits` bits each, packed little-endian-first within bytes
+ * (bit i of the packed stream is bit (i % 8) of byte i / 8), the whole block's
+ * packed bits padded to a whole byte.
+ *
+ *   bits = 32: the raw float32 values (big-endian), no scale.
+ *   bits = 16, 8, 4, 2: scale s = max |x| over the block; a value is sent as a
+ *       signed integer q in [-(2^(bits-1) - 1), 2^(bits-1) - 1] with x ~ q * s / L,
+ *       L = 2^(bits-1) - 1, rounded stochastically (unbiased: E[decoded] = x).
+ *   bits = 1: scale s = max |x|; the bit chooses +s or -s with probability
+ *       (1 + x/s) / 2, so E[decoded] = x (unbiased sign quantization).
+ *
+ * Encoded size is a pure function of (n, bits, block):
+ *   gossip_codec_size(n, bits, block). Bytes on the wire are counted exactly
+ *   from it.
+ *
+ * Decoding validates: the size must equal gossip_codec_size for the expected
+ * n, every scale and every 32-bit value must be finite, scales >= 0.
+ *
+ * Error feedback (gossip_ef): the sender keeps `ref`, the receiver-visible
+ * reference (what the peers have reconstructed so far), and `residual`, the
+ * quantization error not yet sent. To send x:
+ *   delta = x - ref + residual;  q = Q(delta);  residual = delta - q;  ref += q
+ * so the running sum of what was sent never strays from the true running sum
+ * by more than one quantum per block.
+ *
+ * Randomness for stochastic rounding comes from the env (gossip_env.random);
+ * no allocation happens in encode/decode: the caller owns every buffer.
+ */
+#ifndef GOSSIP_CODEC_H
+#define GOSSIP_CODEC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gossip/env.h"
+
+#define GOSSIP_CODEC_BLOCK_DEFAULT 256u
+#define GOSSIP_CODEC_BLOCK_MAX     65536u
+#define GOSSIP_CODEC_DIM_MAX       (16u * 1024u * 1024u) /* values per vector */
+
+/* 1 if bits is one of 32, 16, 8, 4, 2, 1. */
+int gossip_codec_bits_valid(unsigned bits);
+
+/* Exact encoded size in bytes of n values; 0 if bits/block are invalid or n is
+ * above GOSSIP_CODEC_DIM_MAX. */
+size_t gossip_codec_size(uint32_t n, unsigned bits, uint32_t block);
+
+/* Quantize x[0..n) into out (cap bytes). Returns GOSSIP_OK, GOSSIP_EINVAL
+ * (bad bits/block/n), GOSSIP_ESPACE (cap < gossip_codec_size) or
+ * GOSSIP_ENONFINITE (x holds a NaN or infinity). If `decoded` is not NULL it
+ * receives exactly what the receiver will decode (used for error feedback and
+ * public copies without a second pass). */
+int gossip_codec_encode(const gossip_env *env, const float *x, uint32_t n, unsigned bits,
+                        uint32_t block, uint8_t *out, size_t cap, float *decoded);
+
+/* Decode len bytes holding n values into out[0..n). Returns GOSSIP_OK,
+ * GOSSIP_EINVAL (bad bits/block/n), GOSSIP_EMALFORMED (len differs from
+ * gossip_codec_size) or GOSSIP_ENONFINITE (a non-finite scale or value, or a
+ * negative scale). On error out is left zeroed. */
+int gossip_codec_decode(const uint8_t *in, size_t len, uint32_t n, unsigned bits, uint32_t block,
+                        float *out);
+
+/* Error-feedback sender state for one vector stream (one per link or one per
+ * agent, as the algorithm needs). */
+typedef struct gossip_ef {
+    uint32_t n;
+    unsigned bits;
+    uint32_t block;
+    float *ref;      /* receiver-visible reference, n values */
+    float *residual; /* error not yet transmitted, n values */
+    float *scratch;  /* n values */
+} gossip_ef;
+
+/* Allocate through env; ref starts at `initial` (or zero if NULL). Returns
+ * GOSSIP_OK, GOSSIP_EINVAL or GOSSIP_ENOMEM (nothing left allocated). */
+int gossip_ef_init(gossip_ef *ef, const gossip_env *env, uint32_t n, unsigned bits,
+                   uint32_t block, const float *initial);
+void gossip_ef_free(gossip_ef *ef, const gossip_env *env);
+/* Encode x as a delta against ef->ref with error feedback; afterwards ef->ref
+ * equals what the receiver holds. If q_out is not NULL it receives the decoded
+ * delta. Errors as gossip_codec_encode. */
+int gossip_ef_encode(gossip_ef *ef, const gossip_env *env, const float *x, uint8_t *out,
+                     size_t cap, float *q_out);
+
+#endif
