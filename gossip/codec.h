@@ -77,13 +77,13 @@ typedef struct gossip_ef {
 
 /* Allocate through env; ref starts at `initial` (or zero if NULL). Returns
  * GOSSIP_OK, GOSSIP_EINVAL or GOSSIP_ENOMEM (nothing left allocated). */
-int gossip_ef_init(gossip_ef *ef, const gossip_env *env, uint32_t n, unsigned bits,
-                   uint32_t block, const float *initial);
+int gossip_ef_init(gossip_ef *ef, const gossip_env *env, uint32_t n, unsigned bits, uint32_t block,
+                   const float *initial);
 void gossip_ef_free(gossip_ef *ef, const gossip_env *env);
 /* Encode x as a delta against ef->ref with error feedback; afterwards ef->ref
  * equals what the receiver holds. If q_out is not NULL it receives the decoded
  * delta. Errors as gossip_codec_encode. */
-int gossip_ef_encode(gossip_ef *ef, const gossip_env *env, const float *x, uint8_t *out,
-                     size_t cap, float *q_out);
+int gossip_ef_encode(gossip_ef *ef, const gossip_env *env, const float *x, uint8_t *out, size_t cap,
+                     float *q_out);
 
 #endif
