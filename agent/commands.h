@@ -13,4 +13,6 @@ typedef struct agent_command {
     const char *summary;
 } agent_command;
 
+int cmd_keygen(int argc, char **argv);
+
 #endif
