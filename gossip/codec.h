@@ -20,12 +20,20 @@
  * Decoding validates: the size must equal gossip_codec_size for the expected
  * n, every scale and every 32-bit value must be finite, scales >= 0.
  *
+ * Codes are two's complement in `bits` bits (16-bit codes are therefore
+ * little-endian int16; the scale is a big-endian float32). The code
+ * -2^(bits-1) is never produced and is rejected by the decoder. A decoded
+ * value is (float)q * (s / L) in float32 arithmetic (1 bit: +s or -s), so the
+ * encoder's `decoded` output is bit-identical to what a receiver decodes.
+ *
  * Error feedback (gossip_ef): the sender keeps `ref`, the receiver-visible
  * reference (what the peers have reconstructed so far), and `residual`, the
  * quantization error not yet sent. To send x:
- *   delta = x - ref + residual;  q = Q(delta);  residual = delta - q;  ref += q
- * so the running sum of what was sent never strays from the true running sum
- * by more than one quantum per block.
+ *   delta = x - ref;  q = Q(delta);  ref += q;  residual = delta - q
+ * delta already holds the previous residual (x - ref is the new motion plus
+ * the error not yet sent), so the residual is not added a second time. The
+ * running sum of what was sent (ref) never strays from the true value x by
+ * more than one quantum (of that step's block scale) per value.
  *
  * Randomness for stochastic rounding comes from the env (gossip_env.random);
  * no allocation happens in encode/decode: the caller owns every buffer.
@@ -53,14 +61,16 @@ size_t gossip_codec_size(uint32_t n, unsigned bits, uint32_t block);
  * (bad bits/block/n), GOSSIP_ESPACE (cap < gossip_codec_size) or
  * GOSSIP_ENONFINITE (x holds a NaN or infinity). If `decoded` is not NULL it
  * receives exactly what the receiver will decode (used for error feedback and
- * public copies without a second pass). */
+ * public copies without a second pass). On error the contents of out and
+ * decoded are unspecified. */
 int gossip_codec_encode(const gossip_env *env, const float *x, uint32_t n, unsigned bits,
                         uint32_t block, uint8_t *out, size_t cap, float *decoded);
 
 /* Decode len bytes holding n values into out[0..n). Returns GOSSIP_OK,
  * GOSSIP_EINVAL (bad bits/block/n), GOSSIP_EMALFORMED (len differs from
- * gossip_codec_size) or GOSSIP_ENONFINITE (a non-finite scale or value, or a
- * negative scale). On error out is left zeroed. */
+ * gossip_codec_size, or a code -2^(bits-1)) or GOSSIP_ENONFINITE (a
+ * non-finite scale or value, a negative scale including -0, or a scale whose
+ * largest level L * (s / L) overflows). On error out is left zeroed. n >= 1. */
 int gossip_codec_decode(const uint8_t *in, size_t len, uint32_t n, unsigned bits, uint32_t block,
                         float *out);
 
@@ -76,13 +86,20 @@ typedef struct gossip_ef {
 } gossip_ef;
 
 /* Allocate through env; ref starts at `initial` (or zero if NULL). Returns
- * GOSSIP_OK, GOSSIP_EINVAL or GOSSIP_ENOMEM (nothing left allocated). */
+ * GOSSIP_OK, GOSSIP_EINVAL (bad parameters, bits == 1, or `initial` not
+ * finite) or GOSSIP_ENOMEM (nothing left allocated).
+ * bits == 1 is refused: with unbiased sign quantization the residual can be
+ * 2s (both levels are s away from 0), the next block scale grows with it and
+ * the error grows geometrically (measured: |ref - x| reaches 1e29 after 128
+ * steps of a random walk; see docs/CODEC.md). Every other width is stable. */
 int gossip_ef_init(gossip_ef *ef, const gossip_env *env, uint32_t n, unsigned bits, uint32_t block,
                    const float *initial);
 void gossip_ef_free(gossip_ef *ef, const gossip_env *env);
 /* Encode x as a delta against ef->ref with error feedback; afterwards ef->ref
  * equals what the receiver holds. If q_out is not NULL it receives the decoded
- * delta. Errors as gossip_codec_encode. */
+ * delta. Errors as gossip_codec_encode; GOSSIP_ENONFINITE if x - ref is not
+ * finite or |x - ref| or |ref| reaches 2^126 (so ref can never overflow). On
+ * error ef is unchanged and out must not be sent. */
 int gossip_ef_encode(gossip_ef *ef, const gossip_env *env, const float *x, uint8_t *out, size_t cap,
                      float *q_out);
 
