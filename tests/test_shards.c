@@ -1,0 +1,792 @@
+/* Shard replication: a compact deterministic driver over sim/evq.h delivers
+ * frames between N in-memory replicators (per-sender upload bandwidth plus a
+ * fixed latency, so each link is FIFO); tests kill holders, join agents,
+ * corrupt chunks in flight and data at rest, and check that no shard is lost,
+ * replication returns to r within a bound, and primaries are unique. */
+#include "tests/harness.h"
+
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gossip/shards.h"
+#include "sim/evq.h"
+
+enum { EV_DELIVER = 1, EV_TICK = 2 };
+
+#define LATENCY_US      500u
+#define BW_BYTES_PER_US 10u /* 10 MB/s upload per agent */
+
+typedef struct dnode {
+    uint64_t id;
+    int alive;
+    int member; /* in the views we hand out */
+    gossip_shards *sh;
+    gossip_store store;
+    uint64_t tick_at;
+    uint64_t link_free_at;
+} dnode;
+
+typedef struct driver {
+    test_env t;
+    uint64_t seed;
+    sim_evq q;
+    dnode *nodes;
+    uint32_t n, cap;
+    uint64_t now;
+    uint64_t epoch;
+    uint8_t (*ids)[32];
+    uint8_t **content;
+    uint64_t *sizes;
+    uint32_t s_count;
+    gossip_shards_config cfg;
+    uint32_t corrupt_data; /* corrupt this many DATA chunks in flight */
+    uint32_t corrupted;
+    uint64_t frames, bytes;
+} driver;
+
+static uint64_t node_id(uint32_t i)
+{
+    uint64_t z = (uint64_t)i * 0x9e3779b97f4a7c15ULL + 12345;
+    z = (z ^ (z >> 31)) * 0xbf58476d1ce4e5b9ULL;
+    return (z ^ (z >> 29)) | 1;
+}
+
+static long index_of(const driver *d, uint64_t id)
+{
+    for (uint32_t i = 0; i < d->n; i++)
+        if (d->nodes[i].id == id)
+            return i;
+    return -1;
+}
+
+static void schedule_tick(driver *d, uint32_t i)
+{
+    dnode *x = &d->nodes[i];
+    uint64_t dl = gossip_shards_deadline(x->sh);
+    if (dl == GOSSIP_TIME_NEVER || dl >= x->tick_at)
+        return;
+    if (dl < d->now)
+        dl = d->now;
+    x->tick_at = dl;
+    sim_event ev = {.time_us = dl, .kind = EV_TICK, .agent = i, .a = dl};
+    assert_int_equal(sim_evq_push(&d->q, &ev), 0);
+}
+
+static int is_data_chunk(const uint8_t *f, size_t len)
+{
+    return len > GOSSIP_HEADER_SIZE + GOSSIP_SHARDS_DATA_FIXED && f[3] == GOSSIP_MSG_SHARD_CHUNK &&
+           f[GOSSIP_HEADER_SIZE + 36] == GOSSIP_SHARD_DATA;
+}
+
+static void flush(driver *d, uint32_t i)
+{
+    dnode *x = &d->nodes[i];
+    gossip_send out;
+    while (gossip_shards_poll_send(x->sh, &out, d->now) == 1) {
+        long j = index_of(d, out.dest);
+        assert_true(j >= 0);
+        assert_true(out.len <= GOSSIP_FRAME_MAX);
+        uint8_t *copy = malloc(out.len);
+        memcpy(copy, out.frame, out.len);
+        if (d->corrupt_data && is_data_chunk(copy, out.len)) {
+            copy[out.len - 1] ^= 0x5A;
+            d->corrupt_data--;
+            d->corrupted++;
+        }
+        uint64_t start = x->link_free_at > d->now ? x->link_free_at : d->now;
+        x->link_free_at = start + out.len / BW_BYTES_PER_US + 1;
+        sim_event ev = {.time_us = x->link_free_at + LATENCY_US,
+                        .kind = EV_DELIVER,
+                        .agent = (uint32_t)j,
+                        .a = out.len,
+                        .b = i,
+                        .ptr = copy};
+        assert_int_equal(sim_evq_push(&d->q, &ev), 0);
+        d->frames++;
+        d->bytes += out.len;
+    }
+    schedule_tick(d, i);
+}
+
+/* Process events up to time `until`. */
+static void run_until(driver *d, uint64_t until)
+{
+    sim_event ev;
+    while (sim_evq_peek_time(&d->q) <= until && sim_evq_pop(&d->q, &ev) == 0) {
+        d->now = ev.time_us;
+        dnode *x = &d->nodes[ev.agent];
+        if (ev.kind == EV_DELIVER) {
+            uint8_t *f = ev.ptr;
+            if (x->alive) {
+                gossip_header h;
+                assert_int_equal(gossip_header_decode(f, ev.a, &h), GOSSIP_OK);
+                gossip_shards_recv(x->sh, d->nodes[ev.b].id, &h, f + GOSSIP_HEADER_SIZE,
+                                   h.payload_len, d->now);
+                flush(d, ev.agent);
+            }
+            free(f);
+        } else if (ev.kind == EV_TICK) {
+            if (!x->alive || x->tick_at != ev.a)
+                continue;
+            x->tick_at = GOSSIP_TIME_NEVER;
+            gossip_shards_tick(x->sh, d->now);
+            flush(d, ev.agent);
+        }
+    }
+    if (d->now < until)
+        d->now = until;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Hand every live agent the view of the current members. */
+static void view_all(driver *d)
+{
+    uint64_t *ids = malloc(d->n * sizeof *ids);
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < d->n; i++)
+        if (d->nodes[i].member)
+            ids[k++] = d->nodes[i].id;
+    qsort(ids, k, sizeof *ids, cmp_u64);
+    gossip_view v = {++d->epoch, k, ids};
+    for (uint32_t i = 0; i < d->n; i++)
+        if (d->nodes[i].alive) {
+            assert_int_equal(gossip_shards_set_view(d->nodes[i].sh, &v, d->now), GOSSIP_OK);
+            flush(d, i);
+        }
+    free(ids);
+}
+
+static void node_add(driver *d)
+{
+    assert_true(d->n < d->cap);
+    uint32_t i = d->n++;
+    dnode *x = &d->nodes[i];
+    memset(x, 0, sizeof *x);
+    x->id = node_id(i);
+    x->alive = x->member = 1;
+    x->tick_at = GOSSIP_TIME_NEVER;
+    assert_int_equal(
+        gossip_store_mem_create(&x->store, &d->t.env, 4 * d->s_count + 8, d->cfg.shard_bytes_max),
+        GOSSIP_OK);
+    gossip_shards_config c = d->cfg;
+    c.self = x->id;
+    c.store = x->store;
+    assert_int_equal(gossip_shards_create(&x->sh, &d->t.env, &c), GOSSIP_OK);
+}
+
+static void store_put(driver *d, uint32_t i, uint32_t s)
+{
+    const gossip_store *st = &d->nodes[i].store;
+    assert_int_equal(st->ops->begin(st->ctx, d->ids[s], d->sizes[s]), GOSSIP_OK);
+    assert_int_equal(st->ops->write(st->ctx, d->ids[s], 0, d->content[s], d->sizes[s]), GOSSIP_OK);
+    assert_int_equal(st->ops->commit(st->ctx, d->ids[s]), GOSSIP_OK);
+}
+
+/* placed = 1: put each shard on its placement holders of the first view
+ * (an already replicated cluster); placed = 0: everything on agent 0. */
+static void driver_init(driver *d, uint64_t seed, uint32_t n, uint32_t cap, uint32_t s_count,
+                        uint64_t shard_max, uint32_t chunk, int placed)
+{
+    memset(d, 0, sizeof *d);
+    d->seed = seed;
+    test_env_init(&d->t, seed);
+    assert_int_equal(sim_evq_init(&d->q, 1024, 1u << 22), 0);
+    d->s_count = s_count;
+    d->ids = malloc((size_t)s_count * 32);
+    d->content = malloc(s_count * sizeof *d->content);
+    d->sizes = malloc(s_count * sizeof *d->sizes);
+    for (uint32_t s = 0; s < s_count; s++) {
+        d->sizes[s] = 1 + model_rng_below(&d->t.rng, shard_max);
+        d->content[s] = malloc(d->sizes[s]);
+        for (uint64_t b = 0; b < d->sizes[s]; b++)
+            d->content[s][b] = (uint8_t)model_rng_u64(&d->t.rng);
+        crypto_generichash(d->ids[s], 32, d->content[s], d->sizes[s], NULL, 0);
+    }
+    gossip_shards_config_default(&d->cfg);
+    d->cfg.ids = (const uint8_t(*)[32])d->ids;
+    d->cfg.n_shards = s_count;
+    d->cfg.chunk_bytes = chunk;
+    d->cfg.shard_bytes_max = shard_max;
+    d->cfg.timeout_us = 200000;
+    d->cfg.backoff_us = 100000;
+    d->cfg.probe_us = 100000;
+    d->cap = cap;
+    d->nodes = calloc(cap, sizeof *d->nodes);
+    d->n = 0;
+    for (uint32_t i = 0; i < n; i++)
+        node_add(d);
+    if (placed) {
+        uint64_t *ids = malloc(n * sizeof *ids);
+        for (uint32_t i = 0; i < n; i++)
+            ids[i] = d->nodes[i].id;
+        qsort(ids, n, sizeof *ids, cmp_u64);
+        gossip_view v = {1, n, ids};
+        uint32_t w = gossip_placement_width(d->cfg.placement.r, n);
+        uint64_t *h = malloc((size_t)s_count * w * sizeof *h);
+        assert_int_equal(gossip_placement_compute(&d->t.env, &d->cfg.placement,
+                                                  (const uint8_t(*)[32])d->ids, s_count, &v, h,
+                                                  NULL),
+                         GOSSIP_OK);
+        for (uint32_t s = 0; s < s_count; s++)
+            for (uint32_t j = 0; j < w; j++)
+                store_put(d, (uint32_t)index_of(d, h[(size_t)s * w + j]), s);
+        free(h);
+        free(ids);
+        /* Recreate the replicators so they see their stores' content. */
+        for (uint32_t i = 0; i < n; i++) {
+            gossip_shards_destroy(d->nodes[i].sh);
+            gossip_shards_config c = d->cfg;
+            c.self = d->nodes[i].id;
+            c.store = d->nodes[i].store;
+            assert_int_equal(gossip_shards_create(&d->nodes[i].sh, &d->t.env, &c), GOSSIP_OK);
+        }
+    } else {
+        for (uint32_t s = 0; s < s_count; s++)
+            store_put(d, 0, s);
+        gossip_shards_destroy(d->nodes[0].sh);
+        gossip_shards_config c = d->cfg;
+        c.self = d->nodes[0].id;
+        c.store = d->nodes[0].store;
+        assert_int_equal(gossip_shards_create(&d->nodes[0].sh, &d->t.env, &c), GOSSIP_OK);
+    }
+    view_all(d);
+}
+
+static void driver_free(driver *d)
+{
+    sim_event ev;
+    while (sim_evq_pop(&d->q, &ev) == 0)
+        free(ev.ptr);
+    sim_evq_free(&d->q);
+    for (uint32_t i = 0; i < d->n; i++) {
+        gossip_shards_destroy(d->nodes[i].sh);
+        gossip_store_mem_destroy(&d->nodes[i].store);
+    }
+    assert_int_equal(d->t.alloc.live, 0);
+    for (uint32_t s = 0; s < d->s_count; s++)
+        free(d->content[s]);
+    free(d->content);
+    free(d->sizes);
+    free(d->ids);
+    free(d->nodes);
+}
+
+/* Live stores, for the census. */
+static uint32_t census(driver *d, uint32_t *counts)
+{
+    gossip_store *stores = malloc(d->n * sizeof *stores);
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < d->n; i++)
+        if (d->nodes[i].alive)
+            stores[k++] = d->nodes[i].store;
+    uint32_t lost =
+        gossip_shards_census((const uint8_t(*)[32])d->ids, d->s_count, stores, k, counts);
+    free(stores);
+    return lost;
+}
+
+/* 1 when every live agent holds every shard placement assigns it. */
+static int converged(const driver *d)
+{
+    for (uint32_t i = 0; i < d->n; i++)
+        if (d->nodes[i].alive && gossip_shards_missing_count(d->nodes[i].sh))
+            return 0;
+    return 1;
+}
+
+/* Run in steps of step_us until converged; returns the time it took, or
+ * fails the test after limit_us. Checks that no shard is lost meanwhile. */
+static uint64_t run_to_convergence(driver *d, uint64_t step_us, uint64_t limit_us)
+{
+    uint64_t start = d->now;
+    uint32_t *counts = malloc(d->s_count * sizeof *counts);
+    while (!converged(d)) {
+        if (d->now - start > limit_us)
+            fail_msg("seed %llu: not converged after %llu us", (unsigned long long)d->seed,
+                     (unsigned long long)limit_us);
+        run_until(d, d->now + step_us);
+        if (census(d, counts))
+            fail_msg("seed %llu: a shard was lost at t=%llu", (unsigned long long)d->seed,
+                     (unsigned long long)d->now);
+    }
+    free(counts);
+    return d->now - start;
+}
+
+/* Every shard has exactly one live primary, it holds the shard, and the
+ * primaries agree with the holders table. */
+static void check_primaries(driver *d, int must_hold)
+{
+    uint32_t *prim = calloc(d->s_count, sizeof *prim);
+    for (uint32_t i = 0; i < d->n; i++) {
+        if (!d->nodes[i].alive)
+            continue;
+        for (uint32_t s = 0; s < d->s_count; s++) {
+            gossip_shard_status st;
+            assert_int_equal(gossip_shards_status(d->nodes[i].sh, s, &st), GOSSIP_OK);
+            if (st.primary) {
+                prim[s]++;
+                assert_true(st.primary_id == d->nodes[i].id);
+                if (must_hold)
+                    assert_true(st.held);
+            }
+        }
+    }
+    for (uint32_t s = 0; s < d->s_count; s++)
+        if (prim[s] != 1)
+            fail_msg("seed %llu: shard %u has %u primaries", (unsigned long long)d->seed, s,
+                     prim[s]);
+    free(prim);
+}
+
+/* Content of every complete replica equals the original bytes. */
+static void check_content(driver *d)
+{
+    for (uint32_t i = 0; i < d->n; i++)
+        for (uint32_t s = 0; s < d->s_count; s++) {
+            uint64_t size;
+            uint8_t *b = gossip_store_mem_bytes(&d->nodes[i].store, d->ids[s], &size);
+            if (b) {
+                assert_true(size == d->sizes[s]);
+                assert_memory_equal(b, d->content[s], size);
+            }
+        }
+}
+
+static uint64_t counter_sum(driver *d, size_t offset)
+{
+    uint64_t k = 0;
+    for (uint32_t i = 0; i < d->n; i++)
+        if (d->nodes[i].sh)
+            k += *(const uint64_t *)((const char *)gossip_shards_counters_get(d->nodes[i].sh) +
+                                     offset);
+    return k;
+}
+#define SUM(d, field) counter_sum(d, offsetof(gossip_shards_counters, field))
+
+/* Run until every surplus replica has been dropped (counts == width). */
+static void run_until_exact(driver *d, uint64_t limit_us)
+{
+    uint32_t *counts = malloc(d->s_count * sizeof *counts);
+    uint64_t start = d->now;
+    uint32_t live = 0;
+    for (uint32_t i = 0; i < d->n; i++)
+        live += d->nodes[i].member;
+    uint32_t w = gossip_placement_width(d->cfg.placement.r, live);
+    for (;;) {
+        assert_int_equal(census(d, counts), 0);
+        uint32_t off = 0;
+        for (uint32_t s = 0; s < d->s_count; s++)
+            off += counts[s] != w;
+        if (!off)
+            break;
+        if (d->now - start > limit_us)
+            fail_msg("seed %llu: %u shards not at exactly %u replicas", (unsigned long long)d->seed,
+                     off, w);
+        run_until(d, d->now + 50000);
+    }
+    free(counts);
+}
+
+/* ------------------------------------------------------------------------ */
+
+static void bootstrap_from_one_seeder(void **state)
+{
+    (void)state;
+    driver d;
+    driver_init(&d, test_seed(21), 16, 16, 128, 3000, 1024, 0);
+    run_to_convergence(&d, 10000, 60000000);
+    run_until_exact(&d, 30000000);
+    check_primaries(&d, 1);
+    check_content(&d);
+    assert_int_equal(SUM(&d, chunks_bad), 0);
+    assert_int_equal(SUM(&d, whole_bad), 0);
+    /* The seeder kept only its own share after the others confirmed. */
+    assert_true(SUM(&d, dropped) > 0);
+    uint32_t assigned = 0;
+    for (uint32_t s = 0; s < 128; s++) {
+        gossip_shard_status st;
+        assert_int_equal(gossip_shards_status(d.nodes[0].sh, s, &st), GOSSIP_OK);
+        assigned += st.assigned;
+        assert_int_equal(st.held, st.assigned);
+    }
+    assert_int_equal(gossip_shards_held_count(d.nodes[0].sh), assigned);
+    assert_int_equal(SUM(&d, dropped), 128 - assigned);
+    driver_free(&d);
+}
+
+/* Kill 2 holders of a shard (r = 3), repeatedly: no shard is lost, and
+ * replication is back to r within the bound documented in
+ * docs/SHARDS_REPLICATION.md. */
+static void kill_two_holders(uint32_t n, uint32_t rounds, uint64_t seed)
+{
+    driver d;
+    const uint64_t shard_max = 4096;
+    driver_init(&d, seed, n, n, 8 * n, shard_max, 1024, 1);
+    check_primaries(&d, 1);
+    for (uint32_t k = 0; k < rounds; k++) {
+        uint32_t s = (uint32_t)model_rng_below(&d.t.rng, d.s_count);
+        uint32_t w;
+        uint32_t holder0 = 0;
+        for (uint32_t i = 0; i < d.n; i++)
+            if (d.nodes[i].alive) {
+                holder0 = i;
+                break;
+            }
+        const uint64_t *h = gossip_shards_holders(d.nodes[holder0].sh, s, &w);
+        assert_true(h && w == 3);
+        uint32_t pick = (uint32_t)model_rng_below(&d.t.rng, 3);
+        uint64_t victims[2] = {h[pick], h[(pick + 1) % 3]};
+        for (int v = 0; v < 2; v++) {
+            long j = index_of(&d, victims[v]);
+            d.nodes[j].alive = d.nodes[j].member = 0;
+        }
+        view_all(&d);
+        /* The bound: the most replicas any agent must fetch, M, at
+         * fetch_max at a time; each fetch needs one manifest round trip plus
+         * its bytes through the source's upload, shared by at most
+         * fetch_max fetches from one source: per batch RTT + fetch_max *
+         * (shard_max + overhead) / bw, with chunk requests pipelined. */
+        uint32_t m = 0;
+        for (uint32_t i = 0; i < d.n; i++)
+            if (d.nodes[i].alive && gossip_shards_missing_count(d.nodes[i].sh) > m)
+                m = gossip_shards_missing_count(d.nodes[i].sh);
+        uint64_t rtt = 2 * LATENCY_US + 200;
+        uint64_t per_batch =
+            3 * rtt + (uint64_t)d.cfg.fetch_max * (shard_max + 1024) / BW_BYTES_PER_US * 2;
+        uint64_t bound = ((m + d.cfg.fetch_max - 1) / d.cfg.fetch_max) * per_batch + rtt;
+        uint64_t took = run_to_convergence(&d, 1000, 10 * bound + 1000000);
+        print_message("N=%u round %u: %u missing at worst, back to r=3 in %llu us (bound %llu)\n",
+                      n, k, m, (unsigned long long)took, (unsigned long long)bound);
+        if (took > bound)
+            fail_msg("seed %llu N %u: recovery took %llu us > bound %llu us",
+                     (unsigned long long)seed, n, (unsigned long long)took,
+                     (unsigned long long)bound);
+        check_primaries(&d, 1);
+    }
+    run_until_exact(&d, 30000000);
+    check_content(&d);
+    assert_int_equal(SUM(&d, chunks_bad), 0);
+    driver_free(&d);
+}
+
+static void kill_two_holders_n64(void **state)
+{
+    (void)state;
+    kill_two_holders(64, 4, test_seed(22));
+}
+
+static void kill_two_holders_n256(void **state)
+{
+    (void)state;
+    kill_two_holders(256, 1, test_seed(23));
+}
+
+/* A join fetches exactly the replicas placement moves, and the old holders
+ * drop exactly the replicas placement removes. */
+static void join_moves_only_what_placement_moves(void **state)
+{
+    (void)state;
+    driver d;
+    uint32_t n = 32;
+    driver_init(&d, test_seed(24), n, n + 1, 8 * n, 2000, 1024, 1);
+    /* Placement before and after. */
+    uint64_t ids[64];
+    for (uint32_t i = 0; i < n + 1; i++)
+        ids[i] = node_id(i);
+    qsort(ids, n, sizeof *ids, cmp_u64);
+    uint64_t *before = malloc((size_t)d.s_count * 3 * 8),
+             *after = malloc((size_t)d.s_count * 3 * 8);
+    gossip_view v0 = {1, n, ids};
+    assert_int_equal(gossip_placement_compute(&d.t.env, &d.cfg.placement,
+                                              (const uint8_t(*)[32])d.ids, d.s_count, &v0, before,
+                                              NULL),
+                     GOSSIP_OK);
+    qsort(ids, n + 1, sizeof *ids, cmp_u64);
+    gossip_view v1 = {2, n + 1, ids};
+    assert_int_equal(gossip_placement_compute(&d.t.env, &d.cfg.placement,
+                                              (const uint8_t(*)[32])d.ids, d.s_count, &v1, after,
+                                              NULL),
+                     GOSSIP_OK);
+    uint32_t added = 0;
+    for (uint32_t s = 0; s < d.s_count; s++)
+        for (uint32_t j = 0; j < 3; j++) {
+            int found = 0;
+            for (uint32_t k = 0; k < 3; k++)
+                found |= before[s * 3 + k] == after[s * 3 + j];
+            added += !found;
+        }
+    uint64_t fetched0 = SUM(&d, fetched);
+    node_add(&d);
+    view_all(&d);
+    run_to_convergence(&d, 1000, 30000000);
+    run_until_exact(&d, 30000000);
+    assert_int_equal(SUM(&d, fetched) - fetched0, added);
+    assert_int_equal(SUM(&d, dropped), added); /* every added replica displaced one */
+    assert_int_equal(SUM(&d, fetch_started), added);
+    /* Every store now holds exactly its placement. */
+    for (uint32_t s = 0; s < d.s_count; s++)
+        for (uint32_t j = 0; j < 3; j++) {
+            long i = index_of(&d, after[s * 3 + j]);
+            assert_true(d.nodes[i].store.ops->has(d.nodes[i].store.ctx, d.ids[s]));
+        }
+    check_primaries(&d, 1);
+    print_message("join N=%u -> %u: %u replicas moved\n", n, n + 1, added);
+    free(before);
+    free(after);
+    driver_free(&d);
+}
+
+static void corrupted_chunk_rejected_and_refetched(void **state)
+{
+    (void)state;
+    driver d;
+    driver_init(&d, test_seed(25), 12, 12, 96, 5000, 1024, 1);
+    /* Kill one agent; its replicas are refetched, 5 chunks corrupted. */
+    d.corrupt_data = 5;
+    d.nodes[3].alive = d.nodes[3].member = 0;
+    view_all(&d);
+    run_to_convergence(&d, 1000, 30000000);
+    assert_int_equal(d.corrupted, 5);
+    /* Every corrupted chunk that reached a current fetch was rejected (a
+     * corrupted chunk still in flight after its fetch moved on is stale). */
+    assert_true(SUM(&d, chunks_bad) >= 1 && SUM(&d, chunks_bad) <= 5);
+    check_content(&d);
+    check_primaries(&d, 1);
+    driver_free(&d);
+}
+
+/* A holder whose copy is corrupted at rest serves chunks that match its own
+ * manifest; the whole-shard hash catches it and the fetch goes elsewhere. */
+static void lying_holder_caught_by_whole_hash(void **state)
+{
+    (void)state;
+    driver d;
+    driver_init(&d, test_seed(26), 10, 10, 40, 3000, 1024, 1);
+    /* Agent 2 leaves. For every shard it held, corrupt at rest the copy of
+     * the first surviving holder in rank order: the first source a fetcher
+     * tries serves chunks that match its own (corrupt) manifest. */
+    uint32_t bad_holder[40], refetch = 0;
+    for (uint32_t s = 0; s < d.s_count; s++) {
+        uint32_t w;
+        const uint64_t *h = gossip_shards_holders(d.nodes[0].sh, s, &w);
+        bad_holder[s] = UINT32_MAX;
+        if (!(h[0] == d.nodes[2].id || h[1] == d.nodes[2].id || h[2] == d.nodes[2].id))
+            continue;
+        refetch++;
+        uint64_t first = h[0] == d.nodes[2].id ? h[1] : h[0];
+        bad_holder[s] = (uint32_t)index_of(&d, first);
+        uint64_t size;
+        uint8_t *b = gossip_store_mem_bytes(&d.nodes[bad_holder[s]].store, d.ids[s], &size);
+        b[size / 2] ^= 1;
+    }
+    assert_true(refetch > 0);
+    d.nodes[2].alive = d.nodes[2].member = 0;
+    view_all(&d);
+    run_to_convergence(&d, 1000, 30000000);
+    /* Every replica is intact but the ones corrupted at rest. */
+    for (uint32_t i = 0; i < d.n; i++) {
+        for (uint32_t s = 0; s < d.s_count; s++) {
+            if (bad_holder[s] == i)
+                continue;
+            uint64_t size;
+            uint8_t *b = gossip_store_mem_bytes(&d.nodes[i].store, d.ids[s], &size);
+            if (b)
+                assert_memory_equal(b, d.content[s], size);
+        }
+    }
+    /* Each fetch of an affected shard that started at a corrupt source was
+     * caught by the whole-shard hash. */
+    assert_true(SUM(&d, whole_bad) > 0);
+    assert_true(SUM(&d, whole_bad) <= SUM(&d, fetch_started));
+    assert_int_equal(SUM(&d, chunks_bad), 0);
+    driver_free(&d);
+}
+
+/* A source that dies without a view change: the fetcher times out and
+ * moves on. */
+static void silent_source_times_out(void **state)
+{
+    (void)state;
+    driver d;
+    driver_init(&d, test_seed(27), 8, 8, 32, 3000, 1024, 1);
+    /* Shard 0's first holder leaves the view (its replicas must move)
+     * while its second is dead but still listed: the fetchers ask the
+     * second first (previous holders come first) and time out. */
+    uint32_t w;
+    const uint64_t *h = gossip_shards_holders(d.nodes[0].sh, 0, &w);
+    long gone = index_of(&d, h[0]), silent = index_of(&d, h[1]);
+    d.nodes[gone].alive = d.nodes[gone].member = 0;
+    d.nodes[silent].alive = 0;
+    view_all(&d);
+    run_until(&d, d.now + 5000000);
+    assert_true(SUM(&d, timeouts) > 0);
+    /* Then the view catches up; everything converges. */
+    d.nodes[silent].member = 0;
+    view_all(&d);
+    run_to_convergence(&d, 1000, 30000000);
+    uint32_t *counts = malloc(d.s_count * sizeof *counts);
+    assert_int_equal(census(&d, counts), 0);
+    free(counts);
+    check_content(&d);
+    driver_free(&d);
+}
+
+static void random_bytes_never_crash(void **state)
+{
+    (void)state;
+    uint64_t seed = test_seed(28);
+    driver d;
+    driver_init(&d, seed, 4, 4, 8, 3000, 1024, 1);
+    model_rng rng;
+    model_rng_seed(&rng, seed, 99);
+    static uint8_t buf[8192];
+    uint64_t rejected0 = SUM(&d, rejected);
+    for (int it = 0; it < 100000; it++) {
+        size_t len = model_rng_below(&rng, it % 10 == 0 ? sizeof buf : 160);
+        for (size_t j = 0; j < len; j++)
+            buf[j] = (uint8_t)model_rng_u64(&rng);
+        uint8_t type = (uint8_t)(0x20 + model_rng_below(&rng, 4));
+        if (len > 36 && (it & 1)) /* plausible: a real id and kind */
+            memcpy(buf, d.ids[model_rng_below(&rng, d.s_count)], 32), buf[36] &= 3;
+        gossip_shard_msg m;
+        int rc = gossip_shard_msg_decode(type, buf, len, &m);
+        assert_true(rc >= 0 && rc < GOSSIP_ERR_COUNT);
+        gossip_header h = {.type = type, .payload_len = (uint32_t)len};
+        uint32_t i = (uint32_t)model_rng_below(&rng, 4);
+        gossip_shards_recv(d.nodes[i].sh, d.nodes[(i + 1) % 4].id, &h, buf, len, d.now);
+        flush(&d, i);
+        if (it % 1000 == 0)
+            run_until(&d, d.now + 1000);
+    }
+    run_until(&d, d.now + 1000000);
+    assert_true(SUM(&d, rejected) > rejected0);
+    check_content(&d);
+    driver_free(&d);
+}
+
+static void create_and_view_survive_oom(void **state)
+{
+    (void)state;
+    test_env t;
+    test_env_init(&t, test_seed(29));
+    uint8_t ids[20][32];
+    for (int s = 0; s < 20; s++)
+        for (int b = 0; b < 32; b++)
+            ids[s][b] = (uint8_t)model_rng_u64(&t.rng);
+    gossip_store st;
+    assert_int_equal(gossip_store_mem_create(&st, &t.env, 64, 4096), GOSSIP_OK);
+    long base = t.alloc.live;
+    gossip_shards_config cfg;
+    gossip_shards_config_default(&cfg);
+    cfg.self = 7;
+    cfg.ids = (const uint8_t(*)[32])ids;
+    cfg.n_shards = 20;
+    cfg.store = st;
+    cfg.shard_bytes_max = 4096;
+    cfg.chunk_bytes = 1024;
+    uint64_t members[5] = {3, 7, 9, 11, 20};
+    gossip_view v = {1, 5, members};
+    for (long k = 1;; k++) {
+        t.alloc.count = 0;
+        t.alloc.fail_at = k;
+        gossip_shards *sh = NULL;
+        int rc = gossip_shards_create(&sh, &t.env, &cfg);
+        if (rc == GOSSIP_OK) {
+            rc = gossip_shards_set_view(sh, &v, 0);
+            if (rc == GOSSIP_ENOMEM) {
+                assert_int_equal(gossip_shards_epoch(sh), 0);
+                gossip_shards_destroy(sh);
+                assert_int_equal(t.alloc.live, base);
+                continue;
+            }
+            assert_int_equal(rc, GOSSIP_OK);
+            t.alloc.fail_at = 0;
+            assert_int_equal(gossip_shards_epoch(sh), 1);
+            gossip_shards_destroy(sh);
+            assert_int_equal(t.alloc.live, base);
+            break;
+        }
+        assert_int_equal(rc, GOSSIP_ENOMEM);
+        assert_null(sh);
+        assert_int_equal(t.alloc.live, base);
+    }
+    /* Bad configs. */
+    gossip_shards *sh;
+    gossip_shards_config bad = cfg;
+    bad.self = 0;
+    assert_int_equal(gossip_shards_create(&sh, &t.env, &bad), GOSSIP_EINVAL);
+    bad = cfg;
+    bad.window = GOSSIP_SHARDS_WINDOW_MAX + 1;
+    assert_int_equal(gossip_shards_create(&sh, &t.env, &bad), GOSSIP_EINVAL);
+    bad = cfg;
+    bad.shard_bytes_max = (uint64_t)GOSSIP_SHARDS_CHUNKS_MAX * 1024 + 1;
+    assert_int_equal(gossip_shards_create(&sh, &t.env, &bad), GOSSIP_EINVAL);
+    gossip_store_mem_destroy(&st);
+    assert_int_equal(t.alloc.live, 0);
+}
+
+static void store_mem_contract(void **state)
+{
+    (void)state;
+    test_env t;
+    test_env_init(&t, test_seed(30));
+    gossip_store st;
+    assert_int_equal(gossip_store_mem_create(&st, &t.env, 2, 100), GOSSIP_OK);
+    uint8_t a[32] = {1}, b[32] = {2}, c[32] = {3}, buf[10];
+    const gossip_store_ops *o = st.ops;
+    assert_int_equal(o->has(st.ctx, a), 0);
+    assert_int_equal(o->begin(st.ctx, a, 101), GOSSIP_EINVAL);
+    assert_int_equal(o->begin(st.ctx, a, 10), GOSSIP_OK);
+    assert_int_equal(o->begin(st.ctx, a, 10), GOSSIP_EINVAL);
+    assert_int_equal(o->has(st.ctx, a), 0); /* writing is not visible */
+    assert_int_equal(o->write(st.ctx, a, 5, "hello", 5), GOSSIP_OK);
+    assert_int_equal(o->write(st.ctx, a, 6, "hello", 5), GOSSIP_EINVAL);
+    assert_int_equal(o->write(st.ctx, a, 0, "01234", 5), GOSSIP_OK);
+    assert_int_equal(o->read(st.ctx, a, 0, buf, 1), GOSSIP_ENOTFOUND);
+    assert_int_equal(o->commit(st.ctx, a), GOSSIP_OK);
+    assert_int_equal(o->has(st.ctx, a), 1);
+    uint64_t size;
+    assert_int_equal(o->size(st.ctx, a, &size), GOSSIP_OK);
+    assert_true(size == 10);
+    assert_int_equal(o->read(st.ctx, a, 0, buf, 10), GOSSIP_OK);
+    assert_memory_equal(buf, "01234hello", 10);
+    assert_int_equal(o->read(st.ctx, a, 5, buf, 6), GOSSIP_EINVAL);
+    assert_int_equal(o->begin(st.ctx, b, 3), GOSSIP_OK);
+    assert_int_equal(o->begin(st.ctx, c, 3), GOSSIP_EFULL);
+    o->abort(st.ctx, b);
+    assert_int_equal(o->has(st.ctx, b), 0);
+    assert_int_equal(o->begin(st.ctx, c, 0), GOSSIP_OK);
+    assert_int_equal(o->commit(st.ctx, c), GOSSIP_OK);
+    assert_int_equal(gossip_store_mem_count(&st), 2);
+    assert_int_equal(o->drop(st.ctx, a), GOSSIP_OK);
+    assert_int_equal(o->drop(st.ctx, a), GOSSIP_ENOTFOUND);
+    assert_int_equal(o->has(st.ctx, c), 1);
+    assert_int_equal(gossip_store_mem_count(&st), 1);
+    gossip_store_mem_destroy(&st);
+    assert_int_equal(t.alloc.live, 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(store_mem_contract),
+        cmocka_unit_test(create_and_view_survive_oom),
+        cmocka_unit_test(bootstrap_from_one_seeder),
+        cmocka_unit_test(kill_two_holders_n64),
+        cmocka_unit_test(kill_two_holders_n256),
+        cmocka_unit_test(join_moves_only_what_placement_moves),
+        cmocka_unit_test(corrupted_chunk_rejected_and_refetched),
+        cmocka_unit_test(lying_holder_caught_by_whole_hash),
+        cmocka_unit_test(silent_source_times_out),
+        cmocka_unit_test(random_bytes_never_crash),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
