@@ -1,0 +1,470 @@
+/* State transfer: a compact deterministic driver over sim/evq.h; sources keep
+ * training (their vector changes every TRAIN_US) while a joiner pulls a
+ * snapshot, so the tests check that the joiner gets exactly the source's
+ * model at the stamped round. Also corruption, timeouts, the resume policy,
+ * hostile bytes and allocation failures. */
+#include "tests/harness.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gossip/xfer.h"
+#include "sim/evq.h"
+
+enum { EV_DELIVER = 1, EV_TICK = 2, EV_TRAIN = 3 };
+
+#define LATENCY_US      300u
+#define BW_BYTES_PER_US 10u
+#define TRAIN_US        100u
+#define NODES_MAX       6u
+
+typedef struct xnode {
+    uint64_t id;
+    int alive;
+    int training;
+    gossip_xfer *x;
+    float *model;
+    uint64_t round;
+    uint64_t tick_at;
+    uint64_t link_free_at;
+    uint32_t dim;
+} xnode;
+
+typedef struct xdriver {
+    test_env t;
+    uint64_t seed;
+    sim_evq q;
+    xnode nodes[NODES_MAX];
+    uint32_t n;
+    uint64_t now;
+    uint32_t corrupt_data; /* flip a mantissa bit in this many DATA frames */
+    uint32_t poison_data;  /* write a NaN into this many DATA frames */
+    uint64_t data_frames;
+} xdriver;
+
+/* The model of a source at round r: every value changes every round. */
+static float model_at(uint64_t r, uint32_t i)
+{
+    uint64_t z = ((uint64_t)i * 2654435761u + r * 40503u) % 100003u;
+    return (float)z / 1000.0f - 50.0f;
+}
+
+static void train(xnode *x)
+{
+    x->round++;
+    for (uint32_t i = 0; i < x->dim; i++)
+        x->model[i] = model_at(x->round, i);
+}
+
+static int snapshot(void *ctx, float *out, uint32_t dim, uint64_t *round)
+{
+    xnode *x = ctx;
+    memcpy(out, x->model, (size_t)dim * sizeof *out);
+    *round = x->round;
+    return 0;
+}
+
+static long index_of(const xdriver *d, uint64_t id)
+{
+    for (uint32_t i = 0; i < d->n; i++)
+        if (d->nodes[i].id == id)
+            return i;
+    return -1;
+}
+
+static void schedule_tick(xdriver *d, uint32_t i)
+{
+    xnode *x = &d->nodes[i];
+    uint64_t dl = gossip_xfer_deadline(x->x);
+    if (dl == GOSSIP_TIME_NEVER || dl >= x->tick_at)
+        return;
+    if (dl < d->now)
+        dl = d->now;
+    x->tick_at = dl;
+    sim_event ev = {.time_us = dl, .kind = EV_TICK, .agent = i, .a = dl};
+    assert_int_equal(sim_evq_push(&d->q, &ev), 0);
+}
+
+static void flush(xdriver *d, uint32_t i)
+{
+    xnode *x = &d->nodes[i];
+    gossip_send out;
+    while (gossip_xfer_poll_send(x->x, &out, d->now) == 1) {
+        long j = index_of(d, out.dest);
+        assert_true(j >= 0);
+        uint8_t *copy = malloc(out.len);
+        memcpy(copy, out.frame, out.len);
+        if (copy[3] == GOSSIP_MSG_MODEL_CHUNK && copy[GOSSIP_HEADER_SIZE + 4] == GOSSIP_XFER_DATA) {
+            d->data_frames++;
+            uint8_t *v0 = copy + GOSSIP_HEADER_SIZE + GOSSIP_XFER_DATA_FIXED;
+            if (d->corrupt_data) {
+                v0[3] ^= 1; /* lowest mantissa bit of the first value: still finite */
+                d->corrupt_data--;
+            } else if (d->poison_data) {
+                gossip_put_u32(v0, 0x7FC00000u); /* NaN */
+                d->poison_data--;
+            }
+        }
+        uint64_t start = x->link_free_at > d->now ? x->link_free_at : d->now;
+        x->link_free_at = start + out.len / BW_BYTES_PER_US + 1;
+        sim_event ev = {.time_us = x->link_free_at + LATENCY_US,
+                        .kind = EV_DELIVER,
+                        .agent = (uint32_t)j,
+                        .a = out.len,
+                        .b = i,
+                        .ptr = copy};
+        assert_int_equal(sim_evq_push(&d->q, &ev), 0);
+    }
+    schedule_tick(d, i);
+}
+
+static void run_until(xdriver *d, uint64_t until)
+{
+    sim_event ev;
+    while (sim_evq_peek_time(&d->q) <= until && sim_evq_pop(&d->q, &ev) == 0) {
+        d->now = ev.time_us;
+        xnode *x = &d->nodes[ev.agent];
+        if (ev.kind == EV_DELIVER) {
+            uint8_t *f = ev.ptr;
+            if (x->alive) {
+                gossip_header h;
+                assert_int_equal(gossip_header_decode(f, ev.a, &h), GOSSIP_OK);
+                gossip_xfer_recv(x->x, d->nodes[ev.b].id, &h, f + GOSSIP_HEADER_SIZE, h.payload_len,
+                                 d->now);
+                flush(d, ev.agent);
+            }
+            free(f);
+        } else if (ev.kind == EV_TICK) {
+            if (!x->alive || x->tick_at != ev.a)
+                continue;
+            x->tick_at = GOSSIP_TIME_NEVER;
+            gossip_xfer_tick(x->x, d->now);
+            flush(d, ev.agent);
+        } else if (ev.kind == EV_TRAIN) {
+            if (x->alive && x->training) {
+                train(x);
+                sim_event next = {
+                    .time_us = d->now + TRAIN_US, .kind = EV_TRAIN, .agent = ev.agent};
+                assert_int_equal(sim_evq_push(&d->q, &next), 0);
+            }
+        }
+    }
+    if (d->now < until)
+        d->now = until;
+}
+
+/* Node 0 is the joiner; 1..n-1 are sources that train from round 100. */
+static void xdriver_init(xdriver *d, uint64_t seed, uint32_t n, uint32_t dim, uint32_t chunk)
+{
+    memset(d, 0, sizeof *d);
+    d->seed = seed;
+    test_env_init(&d->t, seed);
+    assert_int_equal(sim_evq_init(&d->q, 1024, 1u << 20), 0);
+    d->n = n;
+    for (uint32_t i = 0; i < n; i++) {
+        xnode *x = &d->nodes[i];
+        x->id = 1000 + 7 * (uint64_t)i;
+        x->alive = 1;
+        x->training = i > 0;
+        x->dim = dim;
+        x->tick_at = GOSSIP_TIME_NEVER;
+        x->model = malloc((size_t)dim * sizeof *x->model);
+        x->round = 100 + model_rng_below(&d->t.rng, 50);
+        for (uint32_t k = 0; k < dim; k++)
+            x->model[k] = model_at(x->round, k);
+        gossip_xfer_config c;
+        gossip_xfer_config_default(&c);
+        c.self = x->id;
+        c.dim = dim;
+        c.chunk_values = chunk;
+        c.timeout_us = 100000;
+        c.serve_idle_us = 1000000;
+        c.snapshot = snapshot;
+        c.snapshot_ctx = x;
+        assert_int_equal(gossip_xfer_create(&x->x, &d->t.env, &c), GOSSIP_OK);
+        if (x->training) {
+            sim_event ev = {.time_us = TRAIN_US, .kind = EV_TRAIN, .agent = i};
+            assert_int_equal(sim_evq_push(&d->q, &ev), 0);
+        }
+    }
+}
+
+static void xdriver_free(xdriver *d)
+{
+    sim_event ev;
+    while (sim_evq_pop(&d->q, &ev) == 0)
+        free(ev.ptr);
+    sim_evq_free(&d->q);
+    for (uint32_t i = 0; i < d->n; i++) {
+        gossip_xfer_destroy(d->nodes[i].x);
+        free(d->nodes[i].model);
+    }
+    assert_int_equal(d->t.alloc.live, 0);
+}
+
+static void join_from(xdriver *d, const uint32_t *src, uint32_t k, int has_ckpt, uint64_t ckpt)
+{
+    uint64_t peers[NODES_MAX];
+    for (uint32_t i = 0; i < k; i++)
+        peers[i] = d->nodes[src[i]].id;
+    assert_int_equal(gossip_xfer_start(d->nodes[0].x, peers, k, has_ckpt, ckpt, d->now), GOSSIP_OK);
+    flush(d, 0);
+}
+
+static gossip_xfer_state run_until_done(xdriver *d, uint64_t limit_us)
+{
+    uint64_t end = d->now + limit_us;
+    while (d->now < end && gossip_xfer_get_state(d->nodes[0].x) == GOSSIP_XFER_RUNNING)
+        run_until(d, d->now + 1000);
+    return gossip_xfer_get_state(d->nodes[0].x);
+}
+
+/* The joiner's model equals model_at(R) for the stamped round R. */
+static uint64_t check_result(xdriver *d)
+{
+    uint32_t dim = d->nodes[0].dim;
+    float *got = malloc((size_t)dim * sizeof *got);
+    uint64_t round;
+    assert_int_equal(gossip_xfer_result(d->nodes[0].x, got, &round), GOSSIP_OK);
+    for (uint32_t i = 0; i < dim; i++)
+        if (got[i] != model_at(round, i))
+            fail_msg("seed %llu: value %u differs from the source's at round %llu",
+                     (unsigned long long)d->seed, i, (unsigned long long)round);
+    free(got);
+    return round;
+}
+
+static const gossip_xfer_counters *ctr(xdriver *d, uint32_t i)
+{
+    return gossip_xfer_counters_get(d->nodes[i].x);
+}
+
+/* ------------------------------------------------------------------------- */
+
+static void snapshot_consistent_while_source_trains(void **state)
+{
+    (void)state;
+    xdriver d;
+    xdriver_init(&d, test_seed(31), 3, 100003, 1000);
+    run_until(&d, 5000);
+    uint64_t r_before = d.nodes[1].round;
+    uint32_t src[2] = {1, 2};
+    join_from(&d, src, 2, 0, 0);
+    assert_int_equal(run_until_done(&d, 10000000), GOSSIP_XFER_COMPLETE);
+    uint64_t r = check_result(&d);
+    /* Stamped at request time (the START frame takes about LATENCY_US to
+     * arrive, a few training rounds), and the source trained on meanwhile. */
+    assert_true(r >= r_before && r <= r_before + (LATENCY_US + 200) / TRAIN_US + 1);
+    assert_true(d.nodes[1].round > r + 100);
+    assert_int_equal(ctr(&d, 0)->completed, 1);
+    assert_int_equal(ctr(&d, 1)->snapshots, 1);
+    /* DONE released the snapshot at the source. */
+    run_until(&d, d.now + 10000);
+    assert_int_equal(ctr(&d, 1)->expired, 0);
+    xdriver_free(&d);
+}
+
+static void corrupted_chunk_rejected_and_refetched(void **state)
+{
+    (void)state;
+    xdriver d;
+    xdriver_init(&d, test_seed(32), 3, 20000, 512);
+    d.corrupt_data = 1;
+    uint32_t src[2] = {1, 2};
+    join_from(&d, src, 2, 0, 0);
+    assert_int_equal(run_until_done(&d, 10000000), GOSSIP_XFER_COMPLETE);
+    check_result(&d);
+    assert_int_equal(ctr(&d, 0)->hash_bad, 1);
+    assert_int_equal(ctr(&d, 0)->restarts, 1);
+    assert_int_equal(ctr(&d, 2)->snapshots, 1); /* refetched from the second peer */
+    xdriver_free(&d);
+
+    xdriver_init(&d, test_seed(33), 3, 20000, 512);
+    d.poison_data = 1;
+    join_from(&d, src, 2, 0, 0);
+    assert_int_equal(run_until_done(&d, 10000000), GOSSIP_XFER_COMPLETE);
+    check_result(&d);
+    assert_int_equal(ctr(&d, 0)->nonfinite, 1);
+    xdriver_free(&d);
+}
+
+static void dead_peer_times_out_then_next(void **state)
+{
+    (void)state;
+    xdriver d;
+    xdriver_init(&d, test_seed(34), 4, 5000, 256);
+    d.nodes[1].alive = 0;
+    uint32_t src[3] = {1, 2, 3};
+    join_from(&d, src, 3, 0, 0);
+    assert_int_equal(run_until_done(&d, 10000000), GOSSIP_XFER_COMPLETE);
+    check_result(&d);
+    assert_int_equal(ctr(&d, 0)->timeouts, 1);
+    assert_int_equal(ctr(&d, 2)->snapshots, 1);
+    assert_int_equal(ctr(&d, 3)->snapshots, 0);
+    xdriver_free(&d);
+
+    /* Source dies mid-transfer. */
+    xdriver_init(&d, test_seed(35), 3, 50000, 500);
+    join_from(&d, src, 2, 0, 0);
+    run_until(&d, d.now + 5000);
+    assert_int_equal(gossip_xfer_get_state(d.nodes[0].x), GOSSIP_XFER_RUNNING);
+    d.nodes[1].alive = 0;
+    assert_int_equal(run_until_done(&d, 10000000), GOSSIP_XFER_COMPLETE);
+    check_result(&d);
+    assert_int_equal(ctr(&d, 0)->timeouts, 1);
+    xdriver_free(&d);
+
+    /* Every peer dead: FAILED after GOSSIP_XFER_PASSES passes. */
+    xdriver_init(&d, test_seed(36), 3, 1000, 256);
+    d.nodes[1].alive = d.nodes[2].alive = 0;
+    join_from(&d, src, 2, 0, 0);
+    assert_int_equal(run_until_done(&d, 10000000), GOSSIP_XFER_FAILED);
+    assert_int_equal(ctr(&d, 0)->timeouts, 2 * GOSSIP_XFER_PASSES);
+    assert_int_equal(ctr(&d, 0)->failed, 1);
+    assert_int_equal(gossip_xfer_result(d.nodes[0].x, d.nodes[0].model, &(uint64_t){0}),
+                     GOSSIP_ENOTFOUND);
+    xdriver_free(&d);
+}
+
+static void resume_policy(void **state)
+{
+    (void)state;
+    assert_true(gossip_xfer_should_resume(100, 100, 0));
+    assert_true(gossip_xfer_should_resume(100, 90, 0)); /* checkpoint ahead */
+    assert_true(gossip_xfer_should_resume(100, 120, 20));
+    assert_false(gossip_xfer_should_resume(100, 121, 20));
+    assert_false(gossip_xfer_should_resume(0, UINT64_MAX, 20));
+
+    /* Recent checkpoint: RESUME, no data chunk served, snapshot released. */
+    xdriver d;
+    xdriver_init(&d, test_seed(37), 2, 30000, 1000);
+    long base = d.t.alloc.live;
+    uint32_t src[1] = {1};
+    uint64_t ckpt = d.nodes[1].round - 5;
+    join_from(&d, src, 1, 1, ckpt);
+    assert_int_equal(run_until_done(&d, 10000000), GOSSIP_XFER_RESUME);
+    assert_int_equal(ctr(&d, 1)->served_chunks, 0);
+    run_until(&d, d.now + 5000);
+    assert_int_equal(d.t.alloc.live, base);
+    uint64_t pr = gossip_xfer_peer_round(d.nodes[0].x);
+    assert_true(pr > ckpt && pr <= ckpt + GOSSIP_XFER_RESUME_DEFAULT && pr <= d.nodes[1].round);
+    /* Old checkpoint: a full transfer. */
+    join_from(&d, src, 1, 1, d.nodes[1].round - 21 - 10);
+    assert_int_equal(run_until_done(&d, 10000000), GOSSIP_XFER_COMPLETE);
+    check_result(&d);
+    assert_true(ctr(&d, 1)->served_chunks >= 30);
+    xdriver_free(&d);
+}
+
+static void source_busy_and_oom_nack(void **state)
+{
+    (void)state;
+    xdriver d;
+    xdriver_init(&d, test_seed(38), 3, 20000, 1000);
+    /* The source's snapshot allocation fails: NACK busy, next peer. */
+    uint32_t src[2] = {1, 2};
+    join_from(&d, src, 2, 0, 0);
+    d.t.alloc.count = 0;
+    d.t.alloc.fail_at = 1; /* the next allocation anywhere: node 1's snapshot */
+    assert_int_equal(run_until_done(&d, 10000000), GOSSIP_XFER_COMPLETE);
+    check_result(&d);
+    assert_int_equal(ctr(&d, 1)->serve_busy, 1);
+    assert_int_equal(ctr(&d, 0)->nacks, 1);
+    xdriver_free(&d);
+}
+
+static void random_bytes_never_crash(void **state)
+{
+    (void)state;
+    uint64_t seed = test_seed(39);
+    xdriver d;
+    xdriver_init(&d, seed, 3, 3000, 256);
+    uint32_t src[2] = {1, 2};
+    join_from(&d, src, 2, 0, 0);
+    model_rng rng;
+    model_rng_seed(&rng, seed, 7);
+    static uint8_t buf[2048];
+    for (int it = 0; it < 100000; it++) {
+        size_t len = model_rng_below(&rng, it % 10 == 0 ? sizeof buf : 80);
+        for (size_t j = 0; j < len; j++)
+            buf[j] = (uint8_t)model_rng_u64(&rng);
+        if (len > 5 && (it & 1))
+            buf[4] &= 3;
+        uint8_t type = (uint8_t)(0x30 + model_rng_below(&rng, 4));
+        gossip_xfer_msg m;
+        int rc = gossip_xfer_msg_decode(type, buf, len, &m);
+        assert_true(rc >= 0 && rc < GOSSIP_ERR_COUNT);
+        gossip_header h = {.type = type, .payload_len = (uint32_t)len, .round = it % 3};
+        uint32_t i = (uint32_t)model_rng_below(&rng, 3);
+        gossip_xfer_recv(d.nodes[i].x, d.nodes[(i + 1) % 3].id, &h, buf, len, d.now);
+        flush(&d, i);
+        if (it % 1000 == 0)
+            run_until(&d, d.now + 1000);
+    }
+    assert_true(ctr(&d, 0)->rejected + ctr(&d, 1)->rejected + ctr(&d, 2)->rejected > 0);
+    /* The real transfer still completes or fails cleanly; if it completed
+     * the model is the source's. */
+    gossip_xfer_state st = run_until_done(&d, 10000000);
+    assert_true(st == GOSSIP_XFER_COMPLETE || st == GOSSIP_XFER_FAILED);
+    if (st == GOSSIP_XFER_COMPLETE)
+        check_result(&d);
+    xdriver_free(&d);
+}
+
+static void create_survives_oom(void **state)
+{
+    (void)state;
+    test_env t;
+    test_env_init(&t, test_seed(40));
+    gossip_xfer_config c;
+    gossip_xfer_config_default(&c);
+    c.self = 5;
+    c.dim = 1000;
+    for (long k = 1;; k++) {
+        t.alloc.count = 0;
+        t.alloc.fail_at = k;
+        gossip_xfer *x = NULL;
+        int rc = gossip_xfer_create(&x, &t.env, &c);
+        if (rc == GOSSIP_OK) {
+            uint64_t peers[2] = {6, 7};
+            assert_int_equal(gossip_xfer_start(x, peers, 2, 0, 0, 0), GOSSIP_OK);
+            assert_int_equal(gossip_xfer_start(x, peers, 2, 0, 0, 0), GOSSIP_EFULL);
+            gossip_xfer_destroy(x);
+            assert_int_equal(t.alloc.live, 0);
+            break;
+        }
+        assert_int_equal(rc, GOSSIP_ENOMEM);
+        assert_null(x);
+        assert_int_equal(t.alloc.live, 0);
+    }
+    t.alloc.fail_at = 0;
+    gossip_xfer *x;
+    c.dim = 0;
+    assert_int_equal(gossip_xfer_create(&x, &t.env, &c), GOSSIP_EINVAL);
+    c.dim = 10;
+    c.chunk_values = GOSSIP_XFER_CHUNK_MAX + 1;
+    assert_int_equal(gossip_xfer_create(&x, &t.env, &c), GOSSIP_EINVAL);
+    c.chunk_values = 4;
+    assert_int_equal(gossip_xfer_create(&x, &t.env, &c), GOSSIP_OK);
+    uint64_t self_peer[1] = {5};
+    assert_int_equal(gossip_xfer_start(x, self_peer, 1, 0, 0, 0), GOSSIP_EINVAL);
+    assert_int_equal(gossip_xfer_start(x, self_peer, 0, 0, 0, 0), GOSSIP_EINVAL);
+    gossip_xfer_destroy(x);
+    assert_int_equal(t.alloc.live, 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(snapshot_consistent_while_source_trains),
+        cmocka_unit_test(corrupted_chunk_rejected_and_refetched),
+        cmocka_unit_test(dead_peer_times_out_then_next),
+        cmocka_unit_test(resume_policy),
+        cmocka_unit_test(source_busy_and_oom_nack),
+        cmocka_unit_test(random_bytes_never_crash),
+        cmocka_unit_test(create_survives_oom),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
