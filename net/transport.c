@@ -1,0 +1,1152 @@
+/* net/transport — see transport.h for the design.
+ *
+ * Locking: one mutex (t->mtx) guards every field below, including each
+ * connection's state; NNG callbacks take it, do a bounded amount of work
+ * (no blocking call, no aio stop/free) and release it. Starting an NNG
+ * operation under the mutex is safe because NNG completes aios on its own
+ * task threads, never inline.
+ *
+ * Connection life: DIALING -> HANDSHAKE -> OPEN -> CLOSING. A closing
+ * connection has its stream closed (which aborts its pending aios); when
+ * the last of its aio callbacks has run (rx_busy, tx_busy, dial_busy all 0)
+ * it moves to the graveyard, which the housekeeping thread frees:
+ * nng_aio_free waits for a callback still finishing, and may not be called
+ * from one.
+ */
+#include "net/transport.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <nng/nng.h>
+#include <poll.h>
+#include <sodium.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+typedef enum conn_state { C_DIALING, C_HANDSHAKE, C_OPEN, C_CLOSING } conn_state;
+
+typedef struct tx_item {
+    struct tx_item *next;
+    size_t len;    /* plaintext length (data) or record length (handshake) */
+    int sealed;    /* buf holds a complete record */
+    uint8_t buf[]; /* [4 length][13 header][plain][16 tag] */
+} tx_item;
+
+typedef struct conn conn;
+struct conn {
+    net_transport *t;
+    conn *prev, *next; /* t->conns, or t->graveyard (next only) */
+    conn_state state;
+    int dialed;
+    char addr[GOSSIP_ADDR_MAX]; /* dialed address; "" for accepted */
+    uint64_t pen_key;           /* penalty key of the remote host */
+    uint64_t expect;            /* dialed: node id we want (0 = any) */
+    uint64_t peer;              /* node id once OPEN */
+    int penalize;               /* an authentication failure closed it */
+    nng_stream *s;
+    nng_stream_dialer *dialer;
+    nng_aio *rx_aio, *tx_aio, *dial_aio;
+    int rx_busy, tx_busy, dial_busy;
+    net_channel *ch;
+    /* receive: a length prefix, then the record */
+    uint8_t rx_hdr[4];
+    size_t rx_got;
+    uint8_t *rx_buf;
+    size_t rx_len;
+    int rx_body;
+    /* send: handshake records first, then data frames */
+    tx_item *hs_head, *hs_tail;
+    tx_item *q_head, *q_tail;
+    uint32_t q_frames;
+    size_t q_bytes;
+    tx_item *tx_cur;
+    size_t tx_off, tx_total;
+};
+
+typedef struct book_entry {
+    uint64_t id; /* 0 while unknown (a seed) */
+    char addr[GOSSIP_ADDR_MAX];
+    gossip_time_us next_dial_us;
+    uint32_t backoff_ms;
+} book_entry;
+
+typedef struct inbox_item {
+    uint64_t from;
+    uint8_t *buf;
+    const uint8_t *data;
+    size_t len;
+} inbox_item;
+
+struct net_transport {
+    pthread_mutex_t mtx;
+    pthread_cond_t cv;      /* housekeeping: graveyard non-empty, or stop */
+    pthread_cond_t idle_cv; /* destroy: all connections gone */
+    pthread_t housekeeper;
+    int housekeeper_started, stop, closing;
+
+    net_identity self;
+    uint8_t network_key[NET_NETWORK_KEY_SIZE];
+    uint8_t *allow;
+    size_t allow_n;
+    net_transport_config cfg; /* defaults filled in; pointers not used */
+    net_penalty *penalty;
+
+    nng_stream_listener *listener;
+    nng_aio *accept_aio;
+    int accept_busy, accept_sleeping;
+
+    conn *conns;
+    uint32_t n_conns;
+    conn *graveyard;
+
+    book_entry *book;
+    uint32_t book_n;
+
+    inbox_item *inbox;
+    uint32_t in_head, in_count;
+    size_t in_bytes;
+    int woken;
+    int pipe_fd[2];
+
+    net_transport_stats stats;
+};
+
+static gossip_time_us now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (gossip_time_us)ts.tv_sec * 1000000u + (gossip_time_us)ts.tv_nsec / 1000u;
+}
+
+static void reject(net_transport *t, int cause)
+{
+    if (cause >= 0 && cause < NET_REJECT_COUNT)
+        t->stats.rejects[cause]++;
+}
+
+/* ---- address book --------------------------------------------------- */
+
+static book_entry *book_by_id(net_transport *t, uint64_t id)
+{
+    for (uint32_t i = 0; i < t->book_n; i++)
+        if (t->book[i].id == id)
+            return &t->book[i];
+    return NULL;
+}
+
+static book_entry *book_by_addr(net_transport *t, const char *addr)
+{
+    for (uint32_t i = 0; i < t->book_n; i++)
+        if (!strcmp(t->book[i].addr, addr))
+            return &t->book[i];
+    return NULL;
+}
+
+/* Find or add the entry of addr (and id when known). NULL when full. */
+static book_entry *book_put(net_transport *t, uint64_t id, const char *addr)
+{
+    book_entry *e = id ? book_by_id(t, id) : NULL;
+    if (e) {
+        if (strcmp(e->addr, addr)) { /* the peer moved: new address, fresh backoff */
+            snprintf(e->addr, sizeof e->addr, "%s", addr);
+            e->next_dial_us = 0;
+            e->backoff_ms = 0;
+        }
+        return e;
+    }
+    e = book_by_addr(t, addr);
+    if (e) {
+        if (id)
+            e->id = id;
+        return e;
+    }
+    if (t->book_n >= NET_TRANSPORT_BOOK_MAX)
+        return NULL;
+    e = &t->book[t->book_n++];
+    memset(e, 0, sizeof *e);
+    e->id = id;
+    snprintf(e->addr, sizeof e->addr, "%s", addr);
+    return e;
+}
+
+static void book_failed(net_transport *t, const char *addr, gossip_time_us now)
+{
+    book_entry *e = book_by_addr(t, addr);
+    if (!e)
+        e = book_put(t, 0, addr);
+    if (!e)
+        return;
+    uint32_t b = e->backoff_ms ? e->backoff_ms * 2 : t->cfg.dial_backoff_min_ms;
+    if (b > t->cfg.dial_backoff_max_ms || b < e->backoff_ms)
+        b = t->cfg.dial_backoff_max_ms;
+    e->backoff_ms = b;
+    e->next_dial_us = now + (gossip_time_us)b * 1000u;
+}
+
+/* Host part of a URL ("tcp://10.0.0.1:7000" -> "10.0.0.1") into out. */
+static void host_of(const char *url, char *out, size_t cap)
+{
+    const char *p = strstr(url, "://");
+    p = p ? p + 3 : url;
+    const char *colon = strrchr(p, ':');
+    size_t n = colon && !strncmp(url, "tcp", 3) ? (size_t)(colon - p) : strlen(p);
+    if (n >= cap)
+        n = cap - 1;
+    memcpy(out, p, n);
+    out[n] = 0;
+}
+
+/* ---- inbox ---------------------------------------------------------- */
+
+static void pipe_signal(net_transport *t)
+{
+    char b = 1;
+    ssize_t r = write(t->pipe_fd[1], &b, 1); /* full pipe: already signalled */
+    (void)r;
+}
+
+static void pipe_drain(net_transport *t)
+{
+    char buf[64];
+    while (read(t->pipe_fd[0], buf, sizeof buf) > 0)
+        ;
+}
+
+/* Takes ownership of buf. */
+static void inbox_push(net_transport *t, uint64_t from, uint8_t *buf, const uint8_t *data,
+                       size_t len)
+{
+    if (t->in_count >= t->cfg.inbox_frames_max || t->in_bytes + len > t->cfg.inbox_bytes_max) {
+        reject(t, NET_REJECT_INBOX_FULL);
+        free(buf);
+        return;
+    }
+    uint32_t slot = (t->in_head + t->in_count) % t->cfg.inbox_frames_max;
+    t->inbox[slot] = (inbox_item){.from = from, .buf = buf, .data = data, .len = len};
+    if (t->in_count++ == 0)
+        pipe_signal(t);
+    t->in_bytes += len;
+    t->stats.frames_received++;
+    t->stats.bytes_received += len;
+}
+
+/* ---- connections ---------------------------------------------------- */
+
+static void rx_cb(void *arg);
+static void tx_cb(void *arg);
+static void dial_cb(void *arg);
+static void pump(conn *c);
+
+static void free_items(tx_item *it)
+{
+    while (it) {
+        tx_item *n = it->next;
+        free(it);
+        it = n;
+    }
+}
+
+/* Move c to the graveyard once no aio of it is outstanding. */
+static void maybe_bury(conn *c)
+{
+    net_transport *t = c->t;
+    if (c->state != C_CLOSING || c->rx_busy || c->tx_busy || c->dial_busy)
+        return;
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        t->conns = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    t->n_conns--;
+    c->prev = NULL;
+    c->next = t->graveyard;
+    t->graveyard = c;
+    pthread_cond_signal(&t->cv);
+}
+
+static void conn_close(conn *c)
+{
+    net_transport *t = c->t;
+    if (c->state == C_CLOSING)
+        return;
+    gossip_time_us now = now_us();
+    int was_open = c->state == C_OPEN;
+    c->state = C_CLOSING;
+    t->stats.conns_closed++;
+    /* Frames accepted by send that will never go out. */
+    for (tx_item *it = c->q_head; it; it = it->next)
+        reject(t, NET_REJECT_UNREACHABLE);
+    free_items(c->q_head);
+    free_items(c->hs_head);
+    c->q_head = c->q_tail = c->hs_head = c->hs_tail = NULL;
+    c->q_frames = 0;
+    c->q_bytes = 0;
+    if (c->penalize)
+        net_penalty_fail(t->penalty, c->pen_key, now);
+    /* A dialed link that never opened: back off that address. */
+    if (c->dialed && !was_open)
+        book_failed(t, c->addr, now);
+    if (c->s)
+        nng_stream_close(c->s);
+    if (c->dialer)
+        nng_stream_dialer_close(c->dialer);
+    maybe_bury(c);
+}
+
+static int conn_alloc(net_transport *t, conn **out)
+{
+    conn *c = calloc(1, sizeof *c);
+    if (!c)
+        return NET_ENOMEM;
+    c->t = t;
+    if (nng_aio_alloc(&c->rx_aio, rx_cb, c) || nng_aio_alloc(&c->tx_aio, tx_cb, c) ||
+        nng_aio_alloc(&c->dial_aio, dial_cb, c)) {
+        nng_aio_free(c->rx_aio);
+        nng_aio_free(c->tx_aio);
+        nng_aio_free(c->dial_aio);
+        free(c);
+        return NET_ENOMEM;
+    }
+    c->next = t->conns;
+    if (t->conns)
+        t->conns->prev = c;
+    t->conns = c;
+    t->n_conns++;
+    *out = c;
+    return NET_OK;
+}
+
+static void conn_free(conn *c)
+{
+    nng_aio_free(c->rx_aio);
+    nng_aio_free(c->tx_aio);
+    nng_aio_free(c->dial_aio);
+    if (c->s)
+        nng_stream_free(c->s);
+    if (c->dialer)
+        nng_stream_dialer_free(c->dialer);
+    net_channel_destroy(c->ch);
+    free(c->rx_buf);
+    free(c->tx_cur);
+    free_items(c->q_head);
+    free_items(c->hs_head);
+    free(c);
+}
+
+static int channel_for(conn *c, int initiator, gossip_time_us now)
+{
+    net_transport *t = c->t;
+    net_channel_config cc = {
+        .self = &t->self,
+        .network_key = t->network_key,
+        .allow = t->allow,
+        .allow_n = t->allow_n,
+        .initiator = initiator,
+        .expect_peer = c->expect,
+        .rekey_frames = t->cfg.rekey_frames,
+        .rekey_interval_us = (uint64_t)t->cfg.rekey_interval_ms * 1000u,
+        .handshake_timeout_us = (uint64_t)t->cfg.handshake_timeout_ms * 1000u,
+    };
+    return net_channel_create(&c->ch, &cc, now);
+}
+
+/* Queue the channel's pending handshake record, if any. */
+static int take_handshake(conn *c)
+{
+    const uint8_t *rec;
+    size_t len;
+    while (net_channel_poll_send(c->ch, &rec, &len)) {
+        tx_item *it = malloc(sizeof *it + 4 + len);
+        if (!it)
+            return NET_ENOMEM;
+        it->next = NULL;
+        it->len = 4 + len;
+        it->sealed = 1;
+        gossip_put_u32(it->buf, (uint32_t)len);
+        memcpy(it->buf + 4, rec, len);
+        if (c->hs_tail)
+            c->hs_tail->next = it;
+        else
+            c->hs_head = it;
+        c->hs_tail = it;
+    }
+    return NET_OK;
+}
+
+static void rx_arm(conn *c)
+{
+    nng_iov iov;
+    if (c->rx_body) {
+        iov.iov_buf = c->rx_buf + c->rx_got;
+        iov.iov_len = c->rx_len - c->rx_got;
+    } else {
+        iov.iov_buf = c->rx_hdr + c->rx_got;
+        iov.iov_len = sizeof c->rx_hdr - c->rx_got;
+    }
+    nng_aio_set_iov(c->rx_aio, 1, &iov);
+    gossip_time_us deadline = net_channel_deadline(c->ch);
+    if (deadline == GOSSIP_TIME_NEVER) {
+        nng_aio_set_timeout(c->rx_aio, NNG_DURATION_INFINITE);
+    } else {
+        gossip_time_us now = now_us();
+        uint64_t ms = deadline > now ? (deadline - now) / 1000u + 1u : 1u;
+        nng_aio_set_timeout(c->rx_aio, (nng_duration)(ms > 3600000u ? 3600000u : ms));
+    }
+    c->rx_busy = 1;
+    nng_stream_recv(c->s, c->rx_aio);
+}
+
+/* Fail c for an authentication reason: count, penalise, close. */
+static void conn_fail(conn *c, int cause, int penalize)
+{
+    reject(c->t, cause);
+    c->penalize = penalize;
+    conn_close(c);
+}
+
+static void on_open(conn *c)
+{
+    net_transport *t = c->t;
+    c->state = C_OPEN;
+    c->peer = net_channel_peer(c->ch);
+    t->stats.handshakes_ok++;
+    net_penalty_forgive(t->penalty, c->pen_key);
+    if (c->dialed) {
+        book_entry *e = book_put(t, c->peer, c->addr);
+        if (e) {
+            e->backoff_ms = 0;
+            e->next_dial_us = 0;
+        }
+    }
+}
+
+static void on_record(conn *c)
+{
+    net_transport *t = c->t;
+    uint8_t *buf = c->rx_buf;
+    size_t len = c->rx_len;
+    c->rx_buf = NULL;
+    c->rx_len = 0;
+    c->rx_got = 0;
+    c->rx_body = 0;
+    uint8_t *plain = NULL;
+    size_t plain_len = 0;
+    int was_open = net_channel_established(c->ch);
+    int rc = net_channel_recv(c->ch, buf, len, now_us(), &plain, &plain_len);
+    if (rc != NET_OK) {
+        free(buf);
+        int cause = net_channel_last_reject(c->ch);
+        /* Over a stream nothing is lost or reordered: any bad record is an
+         * attack or a bug, so the connection goes. Dialing ourselves or an
+         * address that now hosts another node is not an attack. */
+        conn_fail(c, cause, cause != NET_REJECT_SELF && cause != NET_REJECT_WRONG_PEER);
+        return;
+    }
+    if (plain) {
+        inbox_push(t, c->peer, buf, plain, plain_len);
+    } else {
+        free(buf);
+        if (take_handshake(c)) {
+            conn_close(c);
+            return;
+        }
+        if (!was_open && net_channel_established(c->ch))
+            on_open(c);
+    }
+    pump(c);
+    if (c->state != C_CLOSING)
+        rx_arm(c);
+}
+
+static void rx_cb(void *arg)
+{
+    conn *c = arg;
+    net_transport *t = c->t;
+    pthread_mutex_lock(&t->mtx);
+    c->rx_busy = 0;
+    int rv = nng_aio_result(c->rx_aio);
+    if (c->state == C_CLOSING) {
+        maybe_bury(c);
+        pthread_mutex_unlock(&t->mtx);
+        return;
+    }
+    if (rv != 0) {
+        if (rv == NNG_ETIMEDOUT && !net_channel_established(c->ch)) {
+            net_channel_check_timeout(c->ch, GOSSIP_TIME_NEVER - 1);
+            conn_fail(c, NET_REJECT_HANDSHAKE_TIMEOUT, 1);
+        } else {
+            conn_close(c);
+        }
+        pthread_mutex_unlock(&t->mtx);
+        return;
+    }
+    c->rx_got += nng_aio_count(c->rx_aio);
+    if (!c->rx_body && c->rx_got == sizeof c->rx_hdr) {
+        uint32_t len = gossip_get_u32(c->rx_hdr);
+        size_t limit = net_channel_established(c->ch) ? t->cfg.frame_max + NET_CHANNEL_OVERHEAD
+                                                      : NET_CHANNEL_HS_MAX;
+        if (len > limit) {
+            conn_fail(c, NET_REJECT_OVERSIZE, 1);
+        } else if (len == 0) {
+            conn_fail(c, NET_REJECT_BAD_RECORD, 1);
+        } else if (!(c->rx_buf = malloc(len))) {
+            conn_close(c);
+        } else {
+            c->rx_len = len;
+            c->rx_got = 0;
+            c->rx_body = 1;
+        }
+    } else if (c->rx_body && c->rx_got == c->rx_len) {
+        on_record(c);
+        pthread_mutex_unlock(&t->mtx);
+        return;
+    }
+    if (c->state != C_CLOSING)
+        rx_arm(c);
+    pthread_mutex_unlock(&t->mtx);
+}
+
+/* Start the next send if none is in flight. */
+static void pump(conn *c)
+{
+    net_transport *t = c->t;
+    if (c->tx_busy || c->state == C_CLOSING || c->state == C_DIALING)
+        return;
+    tx_item *it = NULL;
+    if (c->hs_head) {
+        it = c->hs_head;
+        c->hs_head = it->next;
+        if (!c->hs_head)
+            c->hs_tail = NULL;
+        c->tx_total = it->len;
+    } else if (c->state == C_OPEN && c->q_head) {
+        it = c->q_head;
+        c->q_head = it->next;
+        if (!c->q_head)
+            c->q_tail = NULL;
+        c->q_frames--;
+        c->q_bytes -= it->len;
+        size_t rec_len = 0;
+        int rc = net_channel_seal(c->ch, it->buf + 4 + NET_CHANNEL_HEADER_SIZE, it->len,
+                                  it->buf + 4, it->len + NET_CHANNEL_OVERHEAD, &rec_len, now_us());
+        if (rc) {
+            free(it);
+            reject(t, NET_REJECT_UNREACHABLE);
+            conn_close(c);
+            return;
+        }
+        gossip_put_u32(it->buf, (uint32_t)rec_len);
+        c->tx_total = 4 + rec_len;
+    } else {
+        return;
+    }
+    it->next = NULL;
+    c->tx_cur = it;
+    c->tx_off = 0;
+    nng_iov iov = {.iov_buf = it->buf, .iov_len = c->tx_total};
+    nng_aio_set_iov(c->tx_aio, 1, &iov);
+    c->tx_busy = 1;
+    nng_stream_send(c->s, c->tx_aio);
+}
+
+static void tx_cb(void *arg)
+{
+    conn *c = arg;
+    net_transport *t = c->t;
+    pthread_mutex_lock(&t->mtx);
+    c->tx_busy = 0;
+    int rv = nng_aio_result(c->tx_aio);
+    tx_item *it = c->tx_cur;
+    if (c->state == C_CLOSING || rv != 0) {
+        if (it && !it->sealed)
+            reject(t, NET_REJECT_UNREACHABLE);
+        free(it);
+        c->tx_cur = NULL;
+        if (c->state == C_CLOSING)
+            maybe_bury(c);
+        else
+            conn_close(c);
+        pthread_mutex_unlock(&t->mtx);
+        return;
+    }
+    c->tx_off += nng_aio_count(c->tx_aio);
+    if (c->tx_off < c->tx_total) { /* short write: send the rest */
+        nng_iov iov = {.iov_buf = it->buf + c->tx_off, .iov_len = c->tx_total - c->tx_off};
+        nng_aio_set_iov(c->tx_aio, 1, &iov);
+        c->tx_busy = 1;
+        nng_stream_send(c->s, c->tx_aio);
+        pthread_mutex_unlock(&t->mtx);
+        return;
+    }
+    if (!it->sealed) {
+        t->stats.frames_sent++;
+        t->stats.bytes_sent += it->len;
+    }
+    free(it);
+    c->tx_cur = NULL;
+    pump(c);
+    pthread_mutex_unlock(&t->mtx);
+}
+
+static void dial_cb(void *arg)
+{
+    conn *c = arg;
+    net_transport *t = c->t;
+    pthread_mutex_lock(&t->mtx);
+    c->dial_busy = 0;
+    int rv = nng_aio_result(c->dial_aio);
+    if (rv == 0)
+        c->s = nng_aio_get_output(c->dial_aio, 0);
+    if (c->state == C_CLOSING) {
+        if (c->s)
+            nng_stream_close(c->s);
+        maybe_bury(c);
+        pthread_mutex_unlock(&t->mtx);
+        return;
+    }
+    if (rv != 0) {
+        t->stats.dial_failures++;
+        conn_close(c);
+        pthread_mutex_unlock(&t->mtx);
+        return;
+    }
+    gossip_time_us now = now_us();
+    if (channel_for(c, 1, now) || take_handshake(c)) {
+        conn_close(c);
+        pthread_mutex_unlock(&t->mtx);
+        return;
+    }
+    c->state = C_HANDSHAKE;
+    rx_arm(c);
+    pump(c);
+    pthread_mutex_unlock(&t->mtx);
+}
+
+/* Start dialing addr; the caller holds the mutex. */
+static int conn_dial(net_transport *t, const char *addr, uint64_t expect, conn **out)
+{
+    conn *c;
+    int rc = conn_alloc(t, &c);
+    if (rc)
+        return rc;
+    c->dialed = 1;
+    c->expect = expect;
+    c->state = C_DIALING;
+    snprintf(c->addr, sizeof c->addr, "%s", addr);
+    char host[GOSSIP_ADDR_MAX];
+    host_of(addr, host, sizeof host);
+    c->pen_key = net_penalty_key(host);
+    if (nng_stream_dialer_alloc(&c->dialer, addr) != 0) {
+        c->dialer = NULL;
+        c->state = C_CLOSING; /* bad url: not a failure of the peer */
+        maybe_bury(c);
+        return NET_EINVAL;
+    }
+    t->stats.conns_dialed++;
+    nng_aio_set_timeout(c->dial_aio, NET_TRANSPORT_DIAL_TIMEOUT_MS);
+    c->dial_busy = 1;
+    nng_stream_dialer_dial(c->dialer, c->dial_aio);
+    *out = c;
+    return NET_OK;
+}
+
+/* ---- accepting ------------------------------------------------------- */
+
+static void remote_host(nng_stream *s, char *out, size_t cap)
+{
+    nng_sockaddr sa;
+    if (nng_stream_get_addr(s, NNG_OPT_REMADDR, &sa) != 0) {
+        snprintf(out, cap, "unknown");
+    } else if (sa.s_family == NNG_AF_INET) {
+        const uint8_t *a = (const uint8_t *)&sa.s_in.sa_addr; /* network order */
+        snprintf(out, cap, "%u.%u.%u.%u", a[0], a[1], a[2], a[3]);
+    } else if (sa.s_family == NNG_AF_INET6) {
+        size_t n = 0;
+        for (int i = 0; i < 16 && n + 3 < cap; i++)
+            n += (size_t)snprintf(out + n, cap - n, "%02x", sa.s_in6.sa_addr[i]);
+    } else {
+        snprintf(out, cap, "local");
+    }
+}
+
+static void accept_arm(net_transport *t)
+{
+    t->accept_busy = 1;
+    nng_stream_listener_accept(t->listener, t->accept_aio);
+}
+
+static void accept_cb(void *arg)
+{
+    net_transport *t = arg;
+    pthread_mutex_lock(&t->mtx);
+    t->accept_busy = 0;
+    int rv = nng_aio_result(t->accept_aio);
+    if (t->accept_sleeping) { /* a pause after an accept error ended */
+        t->accept_sleeping = 0;
+        if (!t->closing)
+            accept_arm(t);
+        pthread_mutex_unlock(&t->mtx);
+        return;
+    }
+    nng_stream *s = rv == 0 ? nng_aio_get_output(t->accept_aio, 0) : NULL;
+    if (t->closing) {
+        if (s)
+            nng_stream_free(s);
+        pthread_mutex_unlock(&t->mtx);
+        return;
+    }
+    if (rv != 0) {
+        /* Out of descriptors or similar: pause 100 ms rather than spin. */
+        t->accept_sleeping = 1;
+        t->accept_busy = 1;
+        nng_sleep_aio(100, t->accept_aio);
+        pthread_mutex_unlock(&t->mtx);
+        return;
+    }
+    t->stats.conns_accepted++;
+    gossip_time_us now = now_us();
+    char host[GOSSIP_ADDR_MAX];
+    remote_host(s, host, sizeof host);
+    uint64_t key = net_penalty_key(host);
+    conn *c = NULL;
+    int cause = -1;
+    if (net_penalty_check(t->penalty, key, now) == NET_EBLOCKED)
+        cause = NET_REJECT_CUT_OFF;
+    else if (t->n_conns >= t->cfg.conns_max)
+        cause = NET_REJECT_CONN_LIMIT;
+    if (cause >= 0 || conn_alloc(t, &c) != NET_OK) {
+        if (cause >= 0)
+            reject(t, cause);
+        nng_stream_close(s);
+        nng_stream_free(s);
+    } else {
+        c->s = s;
+        c->pen_key = key;
+        c->state = C_HANDSHAKE;
+        if (channel_for(c, 0, now) != NET_OK)
+            conn_close(c);
+        else
+            rx_arm(c);
+    }
+    accept_arm(t);
+    pthread_mutex_unlock(&t->mtx);
+}
+
+/* ---- housekeeping ------------------------------------------------------ */
+
+static void *housekeeper(void *arg)
+{
+    net_transport *t = arg;
+    pthread_mutex_lock(&t->mtx);
+    for (;;) {
+        while (!t->graveyard && !t->stop)
+            pthread_cond_wait(&t->cv, &t->mtx);
+        conn *dead = t->graveyard;
+        t->graveyard = NULL;
+        int stop = t->stop;
+        int idle = t->n_conns == 0;
+        pthread_mutex_unlock(&t->mtx);
+        while (dead) {
+            conn *n = dead->next;
+            conn_free(dead);
+            dead = n;
+        }
+        pthread_mutex_lock(&t->mtx);
+        if (idle || t->n_conns == 0)
+            pthread_cond_broadcast(&t->idle_cv);
+        if (stop && !t->graveyard)
+            break;
+    }
+    pthread_mutex_unlock(&t->mtx);
+    return NULL;
+}
+
+/* ---- public API -------------------------------------------------------- */
+
+int net_transport_create(net_transport **out, const net_transport_config *cfg)
+{
+    if (!out || !cfg || !cfg->self || !cfg->network_key || cfg->self->node_id == 0)
+        return NET_EINVAL;
+    *out = NULL;
+    if (cfg->frame_max > GOSSIP_FRAME_MAX || cfg->allow_n > NET_CHANNEL_ALLOW_MAX ||
+        (cfg->allow_n && !cfg->allow) || cfg->conns_max > NET_TRANSPORT_CONNS_MAX)
+        return NET_EINVAL;
+    if (net_init() != NET_OK)
+        return NET_EIO;
+    net_transport *t = calloc(1, sizeof *t);
+    if (!t)
+        return NET_ENOMEM;
+    t->pipe_fd[0] = t->pipe_fd[1] = -1;
+    t->cfg = *cfg;
+    t->cfg.self = NULL;
+    t->cfg.network_key = NULL;
+    t->cfg.allow = NULL;
+    if (!t->cfg.frame_max)
+        t->cfg.frame_max = GOSSIP_FRAME_MAX;
+    if (!t->cfg.conns_max)
+        t->cfg.conns_max = NET_TRANSPORT_CONNS_DEFAULT;
+    if (!t->cfg.queue_frames_max)
+        t->cfg.queue_frames_max = NET_TRANSPORT_QUEUE_FRAMES_DEFAULT;
+    if (!t->cfg.queue_bytes_max)
+        t->cfg.queue_bytes_max = NET_TRANSPORT_QUEUE_BYTES_DEFAULT;
+    if (!t->cfg.inbox_frames_max)
+        t->cfg.inbox_frames_max = NET_TRANSPORT_INBOX_FRAMES_DEFAULT;
+    if (!t->cfg.inbox_bytes_max)
+        t->cfg.inbox_bytes_max = NET_TRANSPORT_INBOX_BYTES_DEFAULT;
+    if (!t->cfg.dial_backoff_min_ms)
+        t->cfg.dial_backoff_min_ms = NET_TRANSPORT_BACKOFF_MIN_DEFAULT_MS;
+    if (!t->cfg.dial_backoff_max_ms)
+        t->cfg.dial_backoff_max_ms = NET_TRANSPORT_BACKOFF_MAX_DEFAULT_MS;
+    if (t->cfg.dial_backoff_max_ms < t->cfg.dial_backoff_min_ms)
+        t->cfg.dial_backoff_max_ms = t->cfg.dial_backoff_min_ms;
+    t->self = *cfg->self;
+    memcpy(t->network_key, cfg->network_key, NET_NETWORK_KEY_SIZE);
+    int rc = NET_ENOMEM;
+    if (cfg->allow_n) {
+        t->allow = malloc(cfg->allow_n * NET_PUBLIC_KEY_SIZE);
+        if (!t->allow)
+            goto fail;
+        memcpy(t->allow, cfg->allow, cfg->allow_n * NET_PUBLIC_KEY_SIZE);
+        t->allow_n = cfg->allow_n;
+    }
+    t->book = calloc(NET_TRANSPORT_BOOK_MAX, sizeof *t->book);
+    t->inbox = calloc(t->cfg.inbox_frames_max, sizeof *t->inbox);
+    if (!t->book || !t->inbox)
+        goto fail;
+    if ((rc = net_penalty_create(&t->penalty, &cfg->penalty)) != NET_OK)
+        goto fail;
+    rc = NET_EIO;
+    if (pipe(t->pipe_fd) != 0)
+        goto fail;
+    for (int i = 0; i < 2; i++) {
+        int fl = fcntl(t->pipe_fd[i], F_GETFL);
+        fcntl(t->pipe_fd[i], F_SETFL, fl | O_NONBLOCK);
+        fcntl(t->pipe_fd[i], F_SETFD, FD_CLOEXEC);
+    }
+    pthread_mutex_init(&t->mtx, NULL);
+    pthread_cond_init(&t->cv, NULL);
+    pthread_cond_init(&t->idle_cv, NULL);
+    if (nng_aio_alloc(&t->accept_aio, accept_cb, t) != 0)
+        goto fail_sync;
+    if (pthread_create(&t->housekeeper, NULL, housekeeper, t) != 0)
+        goto fail_sync;
+    t->housekeeper_started = 1;
+    *out = t;
+    return NET_OK;
+fail_sync:
+    nng_aio_free(t->accept_aio);
+    pthread_cond_destroy(&t->idle_cv);
+    pthread_cond_destroy(&t->cv);
+    pthread_mutex_destroy(&t->mtx);
+fail:
+    if (t->pipe_fd[0] >= 0)
+        close(t->pipe_fd[0]);
+    if (t->pipe_fd[1] >= 0)
+        close(t->pipe_fd[1]);
+    net_penalty_destroy(t->penalty);
+    free(t->inbox);
+    free(t->book);
+    free(t->allow);
+    net_identity_wipe(&t->self);
+    free(t);
+    return rc;
+}
+
+void net_transport_destroy(net_transport *t)
+{
+    if (!t)
+        return;
+    pthread_mutex_lock(&t->mtx);
+    t->closing = 1;
+    for (conn *c = t->conns; c;) {
+        conn *n = c->next; /* conn_close may move c to the graveyard */
+        conn_close(c);
+        c = n;
+    }
+    pthread_mutex_unlock(&t->mtx);
+    if (t->listener)
+        nng_stream_listener_close(t->listener);
+    nng_aio_stop(t->accept_aio); /* waits for a running accept callback */
+    pthread_mutex_lock(&t->mtx);
+    while (t->n_conns || t->graveyard)
+        pthread_cond_wait(&t->idle_cv, &t->mtx);
+    t->stop = 1;
+    pthread_cond_signal(&t->cv);
+    pthread_mutex_unlock(&t->mtx);
+    pthread_join(t->housekeeper, NULL);
+    nng_aio_free(t->accept_aio);
+    if (t->listener)
+        nng_stream_listener_free(t->listener);
+    for (uint32_t i = 0; i < t->in_count; i++)
+        free(t->inbox[(t->in_head + i) % t->cfg.inbox_frames_max].buf);
+    close(t->pipe_fd[0]);
+    close(t->pipe_fd[1]);
+    pthread_cond_destroy(&t->idle_cv);
+    pthread_cond_destroy(&t->cv);
+    pthread_mutex_destroy(&t->mtx);
+    net_penalty_destroy(t->penalty);
+    free(t->inbox);
+    free(t->book);
+    free(t->allow);
+    net_identity_wipe(&t->self);
+    sodium_memzero(t->network_key, sizeof t->network_key);
+    free(t);
+}
+
+int net_transport_listen(net_transport *t, const char *url, char *bound, size_t cap)
+{
+    if (!t || !url || (!bound && cap))
+        return NET_EINVAL;
+    pthread_mutex_lock(&t->mtx);
+    int busy = t->listener != NULL || t->closing;
+    pthread_mutex_unlock(&t->mtx);
+    if (busy)
+        return NET_ESTATE;
+    nng_stream_listener *l;
+    if (nng_stream_listener_alloc(&l, url) != 0)
+        return NET_EINVAL;
+    if (nng_stream_listener_listen(l) != 0) {
+        nng_stream_listener_free(l);
+        return NET_EIO;
+    }
+    char addr[GOSSIP_ADDR_MAX];
+    int n;
+    int port = 0;
+    if (!strncmp(url, "tcp", 3) &&
+        nng_stream_listener_get_int(l, NNG_OPT_TCP_BOUND_PORT, &port) == 0) {
+        char host[GOSSIP_ADDR_MAX];
+        host_of(url, host, sizeof host);
+        n = snprintf(addr, sizeof addr, "tcp://%s:%d", host, port);
+    } else {
+        n = snprintf(addr, sizeof addr, "%s", url);
+    }
+    if (n < 0 || (size_t)n >= sizeof addr || (bound && (size_t)n >= cap)) {
+        nng_stream_listener_free(l);
+        return NET_ESPACE;
+    }
+    if (bound)
+        memcpy(bound, addr, (size_t)n + 1);
+    pthread_mutex_lock(&t->mtx);
+    t->listener = l;
+    accept_arm(t);
+    pthread_mutex_unlock(&t->mtx);
+    return NET_OK;
+}
+
+int net_transport_set_addr(net_transport *t, uint64_t id, const char *addr)
+{
+    if (!t || !id || !addr || strlen(addr) >= GOSSIP_ADDR_MAX)
+        return NET_EINVAL;
+    pthread_mutex_lock(&t->mtx);
+    int rc = book_put(t, id, addr) ? NET_OK : NET_EFULL;
+    pthread_mutex_unlock(&t->mtx);
+    return rc;
+}
+
+/* An open connection to id, else one being set up for it; NULL if none. */
+static conn *find_conn(net_transport *t, uint64_t id, const char *addr)
+{
+    conn *pending = NULL;
+    for (conn *c = t->conns; c; c = c->next) {
+        if (c->state == C_CLOSING)
+            continue;
+        if (id && c->peer == id && c->state == C_OPEN)
+            return c;
+        if (c->dialed && !pending &&
+            ((id && c->expect == id) || (!id && addr && !strcmp(c->addr, addr))))
+            pending = c;
+    }
+    return pending;
+}
+
+int net_transport_send(net_transport *t, uint64_t to, const char *addr, const uint8_t *frame,
+                       size_t len)
+{
+    if (!t || (!to && !addr) || (!frame && len) || (addr && strlen(addr) >= GOSSIP_ADDR_MAX))
+        return NET_EINVAL;
+    if (len > t->cfg.frame_max)
+        return NET_ETOOBIG;
+    tx_item *it = malloc(sizeof *it + 4 + NET_CHANNEL_OVERHEAD + len);
+    if (!it)
+        return NET_ENOMEM;
+    it->next = NULL;
+    it->len = len;
+    it->sealed = 0;
+    if (len)
+        memcpy(it->buf + 4 + NET_CHANNEL_HEADER_SIZE, frame, len);
+    int rc = NET_OK;
+    pthread_mutex_lock(&t->mtx);
+    if (t->closing) {
+        rc = NET_ECLOSED;
+        goto drop;
+    }
+    conn *c = find_conn(t, to, addr);
+    if (!c && to && !addr) {
+        book_entry *e = book_by_id(t, to);
+        if (!e) {
+            rc = NET_ENOTFOUND;
+            goto drop;
+        }
+        addr = e->addr;
+    }
+    if (!c && !to) {
+        /* A seed may already be connected under its node id. */
+        book_entry *e = book_by_addr(t, addr);
+        if (e && e->id)
+            c = find_conn(t, e->id, NULL);
+    }
+    if (!c) {
+        gossip_time_us now = now_us();
+        book_entry *e = book_put(t, to, addr);
+        if (!e) {
+            rc = NET_EFULL;
+            goto drop;
+        }
+        char where[GOSSIP_ADDR_MAX];
+        snprintf(where, sizeof where, "%s", e->addr); /* addr may point into the book */
+        char host[GOSSIP_ADDR_MAX];
+        host_of(where, host, sizeof host);
+        if (now < e->next_dial_us) {
+            reject(t, NET_REJECT_UNREACHABLE);
+            rc = NET_EAGAIN;
+            goto drop;
+        }
+        if (net_penalty_check(t->penalty, net_penalty_key(host), now) == NET_EBLOCKED) {
+            reject(t, NET_REJECT_CUT_OFF);
+            rc = NET_EBLOCKED;
+            goto drop;
+        }
+        if (t->n_conns >= t->cfg.conns_max) {
+            reject(t, NET_REJECT_CONN_LIMIT);
+            rc = NET_EFULL;
+            goto drop;
+        }
+        rc = conn_dial(t, where, to, &c);
+        if (rc)
+            goto drop;
+    }
+    if (c->q_frames >= t->cfg.queue_frames_max || c->q_bytes + len > t->cfg.queue_bytes_max) {
+        reject(t, NET_REJECT_QUEUE_FULL);
+        rc = NET_EFULL;
+        goto drop;
+    }
+    if (c->q_tail)
+        c->q_tail->next = it;
+    else
+        c->q_head = it;
+    c->q_tail = it;
+    c->q_frames++;
+    c->q_bytes += len;
+    pump(c);
+    pthread_mutex_unlock(&t->mtx);
+    return NET_OK;
+drop:
+    pthread_mutex_unlock(&t->mtx);
+    free(it);
+    return rc;
+}
+
+int net_transport_recv(net_transport *t, net_message *msg)
+{
+    if (!t || !msg)
+        return NET_EINVAL;
+    pthread_mutex_lock(&t->mtx);
+    if (t->in_count == 0) {
+        pipe_drain(t);
+        t->woken = 0;
+        pthread_mutex_unlock(&t->mtx);
+        return NET_EAGAIN;
+    }
+    inbox_item *it = &t->inbox[t->in_head];
+    msg->from = it->from;
+    msg->data = it->data;
+    msg->len = it->len;
+    msg->owned = it->buf;
+    t->in_head = (t->in_head + 1) % t->cfg.inbox_frames_max;
+    t->in_count--;
+    t->in_bytes -= it->len;
+    if (!t->in_count && !t->woken)
+        pipe_drain(t);
+    pthread_mutex_unlock(&t->mtx);
+    return NET_OK;
+}
+
+void net_message_release(net_message *msg)
+{
+    if (!msg)
+        return;
+    free(msg->owned);
+    msg->owned = NULL;
+    msg->data = NULL;
+    msg->len = 0;
+}
+
+int net_transport_wait(net_transport *t, int timeout_ms)
+{
+    if (!t)
+        return NET_EINVAL;
+    gossip_time_us deadline =
+        timeout_ms < 0 ? GOSSIP_TIME_NEVER : now_us() + (gossip_time_us)timeout_ms * 1000u;
+    for (;;) {
+        pthread_mutex_lock(&t->mtx);
+        int ready = t->in_count > 0 || t->woken;
+        t->woken = 0;
+        if (!ready)
+            pipe_drain(t); /* no frame and no wake: any byte left is stale */
+        pthread_mutex_unlock(&t->mtx);
+        if (ready)
+            return NET_OK;
+        int wait_ms = -1;
+        if (deadline != GOSSIP_TIME_NEVER) {
+            gossip_time_us now = now_us();
+            if (now >= deadline)
+                return NET_EAGAIN;
+            wait_ms = (int)((deadline - now + 999u) / 1000u);
+        }
+        struct pollfd pfd = {.fd = t->pipe_fd[0], .events = POLLIN};
+        if (poll(&pfd, 1, wait_ms) < 0 && errno != EINTR)
+            return NET_EIO;
+    }
+}
+
+void net_transport_wake(net_transport *t)
+{
+    if (!t)
+        return;
+    pthread_mutex_lock(&t->mtx);
+    t->woken = 1;
+    pipe_signal(t);
+    pthread_mutex_unlock(&t->mtx);
+}
+
+int net_transport_fd(const net_transport *t)
+{
+    return t ? t->pipe_fd[0] : -1;
+}
+
+int net_transport_connected(net_transport *t, uint64_t id)
+{
+    if (!t || !id)
+        return 0;
+    pthread_mutex_lock(&t->mtx);
+    int found = 0;
+    for (conn *c = t->conns; c && !found; c = c->next)
+        found = c->state == C_OPEN && c->peer == id;
+    pthread_mutex_unlock(&t->mtx);
+    return found;
+}
+
+void net_transport_stats_get(net_transport *t, net_transport_stats *out)
+{
+    if (!t || !out)
+        return;
+    pthread_mutex_lock(&t->mtx);
+    *out = t->stats;
+    out->conns_open = t->n_conns;
+    pthread_mutex_unlock(&t->mtx);
+}

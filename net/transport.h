@@ -1,0 +1,169 @@
+/* net/transport — authenticated frames between agents over NNG streams.
+ *
+ * Each link is one NNG byte stream (tcp://, or ipc:// in tests) carrying
+ * records of net/channel, each behind a 4-byte big-endian length prefix.
+ * Owning the framing lets the transport enforce its receive limit itself:
+ * NET_CHANNEL_HS_MAX bytes until the handshake is done (an unauthenticated
+ * peer can never make us allocate more), frame_max + NET_CHANNEL_OVERHEAD
+ * after. A longer prefix closes that connection only and is counted.
+ *
+ * Threads: every NNG operation is asynchronous (aio); callbacks run on NNG's
+ * threads, take the transport's one mutex, and never block. A small
+ * housekeeping thread frees closed connections (NNG forbids freeing an aio
+ * from its own callback). Received frames go into a bounded inbox that one
+ * event-loop thread drains with net_transport_recv; net_transport_wait (or
+ * poll() on net_transport_fd) sleeps until a frame arrives, a timeout
+ * passes or net_transport_wake is called from any thread.
+ *
+ * Sending: net_transport_send copies the frame into the per-connection queue
+ * (bounded in frames and bytes; a full queue drops and counts) and returns at
+ * once. Without a connection to the peer, one is dialed on demand; frames
+ * wait in its queue during connect and handshake. A dial that fails, or a
+ * connection closed before its handshake completes, puts the address into
+ * exponential backoff (dial_backoff_min_ms doubling to dial_backoff_max_ms):
+ * frames sent to it meanwhile are dropped and counted as unreachable, so
+ * nothing ever waits on a dead peer. Both peers may dial each other; either
+ * connection carries frames, each frame goes over one of them.
+ *
+ * Admission: the secure channel (network key, signatures, allow-list). A
+ * host whose connections keep failing authentication is cut off (net/
+ * penalty, keyed by the remote host address): its new connections are
+ * closed on accept and counted as cut_off until the cut-off expires.
+ *
+ * Ownership: the caller's identity, network key and allow-list are copied
+ * at create (the allow-list is copied too). Messages returned by
+ * net_transport_recv own their buffer until net_message_release.
+ */
+#ifndef NET_TRANSPORT_H
+#define NET_TRANSPORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gossip/types.h"
+#include "gossip/wire.h"
+#include "net/channel.h"
+#include "net/net.h"
+#include "net/penalty.h"
+
+/* The largest record on the wire: a full frame plus the channel overhead. */
+#define NET_TRANSPORT_RECORD_MAX (GOSSIP_FRAME_MAX + NET_CHANNEL_OVERHEAD)
+_Static_assert(NET_TRANSPORT_RECORD_MAX < UINT32_MAX, "record length fits the 4-byte prefix");
+
+/* Connections held at once. An agent talks to its gossip neighbours (a few,
+ * O(log N) for exponential graphs), its two ring neighbours, the SWIM probe
+ * targets (1 + k indirect) and whoever dialed it; 256 is an order of
+ * magnitude above that and well inside the default 1024-descriptor limit. */
+#define NET_TRANSPORT_CONNS_DEFAULT 256u
+#define NET_TRANSPORT_CONNS_MAX     4096u
+/* Per-connection send queue: 256 frames (a full allreduce round of 2(n-1)
+ * chunks for n <= 128 queued at once) and 160 MiB, which holds two full-size
+ * frames so that a large model push never starves behind another. */
+#define NET_TRANSPORT_QUEUE_FRAMES_DEFAULT 256u
+#define NET_TRANSPORT_QUEUE_BYTES_DEFAULT  (160u * 1024u * 1024u)
+/* Inbox: 4096 frames (SWIM traffic of a 4096-member view in one tick) and
+ * 320 MiB (four full-size frames) before arriving frames are dropped. */
+#define NET_TRANSPORT_INBOX_FRAMES_DEFAULT 4096u
+#define NET_TRANSPORT_INBOX_BYTES_DEFAULT  (320u * 1024u * 1024u)
+/* Address book: one entry per member of the largest view. */
+#define NET_TRANSPORT_BOOK_MAX GOSSIP_MEMBERS_MAX
+/* Dial backoff: 100 ms (a restarting agent is back within a few of these)
+ * doubling to 10 s (a dead peer costs one connect attempt per 10 s). */
+#define NET_TRANSPORT_BACKOFF_MIN_DEFAULT_MS 100u
+#define NET_TRANSPORT_BACKOFF_MAX_DEFAULT_MS 10000u
+/* Connect timeout: a SYN to a black-holed host gives up after 5 s. */
+#define NET_TRANSPORT_DIAL_TIMEOUT_MS 5000u
+
+_Static_assert(2u * (GOSSIP_FRAME_MAX + NET_CHANNEL_OVERHEAD + 4u) <=
+                   NET_TRANSPORT_QUEUE_BYTES_DEFAULT,
+               "a send queue holds two full-size frames");
+_Static_assert(4u * GOSSIP_FRAME_MAX <= NET_TRANSPORT_INBOX_BYTES_DEFAULT,
+               "the inbox holds four full-size frames");
+
+typedef struct net_transport net_transport;
+
+typedef struct net_transport_config {
+    const net_identity *self;   /* copied */
+    const uint8_t *network_key; /* NET_NETWORK_KEY_SIZE bytes, copied */
+    const uint8_t *allow;       /* allow_n * 32 bytes or NULL, copied */
+    size_t allow_n;
+    size_t frame_max;              /* largest frame sent or received; 0 = GOSSIP_FRAME_MAX */
+    uint32_t conns_max;            /* 0 = NET_TRANSPORT_CONNS_DEFAULT */
+    uint32_t queue_frames_max;     /* per connection; 0 = default */
+    size_t queue_bytes_max;        /* per connection; 0 = default */
+    uint32_t inbox_frames_max;     /* 0 = default */
+    size_t inbox_bytes_max;        /* 0 = default */
+    uint32_t handshake_timeout_ms; /* 0 = channel default (5 s) */
+    uint64_t rekey_frames;         /* 0 = channel default */
+    uint32_t rekey_interval_ms;    /* 0 = channel default */
+    uint32_t dial_backoff_min_ms;  /* 0 = default */
+    uint32_t dial_backoff_max_ms;  /* 0 = default */
+    net_penalty_config penalty;    /* zeros = defaults */
+} net_transport_config;
+
+/* One received, authenticated frame. */
+typedef struct net_message {
+    uint64_t from;       /* the peer's node id, proven by the handshake */
+    const uint8_t *data; /* the frame */
+    size_t len;
+    void *owned; /* private: the buffer data points into */
+} net_message;
+
+typedef struct net_transport_stats {
+    uint64_t rejects[NET_REJECT_COUNT]; /* by cause; see net_reject_name */
+    uint64_t frames_sent, bytes_sent;   /* frames handed to the network, plaintext bytes */
+    uint64_t frames_received, bytes_received;
+    uint64_t conns_accepted, conns_dialed, dial_failures, handshakes_ok, conns_closed;
+    uint32_t conns_open;
+} net_transport_stats;
+
+/* Create a transport (not yet listening). Errors: NET_EINVAL (no identity or
+ * key, frame_max > GOSSIP_FRAME_MAX, allow_n > NET_CHANNEL_ALLOW_MAX,
+ * conns_max > NET_TRANSPORT_CONNS_MAX), NET_ENOMEM, NET_EIO. */
+int net_transport_create(net_transport **out, const net_transport_config *cfg);
+/* Close every connection, wait for NNG's callbacks to finish, free all.
+ * Messages already received and not released stay valid. NULL is fine. */
+void net_transport_destroy(net_transport *t);
+
+/* Listen on url ("tcp://127.0.0.1:0" picks a free port; "ipc:///path").
+ * The address peers should dial is written to bound (cap bytes). Errors:
+ * NET_EINVAL (bad url), NET_ESTATE (already listening), NET_ESPACE, NET_EIO
+ * (bind failed: address in use, permission). */
+int net_transport_listen(net_transport *t, const char *url, char *bound, size_t cap);
+
+/* Remember that node `id` listens at addr (from membership). Errors:
+ * NET_EINVAL (id 0, addr longer than GOSSIP_ADDR_MAX), NET_EFULL. */
+int net_transport_set_addr(net_transport *t, uint64_t id, const char *addr);
+
+/* Queue a copy of frame for node `to` (0 when only addr is known, e.g. a
+ * seed); addr may be NULL when the address book knows `to`. Returns at once.
+ * Errors: NET_EINVAL, NET_ETOOBIG (len > frame_max), NET_ENOTFOUND (no
+ * address), NET_EFULL (queue or connection table full; dropped and counted),
+ * NET_EAGAIN (address backing off after failures; dropped and counted as
+ * unreachable), NET_EBLOCKED (address cut off), NET_ENOMEM, NET_ECLOSED.
+ * A frame that was queued can still be lost if its connection fails; it is
+ * then counted as unreachable. */
+int net_transport_send(net_transport *t, uint64_t to, const char *addr, const uint8_t *frame,
+                       size_t len);
+
+/* Take the oldest received frame: NET_OK and *msg filled (release it with
+ * net_message_release), or NET_EAGAIN when the inbox is empty. */
+int net_transport_recv(net_transport *t, net_message *msg);
+void net_message_release(net_message *msg);
+/* Sleep until the inbox is non-empty, net_transport_wake was called, or
+ * timeout_ms passes (negative: no timeout). NET_OK (something to do) or
+ * NET_EAGAIN (timed out). */
+int net_transport_wait(net_transport *t, int timeout_ms);
+/* Wake a waiter; callable from any thread. */
+void net_transport_wake(net_transport *t);
+/* A descriptor that polls readable while net_transport_wait would return
+ * NET_OK; for event loops built on poll(). Drained by net_transport_recv
+ * returning NET_EAGAIN. */
+int net_transport_fd(const net_transport *t);
+
+/* 1 if an authenticated connection to id is open. */
+int net_transport_connected(net_transport *t, uint64_t id);
+/* Snapshot of the counters. */
+void net_transport_stats_get(net_transport *t, net_transport_stats *out);
+
+#endif
