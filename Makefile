@@ -125,3 +125,29 @@ clean:
 	rm -rf build
 
 -include $(LIB_OBJS:.o=.d) $(BUILD)/agent/main.d $(TEST_BINS:=.d) $(BENCH_BINS:=.d)
+
+# `make fuzz`: every tests/fuzz/fuzz_*.c is a libFuzzer target built with
+# clang -fsanitize=fuzzer,address,undefined against the sans-IO core
+# (model/ and gossip/ sources, compiled with the same flags), then run for
+# FUZZ_SECONDS each (a short bounded run; corpora kept in build/fuzz/).
+# Skipped with a message when clang is not installed.
+FUZZ_CC      ?= clang
+FUZZ_SECONDS ?= 20
+FUZZ_CFLAGS  := -std=c11 -D_DEFAULT_SOURCE -O1 -g -I. -fno-omit-frame-pointer \
+                -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
+FUZZ_CORE    := $(wildcard model/*.c gossip/*.c)
+
+.PHONY: fuzz
+fuzz:
+	@if ! command -v $(FUZZ_CC) >/dev/null 2>&1; then \
+	    echo "fuzz: $(FUZZ_CC) not found (apt-get install clang); skipped"; exit 0; fi; \
+	mkdir -p build/fuzz; \
+	for src in $(FUZZ_SRCS); do \
+	    name=$$(basename $$src .c); \
+	    echo "fuzz: $$name for $(FUZZ_SECONDS) s"; \
+	    $(FUZZ_CC) $(FUZZ_CFLAGS) $$src $(FUZZ_CORE) -o build/fuzz/$$name -lm || exit 1; \
+	    mkdir -p build/fuzz/corpus-$$name; \
+	    build/fuzz/$$name -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
+	        build/fuzz/corpus-$$name 2>build/fuzz/$$name.log || { tail -n 40 build/fuzz/$$name.log; exit 1; }; \
+	    grep -E 'stat::number_of_executed_units|Done' build/fuzz/$$name.log | tail -n 2; \
+	done

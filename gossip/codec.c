@@ -190,11 +190,13 @@ static void pack_tile(const int32_t *restrict q, uint32_t nt, unsigned bits, uin
         i = nt / 4 * 4;
         break;
     default: /* 1 */
+        /* spelled out (not a k loop) so that GCC's SLP groups the 8 loads */
         for (j = 0; j < nt / 8; j++) {
-            uint32_t b = 0;
-            for (uint32_t k = 0; k < 8; k++)
-                b |= ((uint32_t)q[8 * j + k] & 1u) << k;
-            p[j] = (uint8_t)b;
+            const int32_t *g = q + 8 * j;
+            p[j] = (uint8_t)(((uint32_t)g[0] & 1u) | (((uint32_t)g[1] & 1u) << 1) |
+                             (((uint32_t)g[2] & 1u) << 2) | (((uint32_t)g[3] & 1u) << 3) |
+                             (((uint32_t)g[4] & 1u) << 4) | (((uint32_t)g[5] & 1u) << 5) |
+                             (((uint32_t)g[6] & 1u) << 6) | (((uint32_t)g[7] & 1u) << 7));
         }
         i = nt / 8 * 8;
         break;
@@ -208,15 +210,26 @@ static void pack_tile(const int32_t *restrict q, uint32_t nt, unsigned bits, uin
     }
 }
 
+/* Byte swap for the big-endian float32 values. On a little-endian host
+ * with GCC or Clang the loops below are a bswap per value, which vectorizes
+ * to pshufb; elsewhere the portable byte-wise form is used. */
+#if defined(__GNUC__) && defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#define CODEC_LE_BSWAP 1
+#else
+#define CODEC_LE_BSWAP 0
+#endif
+
 static void put_be32(uint8_t *restrict p, const float *restrict x, uint32_t n)
 {
+#if CODEC_LE_BSWAP
     for (uint32_t i = 0; i < n; i++) {
-        uint32_t u = f32_bits(x[i]);
-        p[4 * i] = (uint8_t)(u >> 24);
-        p[4 * i + 1] = (uint8_t)(u >> 16);
-        p[4 * i + 2] = (uint8_t)(u >> 8);
-        p[4 * i + 3] = (uint8_t)u;
+        uint32_t u = __builtin_bswap32(f32_bits(x[i]));
+        memcpy(p + 4 * (size_t)i, &u, sizeof u);
     }
+#else
+    for (uint32_t i = 0; i < n; i++)
+        gossip_put_u32(p + 4 * (size_t)i, f32_bits(x[i]));
+#endif
 }
 
 /* Encode one quantized block of nb values (bits 1..16) at p. */
@@ -297,7 +310,13 @@ static uint32_t decode_codes(const uint8_t *restrict p, uint32_t nb, unsigned bi
     switch (bits) {
     case 16:
         for (i = 0; i < nb; i++) {
+#if CODEC_LE_BSWAP
+            uint16_t h;
+            memcpy(&h, p + 2 * (size_t)i, sizeof h);
+            uint32_t v = h;
+#else
             uint32_t v = (uint32_t)p[2 * i] | ((uint32_t)p[2 * i + 1] << 8);
+#endif
             bad |= v == 0x8000u;
             out[i] = (float)((int32_t)(v ^ 0x8000u) - 0x8000) * step;
         }
@@ -319,13 +338,15 @@ static uint32_t decode_codes(const uint8_t *restrict p, uint32_t nb, unsigned bi
         i = nb / 2 * 2;
         break;
     default: /* 2 */
+        /* spelled out (not a k loop) so that GCC's SLP groups the 4 stores */
         for (j = 0; j < nb / 4; j++) {
             uint32_t b = p[j];
-            for (uint32_t k = 0; k < 4; k++) {
-                uint32_t v = (b >> (2 * k)) & 3u;
-                bad |= v == 2u;
-                out[4 * j + k] = (float)((int32_t)(v ^ 2u) - 2) * step;
-            }
+            uint32_t v0 = b & 3u, v1 = (b >> 2) & 3u, v2 = (b >> 4) & 3u, v3 = b >> 6;
+            bad |= (v0 == 2u) | (v1 == 2u) | (v2 == 2u) | (v3 == 2u);
+            out[4 * j] = (float)((int32_t)(v0 ^ 2u) - 2) * step;
+            out[4 * j + 1] = (float)((int32_t)(v1 ^ 2u) - 2) * step;
+            out[4 * j + 2] = (float)((int32_t)(v2 ^ 2u) - 2) * step;
+            out[4 * j + 3] = (float)((int32_t)(v3 ^ 2u) - 2) * step;
         }
         i = nb / 4 * 4;
         break;
@@ -340,9 +361,23 @@ static uint32_t decode_codes(const uint8_t *restrict p, uint32_t nb, unsigned bi
     return bad;
 }
 
+/* 1 bit: (2b - 1) * s. Whole bytes first, spelled out for SLP. */
 static void decode_signs(const uint8_t *restrict p, uint32_t nb, float s, float *restrict out)
 {
-    for (uint32_t i = 0; i < nb; i++) {
+    uint32_t j;
+    for (j = 0; j < nb / 8; j++) {
+        int32_t b = p[j];
+        float *o = out + 8 * j;
+        o[0] = (float)(2 * (b & 1) - 1) * s;
+        o[1] = (float)(2 * ((b >> 1) & 1) - 1) * s;
+        o[2] = (float)(2 * ((b >> 2) & 1) - 1) * s;
+        o[3] = (float)(2 * ((b >> 3) & 1) - 1) * s;
+        o[4] = (float)(2 * ((b >> 4) & 1) - 1) * s;
+        o[5] = (float)(2 * ((b >> 5) & 1) - 1) * s;
+        o[6] = (float)(2 * ((b >> 6) & 1) - 1) * s;
+        o[7] = (float)(2 * (b >> 7) - 1) * s;
+    }
+    for (uint32_t i = j * 8; i < nb; i++) {
         int32_t b = (p[i / 8] >> (i % 8)) & 1;
         out[i] = (float)(2 * b - 1) * s;
     }
@@ -353,8 +388,13 @@ static uint32_t get_be32(const uint8_t *restrict p, uint32_t n, float *restrict 
 {
     uint32_t m = 0;
     for (uint32_t i = 0; i < n; i++) {
-        uint32_t u = ((uint32_t)p[4 * i] << 24) | ((uint32_t)p[4 * i + 1] << 16) |
-                     ((uint32_t)p[4 * i + 2] << 8) | (uint32_t)p[4 * i + 3];
+#if CODEC_LE_BSWAP
+        uint32_t u;
+        memcpy(&u, p + 4 * (size_t)i, sizeof u);
+        u = __builtin_bswap32(u);
+#else
+        uint32_t u = gossip_get_u32(p + 4 * (size_t)i);
+#endif
         uint32_t a = u & F32_ABS_MASK;
         m = a > m ? a : m;
         out[i] = f32_from_bits(u);
