@@ -14,5 +14,6 @@ typedef struct agent_command {
 } agent_command;
 
 int cmd_keygen(int argc, char **argv);
+int cmd_status(int argc, char **argv); /* agent/cmd_status.c */
 
 #endif

@@ -23,6 +23,7 @@ static int cmd_version(int argc, char **argv)
 static const agent_command commands[] = {
     {"version", cmd_version, "print the version of murmur and of the libraries it uses"},
     {"keygen", cmd_keygen, "create an agent key pair or a cluster network key"},
+    {"status", cmd_status, "show a running agent's state (GET /status from HOST:PORT)"},
 };
 #define COMMAND_COUNT (sizeof commands / sizeof commands[0])
 

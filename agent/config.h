@@ -1,0 +1,227 @@
+/* agent/config — the settings of `murmur agent`: file, --set, flags.
+ *
+ * Sources, lowest precedence first:
+ *   1. built-in defaults (the `def` strings of agent_config_options[]),
+ *   2. the file given with --config FILE (INI-like, below),
+ *   3. the command line, left to right: --set section.key=value and the
+ *      short flags (--listen, --seed, --data-dir, --metrics, ...), each of
+ *      which is just a name for one section.key.
+ * Every value from every source goes through the same parser, so a default,
+ * a file line and a flag are checked the same way.
+ *
+ * File syntax (docs/CONFIG.md has the full list of options):
+ *   # comment          ; comment         (whole line, after optional blanks)
+ *   [section]
+ *   key = value        # trailing comment (a '#' after a blank)
+ *   key = "value with # or \"quotes\" or  edge spaces"
+ * Keys and sections are lower case [a-z0-9_]. Repeating a key overrides the
+ * earlier value, except seeds.seed, which appends. The first --seed (or
+ * --set seeds.seed=...) on the command line replaces the file's seeds; later
+ * ones append.
+ *
+ * Errors: every function returns 0 or an agent_config_err and writes a
+ * one-line message to err[0..errlen) that names the source (FILE:LINE, or the
+ * flag), the option (section.key) and what is wrong, e.g.
+ *   agent.conf:12: mixing.bits: 3 is not one of 1, 2, 4, 8, 16, 32
+ * Nothing here calls exit(); the caller prints the message and exits 2.
+ * On error the config may hold the values applied before the failing one;
+ * callers discard it.
+ *
+ * Ownership: agent_config is a plain value (no pointers); copy it freely.
+ * Units are in the field names (_ms, _steps) or stated next to the field.
+ */
+#ifndef AGENT_CONFIG_H
+#define AGENT_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "gossip/types.h"
+
+/* Longest path, including the NUL. Longer paths are rejected, not cut. */
+#define AGENT_CONFIG_PATH_MAX 1024u
+/* Longest network address (tcp://host:port), including the NUL. */
+#define AGENT_CONFIG_ADDR_MAX GOSSIP_ADDR_MAX
+/* Most seeds. A few live seeds suffice to join (SWIM push-pull spreads the
+ * rest), 32 leaves room for a whole rack listed by hand. */
+#define AGENT_CONFIG_SEEDS_MAX 32u
+/* Longest model spec ("mlp:1024,1024,512,..."), including the NUL. */
+#define AGENT_CONFIG_SPEC_MAX 128u
+/* Most hidden layers in an mlp spec. */
+#define AGENT_CONFIG_LAYERS_MAX 16u
+/* Widest layer in an mlp spec (a 65536x65536 float32 matrix is 16 GiB:
+ * anything wider is a typo). */
+#define AGENT_CONFIG_LAYER_WIDTH_MAX 65536u
+/* Longest learning-rate schedule string, including the NUL. */
+#define AGENT_CONFIG_SCHEDULE_MAX 64u
+/* Longest line in a config file, and the largest file. */
+#define AGENT_CONFIG_LINE_MAX    4096u
+#define AGENT_CONFIG_FILE_MAX    (1024u * 1024u)
+#define AGENT_CONFIG_OPTIONS_MAX 64u
+#define AGENT_CONFIG_ORIGIN_MAX  96u
+#define AGENT_CONFIG_ERR_MAX     512u
+/* Upper bounds of the [limits] section. */
+#define AGENT_CONFIG_QUEUE_LEN_MAX (1u << 20)
+#define AGENT_CONFIG_PEERS_MAX     GOSSIP_MEMBERS_MAX
+
+_Static_assert(AGENT_CONFIG_PATH_MAX < AGENT_CONFIG_LINE_MAX, "a path must fit on one line");
+_Static_assert(AGENT_CONFIG_LINE_MAX <= AGENT_CONFIG_FILE_MAX, "a line must fit in a file");
+_Static_assert(AGENT_CONFIG_ADDR_MAX >= sizeof "tcp://255.255.255.255:65535",
+               "an IPv4 address with port must fit");
+
+typedef enum agent_config_err {
+    AGENT_CONFIG_OK = 0,
+    AGENT_CONFIG_EIO,       /* a file cannot be opened or read */
+    AGENT_CONFIG_ESYNTAX,   /* a line is neither a section, a key = value, nor a comment */
+    AGENT_CONFIG_EUNKNOWN,  /* unknown section, key or flag */
+    AGENT_CONFIG_EVALUE,    /* a value that does not parse for its option */
+    AGENT_CONFIG_ERANGE,    /* a number outside its option's range, or a list too long */
+    AGENT_CONFIG_ECONFLICT, /* options that contradict each other */
+    AGENT_CONFIG_EUSAGE,    /* malformed command line (missing argument, stray word) */
+    AGENT_CONFIG_ERR_COUNT
+} agent_config_err;
+
+const char *agent_config_strerror(int err);
+
+typedef enum agent_mixing_algorithm {
+    AGENT_MIX_DPSGD = 0, /* "dpsgd": decentralized SGD, symmetric pairwise averaging */
+    AGENT_MIX_GOSSIP,    /* "gossip": compressed delta gossip */
+    AGENT_MIX_PUSH_SUM,  /* "push-sum": one-way pushes with weights */
+    AGENT_MIX_CHOCO,     /* "choco": CHOCO-style public copies */
+    AGENT_MIX_ALLREDUCE  /* "allreduce": ring-allreduce every interval_steps */
+} agent_mixing_algorithm;
+
+typedef enum agent_topology {
+    AGENT_TOPO_RANDOM = 0,  /* "random": a uniformly random member of the view */
+    AGENT_TOPO_RING,        /* "ring": the next id in the view */
+    AGENT_TOPO_TORUS,       /* "torus": 2-D torus over the view */
+    AGENT_TOPO_EXPONENTIAL, /* "exponential": static exponential graph */
+    AGENT_TOPO_ONE_PEER_EXP /* "one-peer-exponential": one exponential hop per round */
+} agent_topology;
+
+typedef struct agent_config {
+    /* [node] */
+    char listen[AGENT_CONFIG_ADDR_MAX];    /* normalised: tcp://host:port, ipc://, inproc:// */
+    char advertise[AGENT_CONFIG_ADDR_MAX]; /* "" until agent_config_finish: then listen */
+    char data_dir[AGENT_CONFIG_PATH_MAX];
+    char key_file[AGENT_CONFIG_PATH_MAX];         /* finish: "" -> DATA_DIR/node.key */
+    char network_key_file[AGENT_CONFIG_PATH_MAX]; /* finish: "" -> DATA_DIR/network.key */
+    char allow_list_file[AGENT_CONFIG_PATH_MAX];  /* "" = no allow-list */
+    /* [seeds] */
+    char seeds[AGENT_CONFIG_SEEDS_MAX][AGENT_CONFIG_ADDR_MAX]; /* normalised tcp://host:port */
+    uint32_t seed_count;
+    /* [model] */
+    char model_spec[AGENT_CONFIG_SPEC_MAX];   /* "softmax" or "mlp:H1,H2,..." */
+    char dataset[AGENT_CONFIG_PATH_MAX];      /* "fashion-mnist" or a path */
+    uint32_t batch;                           /* samples per local step */
+    double lr;                                /* learning rate at step 0 */
+    double momentum;                          /* heavy-ball coefficient, [0, 1) */
+    double weight_decay;                      /* L2 coefficient */
+    char schedule[AGENT_CONFIG_SCHEDULE_MAX]; /* constant | step:STEPS:GAMMA | cosine:STEPS */
+    uint64_t init_seed;                       /* seed of the initial parameters */
+    /* [mixing] */
+    agent_mixing_algorithm algorithm;
+    agent_topology topology;
+    uint32_t bits;  /* quantization bits per value: 1, 2, 4, 8, 16 or 32 */
+    uint32_t block; /* values per quantization block (one scale each) */
+    uint32_t interval_steps;
+    uint32_t allreduce_step_deadline_ms;
+    /* [membership] */
+    uint32_t probe_interval_ms;
+    uint32_t probe_timeout_ms;
+    uint32_t indirect_k;
+    uint32_t suspicion_mult;
+    /* [shards] */
+    char shards_dir[AGENT_CONFIG_PATH_MAX]; /* finish: "" -> DATA_DIR/shards */
+    uint32_t replication;
+    /* [checkpoint] */
+    uint64_t checkpoint_every_steps;             /* 0 = never */
+    char checkpoint_path[AGENT_CONFIG_PATH_MAX]; /* finish: "" -> DATA_DIR/checkpoint.bin */
+    /* [metrics] */
+    char metrics_listen[AGENT_CONFIG_ADDR_MAX]; /* "host:port", "" = no HTTP server */
+    /* [log] */
+    int log_level; /* agent_log_level */
+    /* [limits] */
+    uint32_t max_peers;
+    uint32_t send_queue_len;  /* frames queued per peer link */
+    uint32_t recv_queue_len;  /* received frames waiting for the event loop */
+    uint32_t event_queue_len; /* all events waiting for the event loop */
+
+    /* Where each option's value came from ("default", "FILE:LINE", "--set",
+     * "--listen"), indexed like agent_config_options[]. */
+    char origin[AGENT_CONFIG_OPTIONS_MAX][AGENT_CONFIG_ORIGIN_MAX];
+    bool seeds_from_cli; /* internal: the command line has replaced the file's seeds */
+} agent_config;
+
+/* One option, for the parser, `--print-config` and the documentation test. */
+typedef struct agent_config_option {
+    const char *section;
+    const char *key;
+    int type;                   /* internal parser type */
+    size_t offset, size;        /* field in agent_config */
+    double min, max;            /* numeric range, inclusive */
+    const char *const *choices; /* NULL-terminated names of an enum, or NULL */
+    const char *def;            /* default, parsed like any other value */
+    const char *unit;           /* "ms", "steps", "" */
+    const char *help;
+} agent_config_option;
+
+extern const agent_config_option agent_config_options[];
+extern const size_t agent_config_option_count;
+
+/* Fill every field with its default. Never fails. */
+void agent_config_defaults(agent_config *c);
+
+/* Apply the file at `path` on top of c. Errors: EIO (missing, unreadable,
+ * larger than AGENT_CONFIG_FILE_MAX), ESYNTAX, EUNKNOWN, EVALUE, ERANGE. */
+int agent_config_load_file(agent_config *c, const char *path, char *err, size_t errlen);
+
+/* Apply the text of a file (NUL-terminated); `name` is used in messages. */
+int agent_config_load_string(agent_config *c, const char *name, const char *text, char *err,
+                             size_t errlen);
+
+/* Set one option: `name` is "section.key". `origin` says where the value
+ * came from for messages ("--set"). Errors: EUNKNOWN, EVALUE, ERANGE. */
+int agent_config_set(agent_config *c, const char *name, const char *value, const char *origin,
+                     char *err, size_t errlen);
+
+/* What the command line asked for besides settings. */
+typedef struct agent_config_args {
+    bool help;               /* --help / -h */
+    bool print_config;       /* --print-config: print the effective config and exit */
+    const char *config_file; /* --config FILE, or NULL */
+} agent_config_args;
+
+/* Parse the arguments of `murmur agent` (argv[0] is "agent"): defaults, then
+ * --config FILE (wherever it appears), then the other flags left to right.
+ * Flags take "--flag VALUE" or "--flag=VALUE". Finishes with
+ * agent_config_finish unless --help was given.
+ * Errors: EUSAGE, EUNKNOWN, and everything from load_file, set and finish. */
+int agent_config_parse_args(agent_config *c, agent_config_args *args, int argc, char **argv,
+                            char *err, size_t errlen);
+
+/* Fill the derived defaults (advertise, key files, shards dir, checkpoint
+ * path from data_dir) and check the options against each other and the
+ * files that must exist (network key, allow-list, a data set path).
+ * Errors: ECONFLICT, EIO, ERANGE. */
+int agent_config_finish(agent_config *c, char *err, size_t errlen);
+
+/* Write c as a config file that agent_config_load_file reads back to the
+ * same values (every option, with its origin as a comment). */
+void agent_config_write(const agent_config *c, FILE *out);
+
+/* Usage text of the flags, for `murmur agent --help`. */
+void agent_config_usage(FILE *out);
+
+/* Names of the enums, as written in the config file. */
+const char *agent_mixing_algorithm_name(agent_mixing_algorithm a);
+const char *agent_topology_name(agent_topology t);
+
+/* Parse "softmax" or "mlp:H1,H2,..." into layer widths (hidden layers).
+ * Returns 0 and the count (0 for softmax), or -1 if malformed or out of
+ * range. widths may be NULL to only check. */
+int agent_config_parse_spec(const char *spec, uint32_t *widths, uint32_t *count);
+
+#endif

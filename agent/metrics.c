@@ -1,0 +1,747 @@
+/* agent/metrics — see metrics.h for the registry and the HTTP contract. */
+#include "agent/metrics.h"
+
+#include <arpa/inet.h>
+#include <inttypes.h>
+#include <math.h>
+#include <nng/nng.h>
+#include <nng/supplemental/http/http.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "gossip/wire.h"
+
+typedef struct family {
+    char name[AGENT_METRICS_NAME_MAX];
+    char help[AGENT_METRICS_HELP_MAX];
+    agent_metric_kind kind;
+} family;
+
+struct agent_metric {
+    _Atomic uint64_t bits; /* counter value, or the bits of a double gauge */
+    uint32_t family;
+    bool has_label;
+    char label_key[AGENT_METRICS_NAME_MAX];
+    char label_value[AGENT_METRICS_VALUE_MAX];
+};
+
+struct agent_metrics {
+    pthread_mutex_t lock; /* registration and rendering; not updates */
+    uint32_t family_count, series_count;
+    family families[AGENT_METRICS_FAMILIES_MAX];
+    agent_metric series[AGENT_METRICS_SERIES_MAX];
+};
+
+static const char *const err_names[AGENT_METRICS_ERR_COUNT] = {
+    [AGENT_METRICS_OK] = "ok",
+    [AGENT_METRICS_EINVAL] = "invalid argument",
+    [AGENT_METRICS_ECONFLICT] = "metric registered with another kind",
+    [AGENT_METRICS_EFULL] = "metric table full",
+    [AGENT_METRICS_ENOMEM] = "out of memory",
+    [AGENT_METRICS_ENET] = "network error",
+    [AGENT_METRICS_ETIMEDOUT] = "timed out",
+    [AGENT_METRICS_EHTTP] = "unexpected HTTP status",
+};
+
+const char *agent_metrics_strerror(int err)
+{
+    if (err < 0 || err >= AGENT_METRICS_ERR_COUNT)
+        return "unknown error";
+    return err_names[err];
+}
+
+static int fail(char *err, size_t errlen, int code, const char *fmt, ...)
+{
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return code;
+}
+
+int agent_metrics_create(agent_metrics **out)
+{
+    agent_metrics *m = calloc(1, sizeof *m);
+    if (!m)
+        return AGENT_METRICS_ENOMEM;
+    if (pthread_mutex_init(&m->lock, NULL)) {
+        free(m);
+        return AGENT_METRICS_ENOMEM;
+    }
+    *out = m;
+    return 0;
+}
+
+void agent_metrics_destroy(agent_metrics *m)
+{
+    if (!m)
+        return;
+    pthread_mutex_destroy(&m->lock);
+    free(m);
+}
+
+static bool valid_name(const char *s, bool colon)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n >= AGENT_METRICS_NAME_MAX)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' ||
+                  (colon && c == ':') || (i > 0 && c >= '0' && c <= '9');
+        if (!ok)
+            return false;
+    }
+    return true;
+}
+
+static int reg(agent_metrics *m, agent_metric_kind kind, const char *name, const char *help,
+               const char *lk, const char *lv, agent_metric **out)
+{
+    *out = NULL;
+    if (!m || !name || !valid_name(name, true) || (!lk) != (!lv))
+        return AGENT_METRICS_EINVAL;
+    if (lk &&
+        (!valid_name(lk, false) || !strncmp(lk, "__", 2) || strlen(lv) >= AGENT_METRICS_VALUE_MAX))
+        return AGENT_METRICS_EINVAL;
+    if (!help)
+        help = "";
+    int rc = 0;
+    pthread_mutex_lock(&m->lock);
+    uint32_t f;
+    for (f = 0; f < m->family_count; f++)
+        if (!strcmp(m->families[f].name, name))
+            break;
+    if (f < m->family_count && m->families[f].kind != kind) {
+        rc = AGENT_METRICS_ECONFLICT;
+        goto out;
+    }
+    for (uint32_t i = 0; i < m->series_count; i++) {
+        agent_metric *s = &m->series[i];
+        if (s->family == f && s->has_label == (lk != NULL) &&
+            (!lk || (!strcmp(s->label_key, lk) && !strcmp(s->label_value, lv)))) {
+            *out = s;
+            goto out;
+        }
+    }
+    if (m->series_count == AGENT_METRICS_SERIES_MAX ||
+        (f == m->family_count && f == AGENT_METRICS_FAMILIES_MAX)) {
+        rc = AGENT_METRICS_EFULL;
+        goto out;
+    }
+    if (f == m->family_count) {
+        family *fam = &m->families[m->family_count++];
+        snprintf(fam->name, sizeof fam->name, "%s", name);
+        snprintf(fam->help, sizeof fam->help, "%s", help);
+        fam->kind = kind;
+    }
+    agent_metric *s = &m->series[m->series_count++];
+    memset(s, 0, sizeof *s);
+    atomic_store(&s->bits, 0);
+    s->family = f;
+    if (lk) {
+        s->has_label = true;
+        snprintf(s->label_key, sizeof s->label_key, "%s", lk);
+        snprintf(s->label_value, sizeof s->label_value, "%s", lv);
+    }
+    *out = s;
+out:
+    pthread_mutex_unlock(&m->lock);
+    return rc;
+}
+
+int agent_metrics_counter(agent_metrics *m, const char *name, const char *help,
+                          const char *label_key, const char *label_value, agent_metric **out)
+{
+    return reg(m, AGENT_METRIC_COUNTER, name, help, label_key, label_value, out);
+}
+
+int agent_metrics_gauge(agent_metrics *m, const char *name, const char *help, const char *label_key,
+                        const char *label_value, agent_metric **out)
+{
+    return reg(m, AGENT_METRIC_GAUGE, name, help, label_key, label_value, out);
+}
+
+void agent_metric_inc(agent_metric *c)
+{
+    if (c)
+        atomic_fetch_add_explicit(&c->bits, 1, memory_order_relaxed);
+}
+
+void agent_metric_add(agent_metric *c, uint64_t n)
+{
+    if (c)
+        atomic_fetch_add_explicit(&c->bits, n, memory_order_relaxed);
+}
+
+void agent_metric_set(agent_metric *g, double v)
+{
+    if (!g)
+        return;
+    uint64_t b;
+    memcpy(&b, &v, sizeof b);
+    atomic_store_explicit(&g->bits, b, memory_order_relaxed);
+}
+
+uint64_t agent_metric_count(const agent_metric *c)
+{
+    return c ? atomic_load_explicit(&((agent_metric *)c)->bits, memory_order_relaxed) : 0;
+}
+
+double agent_metric_value(const agent_metric *g)
+{
+    uint64_t b = agent_metric_count(g);
+    double v;
+    memcpy(&v, &b, sizeof v);
+    return v;
+}
+
+/* ---- rendering ---- */
+
+typedef struct sbuf {
+    char *p;
+    size_t len, cap;
+    bool oom;
+} sbuf;
+
+static void sb_grow(sbuf *b, size_t need)
+{
+    if (b->oom || b->len + need + 1 <= b->cap)
+        return;
+    size_t cap = b->cap ? b->cap : 4096;
+    while (cap < b->len + need + 1)
+        cap *= 2;
+    char *p = realloc(b->p, cap);
+    if (!p) {
+        b->oom = true;
+        return;
+    }
+    b->p = p;
+    b->cap = cap;
+}
+
+static void sb_put(sbuf *b, const char *s, size_t n)
+{
+    sb_grow(b, n);
+    if (b->oom)
+        return;
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+    b->p[b->len] = '\0';
+}
+
+static void sb_str(sbuf *b, const char *s)
+{
+    sb_put(b, s, strlen(s));
+}
+
+static void sb_printf(sbuf *b, const char *fmt, ...)
+{
+    char tmp[256];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
+    va_end(ap);
+    if (n > 0)
+        sb_put(b, tmp, (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1);
+}
+
+/* Prometheus escaping: help escapes \ and newline; label values also ". */
+static void sb_escaped(sbuf *b, const char *s, bool quote)
+{
+    for (; *s; s++) {
+        if (*s == '\\')
+            sb_put(b, "\\\\", 2);
+        else if (*s == '\n')
+            sb_put(b, "\\n", 2);
+        else if (quote && *s == '"')
+            sb_put(b, "\\\"", 2);
+        else
+            sb_put(b, s, 1);
+    }
+}
+
+/* Shortest decimal that reads back as v; Prometheus spellings for the rest. */
+static void format_double(double v, char *out, size_t cap)
+{
+    if (isnan(v)) {
+        snprintf(out, cap, "NaN");
+    } else if (isinf(v)) {
+        snprintf(out, cap, "%sInf", v > 0 ? "+" : "-");
+    } else {
+        snprintf(out, cap, "%.15g", v);
+        if (strtod(out, NULL) != v)
+            snprintf(out, cap, "%.17g", v);
+    }
+}
+
+int agent_metrics_render(agent_metrics *m, char **out, size_t *len)
+{
+    sbuf b = {0};
+    sb_grow(&b, 0);
+    pthread_mutex_lock(&m->lock);
+    for (uint32_t f = 0; f < m->family_count; f++) {
+        const family *fam = &m->families[f];
+        sb_printf(&b, "# HELP %s ", fam->name);
+        sb_escaped(&b, fam->help, false);
+        sb_printf(&b, "\n# TYPE %s %s\n", fam->name,
+                  fam->kind == AGENT_METRIC_COUNTER ? "counter" : "gauge");
+        for (uint32_t i = 0; i < m->series_count; i++) {
+            const agent_metric *s = &m->series[i];
+            if (s->family != f)
+                continue;
+            sb_str(&b, fam->name);
+            if (s->has_label) {
+                sb_printf(&b, "{%s=\"", s->label_key);
+                sb_escaped(&b, s->label_value, true);
+                sb_str(&b, "\"}");
+            }
+            char v[40];
+            if (fam->kind == AGENT_METRIC_COUNTER)
+                snprintf(v, sizeof v, "%" PRIu64, agent_metric_count(s));
+            else
+                format_double(agent_metric_value(s), v, sizeof v);
+            sb_printf(&b, " %s\n", v);
+        }
+    }
+    pthread_mutex_unlock(&m->lock);
+    if (b.oom) {
+        free(b.p);
+        return AGENT_METRICS_ENOMEM;
+    }
+    *out = b.p;
+    *len = b.len;
+    return 0;
+}
+
+/* ---- the standard set ---- */
+
+int agent_metrics_std_register(agent_metrics *m, agent_metrics_std *s)
+{
+    memset(s, 0, sizeof *s);
+    s->registry = m;
+    int rc;
+#define C(field, name, help)                                                                       \
+    if ((rc = agent_metrics_counter(m, name, help, NULL, NULL, &s->field)))                        \
+        return rc;
+#define G(field, name, help)                                                                       \
+    if ((rc = agent_metrics_gauge(m, name, help, NULL, NULL, &s->field)))                          \
+        return rc;
+    C(steps, "murmur_steps_total", "Local SGD steps done.")
+    C(samples, "murmur_samples_total", "Training samples processed.")
+    G(samples_per_second, "murmur_samples_per_second", "Recent training throughput.")
+    G(loss, "murmur_loss", "Recent mean training loss.")
+    G(accuracy, "murmur_accuracy", "Latest test accuracy, 0 to 1.")
+    G(peers, "murmur_peers", "Live members in the view, self excluded.")
+    G(view_epoch, "murmur_view_epoch", "Epoch of the current membership view.")
+    C(mixing_rounds, "murmur_mixing_rounds_total", "Mixing rounds completed.")
+    C(round_aborts, "murmur_round_aborts_total", "Allreduce rounds aborted.")
+    C(checkpoints, "murmur_checkpoints_total", "Checkpoints written.")
+    C(checkpoint_failures, "murmur_checkpoint_failures_total", "Checkpoint writes that failed.")
+    G(shards_held, "murmur_shards_held", "Data shards stored on this agent.")
+    G(shards_primary, "murmur_shards_primary", "Data shards this agent trains (primary).")
+    G(uptime_seconds, "murmur_uptime_seconds", "Seconds since the agent started.")
+#undef C
+#undef G
+    static const struct {
+        const char *name, *help;
+        bool bytes, sent;
+    } fams[] = {
+        {"murmur_bytes_sent_total", "Bytes sent, frame header included, by message type.", true,
+         true},
+        {"murmur_bytes_received_total", "Bytes received and accepted, by message type.", true,
+         false},
+        {"murmur_messages_sent_total", "Frames sent, by message type.", false, true},
+        {"murmur_messages_received_total", "Frames received and accepted, by message type.", false,
+         false},
+    };
+    for (size_t f = 0; f < sizeof fams / sizeof fams[0]; f++) {
+        agent_metric **tab = fams[f].bytes
+                                 ? (fams[f].sent ? s->bytes_sent : s->bytes_received)
+                                 : (fams[f].sent ? s->messages_sent : s->messages_received);
+        agent_metric *other;
+        if ((rc = agent_metrics_counter(m, fams[f].name, fams[f].help, "type", "other", &other)))
+            return rc;
+        for (unsigned t = 0; t < AGENT_METRICS_MSG_TYPES; t++) {
+            tab[t] = other;
+            const char *tn = gossip_msg_name(t);
+            if (!strcmp(tn, "unknown"))
+                continue;
+            if ((rc = agent_metrics_counter(m, fams[f].name, fams[f].help, "type", tn, &tab[t])))
+                return rc;
+        }
+    }
+    return 0;
+}
+
+void agent_metrics_std_message(const agent_metrics_std *s, bool sent, unsigned type, size_t bytes)
+{
+    if (!s || type >= AGENT_METRICS_MSG_TYPES)
+        return;
+    agent_metric_inc(sent ? s->messages_sent[type] : s->messages_received[type]);
+    agent_metric_add(sent ? s->bytes_sent[type] : s->bytes_received[type], bytes);
+}
+
+int agent_metrics_std_reject(const agent_metrics_std *s, const char *cause)
+{
+    agent_metric *c;
+    int rc = agent_metrics_counter(s->registry, "murmur_rejections_total",
+                                   "Inputs rejected (frames, handshakes, files), by cause.",
+                                   "cause", cause, &c);
+    agent_metric_inc(c);
+    return rc;
+}
+
+/* ---- /status JSON ---- */
+
+typedef struct jbuf {
+    char *p;
+    size_t len, cap;
+    bool full;
+} jbuf;
+
+static void j_put(jbuf *j, const char *fmt, ...)
+{
+    if (j->full)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(j->p + j->len, j->cap - j->len, fmt, ap);
+    va_end(ap);
+    if (n < 0 || (size_t)n >= j->cap - j->len)
+        j->full = true;
+    else
+        j->len += (size_t)n;
+}
+
+static void j_string(jbuf *j, const char *key, const char *v)
+{
+    j_put(j, "%s\"%s\":\"", j->len > 1 ? "," : "", key);
+    for (const unsigned char *s = (const unsigned char *)v; *s; s++) {
+        if (*s == '"' || *s == '\\')
+            j_put(j, "\\%c", *s);
+        else if (*s < 0x20)
+            j_put(j, "\\u%04x", *s);
+        else
+            j_put(j, "%c", *s);
+    }
+    j_put(j, "\"");
+}
+
+static void j_u64(jbuf *j, const char *key, uint64_t v)
+{
+    j_put(j, "%s\"%s\":%" PRIu64, j->len > 1 ? "," : "", key, v);
+}
+
+static void j_double(jbuf *j, const char *key, double v)
+{
+    char t[40];
+    if (isfinite(v))
+        format_double(v, t, sizeof t);
+    else
+        snprintf(t, sizeof t, "null");
+    j_put(j, "%s\"%s\":%s", j->len > 1 ? "," : "", key, t);
+}
+
+size_t agent_status_json(const agent_status *st, char *buf, size_t cap)
+{
+    if (cap < 3)
+        return 0;
+    jbuf j = {.p = buf, .cap = cap};
+    char id[17];
+    snprintf(id, sizeof id, "%016" PRIx64, st->node_id);
+    j_put(&j, "{");
+    j_string(&j, "node_id", id);
+    j_string(&j, "address", st->address);
+    j_u64(&j, "step", st->step);
+    j_double(&j, "samples_per_second", st->samples_per_second);
+    j_double(&j, "loss", st->loss);
+    j_double(&j, "accuracy", st->accuracy);
+    j_u64(&j, "peers", st->peers);
+    j_u64(&j, "view_epoch", st->view_epoch);
+    j_string(&j, "mixing", st->mixing);
+    j_u64(&j, "shards_held", st->shards_held);
+    j_u64(&j, "shards_primary", st->shards_primary);
+    j_double(&j, "uptime_s", st->uptime_s);
+    j_put(&j, "}\n");
+    return j.full ? 0 : j.len;
+}
+
+/* ---- HTTP server ---- */
+
+struct agent_metrics_server {
+    nng_http_server *srv;
+    nng_url *url;
+    agent_metrics *metrics;
+    agent_status_fn status_fn;
+    void *status_ctx;
+    struct timespec started;
+    uint16_t port;
+    pthread_mutex_t lock;
+    pthread_cond_t idle;
+    int running;   /* handlers in progress */
+    bool stopping; /* no new handler may start */
+};
+
+static bool enter(agent_metrics_server *s)
+{
+    pthread_mutex_lock(&s->lock);
+    bool ok = !s->stopping;
+    if (ok)
+        s->running++;
+    pthread_mutex_unlock(&s->lock);
+    return ok;
+}
+
+static void leave(agent_metrics_server *s)
+{
+    pthread_mutex_lock(&s->lock);
+    if (--s->running == 0)
+        pthread_cond_broadcast(&s->idle);
+    pthread_mutex_unlock(&s->lock);
+}
+
+/* Answer the request of aio with status and body (copied). */
+static void reply(nng_aio *aio, uint16_t status, const char *type, const char *body, size_t len)
+{
+    nng_http_res *res;
+    int rv = status == 200 ? nng_http_res_alloc(&res) : nng_http_res_alloc_error(&res, status);
+    if (rv) {
+        nng_aio_finish(aio, rv);
+        return;
+    }
+    if (status == 200 && ((rv = nng_http_res_set_header(res, "Content-Type", type)) ||
+                          (rv = nng_http_res_set_header(res, "Cache-Control", "no-store")) ||
+                          (rv = nng_http_res_copy_data(res, body, len)))) {
+        nng_http_res_free(res);
+        nng_aio_finish(aio, rv);
+        return;
+    }
+    nng_aio_set_output(aio, 0, res);
+    nng_aio_finish(aio, 0);
+}
+
+static agent_metrics_server *server_of(nng_aio *aio)
+{
+    nng_http_handler *h = nng_aio_get_input(aio, 1);
+    return nng_http_handler_get_data(h);
+}
+
+static void handle_metrics(nng_aio *aio)
+{
+    agent_metrics_server *s = server_of(aio);
+    if (!enter(s)) {
+        reply(aio, 503, NULL, NULL, 0);
+        return;
+    }
+    char *text = NULL;
+    size_t len = 0;
+    if (agent_metrics_render(s->metrics, &text, &len))
+        reply(aio, 500, NULL, NULL, 0);
+    else
+        reply(aio, 200, "text/plain; version=0.0.4; charset=utf-8", text, len);
+    free(text);
+    leave(s);
+}
+
+static void handle_status(nng_aio *aio)
+{
+    agent_metrics_server *s = server_of(aio);
+    if (!enter(s)) {
+        reply(aio, 503, NULL, NULL, 0);
+        return;
+    }
+    agent_status st;
+    memset(&st, 0, sizeof st);
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    st.uptime_s =
+        (double)(now.tv_sec - s->started.tv_sec) + (double)(now.tv_nsec - s->started.tv_nsec) / 1e9;
+    if (s->status_fn)
+        s->status_fn(s->status_ctx, &st);
+    st.address[sizeof st.address - 1] = '\0';
+    st.mixing[sizeof st.mixing - 1] = '\0';
+    char json[AGENT_STATUS_JSON_MAX];
+    size_t n = agent_status_json(&st, json, sizeof json);
+    if (n)
+        reply(aio, 200, "application/json", json, n);
+    else
+        reply(aio, 500, NULL, NULL, 0);
+    leave(s);
+}
+
+static void free_server(agent_metrics_server *s)
+{
+    if (s->srv)
+        nng_http_server_release(s->srv);
+    if (s->url)
+        nng_url_free(s->url);
+    pthread_cond_destroy(&s->idle);
+    pthread_mutex_destroy(&s->lock);
+    free(s);
+}
+
+int agent_metrics_serve(agent_metrics *m, const char *listen, agent_status_fn status_fn,
+                        void *status_ctx, agent_metrics_server **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    if (!m || !listen || !*listen || strlen(listen) > 200)
+        return fail(err, errlen, AGENT_METRICS_EINVAL, "metrics: bad listen address");
+    agent_metrics_server *s = calloc(1, sizeof *s);
+    if (!s)
+        return fail(err, errlen, AGENT_METRICS_ENOMEM, "metrics: out of memory");
+    pthread_mutex_init(&s->lock, NULL);
+    pthread_cond_init(&s->idle, NULL);
+    s->metrics = m;
+    s->status_fn = status_fn;
+    s->status_ctx = status_ctx;
+    clock_gettime(CLOCK_MONOTONIC, &s->started);
+    char url[256];
+    snprintf(url, sizeof url, "%s%s", strncmp(listen, "http://", 7) ? "http://" : "", listen);
+    int rv;
+    const char *what = "parse the address";
+    if ((rv = nng_url_parse(&s->url, url)))
+        goto fail;
+    what = "create the server";
+    if ((rv = nng_http_server_hold(&s->srv, s->url)))
+        goto fail;
+    static const struct {
+        const char *path;
+        void (*fn)(nng_aio *);
+    } routes[] = {{"/metrics", handle_metrics}, {"/status", handle_status}};
+    what = "add a handler";
+    for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
+        nng_http_handler *h;
+        if ((rv = nng_http_handler_alloc(&h, routes[i].path, routes[i].fn)))
+            goto fail;
+        if ((rv = nng_http_handler_set_method(h, "GET")) ||
+            (rv = nng_http_handler_set_data(h, s, NULL)) ||
+            (rv = nng_http_server_add_handler(s->srv, h))) {
+            nng_http_handler_free(h);
+            goto fail;
+        }
+    }
+    what = "listen";
+    if ((rv = nng_http_server_start(s->srv)))
+        goto fail;
+    nng_sockaddr sa;
+    if (nng_http_server_get_addr(s->srv, &sa) == 0) {
+        if (sa.s_family == NNG_AF_INET)
+            s->port = ntohs(sa.s_in.sa_port);
+        else if (sa.s_family == NNG_AF_INET6)
+            s->port = ntohs(sa.s_in6.sa_port);
+    }
+    *out = s;
+    return 0;
+fail:
+    free_server(s);
+    return fail(err, errlen, AGENT_METRICS_ENET, "metrics: cannot %s on %s: %s", what, url,
+                nng_strerror(rv));
+}
+
+uint16_t agent_metrics_server_port(const agent_metrics_server *s)
+{
+    return s ? s->port : 0;
+}
+
+void agent_metrics_server_stop(agent_metrics_server *s)
+{
+    if (!s)
+        return;
+    pthread_mutex_lock(&s->lock);
+    s->stopping = true;
+    pthread_mutex_unlock(&s->lock);
+    nng_http_server_stop(s->srv);
+    pthread_mutex_lock(&s->lock);
+    while (s->running > 0)
+        pthread_cond_wait(&s->idle, &s->lock);
+    pthread_mutex_unlock(&s->lock);
+    free_server(s);
+}
+
+/* ---- HTTP client ---- */
+
+int agent_http_get(const char *hostport, const char *path, int timeout_ms, char **body, size_t *len,
+                   uint16_t *status, char *err, size_t errlen)
+{
+    *body = NULL;
+    if (len)
+        *len = 0;
+    if (!hostport || !path || path[0] != '/' || timeout_ms <= 0 ||
+        strlen(hostport) + strlen(path) > 200)
+        return fail(err, errlen, AGENT_METRICS_EINVAL, "bad address or path");
+    char url_s[512];
+    snprintf(url_s, sizeof url_s, "%s%s%s", strncmp(hostport, "http://", 7) ? "http://" : "",
+             hostport, path);
+    nng_url *url = NULL;
+    nng_http_client *cli = NULL;
+    nng_http_req *req = NULL;
+    nng_http_res *res = NULL;
+    nng_aio *aio = NULL;
+    int rc = 0, rv;
+    if ((rv = nng_url_parse(&url, url_s))) {
+        rc = fail(err, errlen, AGENT_METRICS_EINVAL, "%s: not a valid address: %s", url_s,
+                  nng_strerror(rv));
+        goto out;
+    }
+    if ((rv = nng_http_client_alloc(&cli, url)) || (rv = nng_http_req_alloc(&req, url)) ||
+        (rv = nng_http_res_alloc(&res)) || (rv = nng_aio_alloc(&aio, NULL, NULL))) {
+        rc = fail(err, errlen, AGENT_METRICS_ENOMEM, "%s: %s", url_s, nng_strerror(rv));
+        goto out;
+    }
+    nng_aio_set_timeout(aio, (nng_duration)timeout_ms);
+    nng_http_client_transact(cli, req, res, aio);
+    nng_aio_wait(aio);
+    rv = nng_aio_result(aio);
+    if (rv) {
+        rc = fail(err, errlen, rv == NNG_ETIMEDOUT ? AGENT_METRICS_ETIMEDOUT : AGENT_METRICS_ENET,
+                  "cannot fetch %s: %s", url_s,
+                  rv == NNG_ETIMEDOUT ? "no answer in time" : nng_strerror(rv));
+        goto out;
+    }
+    uint16_t code = nng_http_res_get_status(res);
+    if (status)
+        *status = code;
+    if (code != 200) {
+        rc = fail(err, errlen, AGENT_METRICS_EHTTP, "%s answered %u %s", url_s, code,
+                  nng_http_res_get_reason(res));
+        goto out;
+    }
+    void *data;
+    size_t n;
+    nng_http_res_get_data(res, &data, &n);
+    if (n > AGENT_HTTP_BODY_MAX) {
+        rc = fail(err, errlen, AGENT_METRICS_ENET, "%s: answer of %zu bytes exceeds %u", url_s, n,
+                  AGENT_HTTP_BODY_MAX);
+        goto out;
+    }
+    char *copy = malloc(n + 1);
+    if (!copy) {
+        rc = fail(err, errlen, AGENT_METRICS_ENOMEM, "out of memory");
+        goto out;
+    }
+    if (n)
+        memcpy(copy, data, n);
+    copy[n] = '\0';
+    *body = copy;
+    if (len)
+        *len = n;
+out:
+    if (aio)
+        nng_aio_free(aio);
+    if (res)
+        nng_http_res_free(res);
+    if (req)
+        nng_http_req_free(req);
+    if (cli)
+        nng_http_client_free(cli);
+    if (url)
+        nng_url_free(url);
+    return rc;
+}

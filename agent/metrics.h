@@ -1,0 +1,178 @@
+/* agent/metrics — counters and gauges, served over HTTP with the status.
+ *
+ * Registry: a fixed table of metric families (a name, a help text, a kind)
+ * and series (a family plus at most one label, e.g.
+ * murmur_bytes_sent_total{type="mix_push"}). Registration takes a mutex and
+ * returns a stable handle; updates through a handle are single atomic
+ * operations, so the event loop, the training thread and NNG callbacks
+ * update without locks. Registering the same name and label again returns
+ * the same handle, so callers may register lazily (e.g. a new rejection
+ * cause). A NULL handle is accepted by every update and does nothing.
+ *
+ * Exposition: GET /metrics renders the Prometheus text format 0.0.4 (HELP
+ * and TYPE lines per family, then one line per series; help escapes \\ and
+ * \n, label values escape \\, \" and \n; gauges print NaN, +Inf, -Inf).
+ * GET /status renders agent_status as one JSON object, filled on each
+ * request by the agent's callback. Any other path gets 404. The server is
+ * NNG 1.5.2's HTTP server: handlers run on NNG's threads, so the status
+ * callback must be thread-safe (read atomics or take a short lock).
+ *
+ * Limits: AGENT_METRICS_FAMILIES_MAX families, AGENT_METRICS_SERIES_MAX
+ * series; registering beyond them fails with AGENT_METRICS_EFULL and the
+ * caller goes on without that metric (a NULL handle).
+ *
+ * Ownership: the registry owns its series; handles stay valid until
+ * agent_metrics_destroy, which must come after agent_metrics_server_stop.
+ * agent_http_get's *body is malloc'd; the caller frees it.
+ */
+#ifndef AGENT_METRICS_H
+#define AGENT_METRICS_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gossip/types.h"
+
+#define AGENT_METRICS_FAMILIES_MAX 64u
+/* Series: ~20 message types x 4 directions/units = 80, ~30 rejection
+ * causes, ~20 plain metrics; 512 leaves room for the integrator's own. */
+#define AGENT_METRICS_SERIES_MAX 512u
+#define AGENT_METRICS_NAME_MAX   64u  /* metric or label name, including NUL */
+#define AGENT_METRICS_VALUE_MAX  64u  /* label value, including NUL */
+#define AGENT_METRICS_HELP_MAX   192u /* help text, including NUL */
+/* Largest /status and /metrics response the client accepts. */
+#define AGENT_HTTP_BODY_MAX (4u * 1024u * 1024u)
+/* Message types are one byte on the wire (gossip/wire.h). */
+#define AGENT_METRICS_MSG_TYPES 256u
+
+_Static_assert(AGENT_METRICS_FAMILIES_MAX <= AGENT_METRICS_SERIES_MAX,
+               "every family has at least one series");
+
+typedef enum agent_metrics_err {
+    AGENT_METRICS_OK = 0,
+    AGENT_METRICS_EINVAL,    /* bad name, label or argument */
+    AGENT_METRICS_ECONFLICT, /* name registered before with another kind */
+    AGENT_METRICS_EFULL,     /* family or series table full */
+    AGENT_METRICS_ENOMEM,
+    AGENT_METRICS_ENET,      /* HTTP server or client failure (message in err) */
+    AGENT_METRICS_ETIMEDOUT, /* HTTP request exceeded its deadline */
+    AGENT_METRICS_EHTTP,     /* the server answered with a status other than 200 */
+    AGENT_METRICS_ERR_COUNT
+} agent_metrics_err;
+
+const char *agent_metrics_strerror(int err);
+
+typedef enum agent_metric_kind {
+    AGENT_METRIC_COUNTER = 0,
+    AGENT_METRIC_GAUGE = 1
+} agent_metric_kind;
+
+typedef struct agent_metrics agent_metrics;
+typedef struct agent_metric agent_metric;
+
+int agent_metrics_create(agent_metrics **out);
+void agent_metrics_destroy(agent_metrics *m);
+
+/* Register (or find) a series. name: [a-zA-Z_:][a-zA-Z0-9_:]*, counters
+ * should end in _total. label_key/label_value: both NULL for no label, or a
+ * key [a-zA-Z_][a-zA-Z0-9_]* (not starting "__") and any value.
+ * help is used on first registration of the family.
+ * Errors: EINVAL, ECONFLICT (same name, other kind), EFULL. */
+int agent_metrics_counter(agent_metrics *m, const char *name, const char *help,
+                          const char *label_key, const char *label_value, agent_metric **out);
+int agent_metrics_gauge(agent_metrics *m, const char *name, const char *help, const char *label_key,
+                        const char *label_value, agent_metric **out);
+
+/* Updates: lock-free, any thread, NULL handle ignored. */
+void agent_metric_inc(agent_metric *c);
+void agent_metric_add(agent_metric *c, uint64_t n);
+void agent_metric_set(agent_metric *g, double v);
+/* Reads (tests, /status callbacks). */
+uint64_t agent_metric_count(const agent_metric *c);
+double agent_metric_value(const agent_metric *g);
+
+/* Prometheus text exposition of every series, in registration order, in a
+ * malloc'd NUL-terminated buffer. Errors: ENOMEM. */
+int agent_metrics_render(agent_metrics *m, char **out, size_t *len);
+
+/* The metrics the issue asks every agent to export. Registered in one call;
+ * the integrator only updates them. Names (docs/OPERATIONS.md explains each):
+ *   murmur_steps_total, murmur_samples_total, murmur_samples_per_second,
+ *   murmur_loss, murmur_accuracy, murmur_peers, murmur_view_epoch,
+ *   murmur_mixing_rounds_total, murmur_round_aborts_total,
+ *   murmur_checkpoints_total, murmur_checkpoint_failures_total,
+ *   murmur_shards_held, murmur_shards_primary, murmur_uptime_seconds,
+ *   murmur_{bytes,messages}_{sent,received}_total{type=<gossip_msg_name>},
+ *   murmur_rejections_total{cause=...}. */
+typedef struct agent_metrics_std {
+    agent_metrics *registry;
+    agent_metric *steps, *samples, *samples_per_second, *loss, *accuracy;
+    agent_metric *peers, *view_epoch, *mixing_rounds, *round_aborts;
+    agent_metric *checkpoints, *checkpoint_failures;
+    agent_metric *shards_held, *shards_primary, *uptime_seconds;
+    /* indexed by message type; unknown types share the type="other" series */
+    agent_metric *bytes_sent[AGENT_METRICS_MSG_TYPES], *bytes_received[AGENT_METRICS_MSG_TYPES];
+    agent_metric *messages_sent[AGENT_METRICS_MSG_TYPES];
+    agent_metric *messages_received[AGENT_METRICS_MSG_TYPES];
+} agent_metrics_std;
+
+/* Register the standard set. Errors: as agent_metrics_counter. */
+int agent_metrics_std_register(agent_metrics *m, agent_metrics_std *s);
+/* Count one frame of `type` and `bytes` (header included) sent or received. */
+void agent_metrics_std_message(const agent_metrics_std *s, bool sent, unsigned type, size_t bytes);
+/* Count one rejected input; cause is a short snake_case word ("replay",
+ * "auth", "malformed", "stale", "queue_full", ...). Registers the series on
+ * first use. Errors: as agent_metrics_counter (the count is then lost). */
+int agent_metrics_std_reject(const agent_metrics_std *s, const char *cause);
+
+/* ---- /status ---- */
+
+#define AGENT_STATUS_ADDR_MAX   GOSSIP_ADDR_MAX
+#define AGENT_STATUS_MIXING_MAX 24u
+/* Longest /status document: a dozen fields of bounded size. */
+#define AGENT_STATUS_JSON_MAX 1024u
+
+typedef struct agent_status {
+    uint64_t node_id;
+    char address[AGENT_STATUS_ADDR_MAX]; /* advertised address */
+    uint64_t step;                       /* local SGD steps done */
+    double samples_per_second;           /* recent training throughput */
+    double loss, accuracy;               /* recent training loss, test accuracy in [0, 1] */
+    uint32_t peers;                      /* live members in the view, self excluded */
+    uint64_t view_epoch;
+    char mixing[AGENT_STATUS_MIXING_MAX]; /* "gossip", "allreduce", ... */
+    uint32_t shards_held, shards_primary;
+    double uptime_s;
+} agent_status;
+
+/* Called on an NNG thread for every GET /status; fills *out (zeroed first). */
+typedef void (*agent_status_fn)(void *ctx, agent_status *out);
+
+/* Write st as JSON ({"node_id":"<16 hex>","address":...}); non-finite
+ * numbers become null. Returns the length, or 0 if cap is too small. */
+size_t agent_status_json(const agent_status *st, char *buf, size_t cap);
+
+typedef struct agent_metrics_server agent_metrics_server;
+
+/* Start an HTTP server on listen ("HOST:PORT"; port 0 picks a free port,
+ * see agent_metrics_server_port). status_fn may be NULL (then /status is a
+ * JSON object with only uptime_s). Errors: EINVAL, ENOMEM, ENET (bind
+ * failed: the message names the address and NNG's reason). */
+int agent_metrics_serve(agent_metrics *m, const char *listen, agent_status_fn status_fn,
+                        void *status_ctx, agent_metrics_server **out, char *err, size_t errlen);
+/* The bound TCP port. */
+uint16_t agent_metrics_server_port(const agent_metrics_server *s);
+/* Stop serving, wait for running handlers, free. NULL is a no-op. */
+void agent_metrics_server_stop(agent_metrics_server *s);
+
+/* GET http://HOST:PORT/path with a deadline of timeout_ms for connecting and
+ * the whole exchange. On success (status 200) *body is a malloc'd
+ * NUL-terminated copy of the body. *status (may be NULL) gets the HTTP status
+ * whenever there was an answer. Errors: EINVAL, ENET (refused, reset, bad
+ * answer), ETIMEDOUT, EHTTP (non-200; *body NULL), ENOMEM. */
+int agent_http_get(const char *hostport, const char *path, int timeout_ms, char **body, size_t *len,
+                   uint16_t *status, char *err, size_t errlen);
+
+#endif
