@@ -19,19 +19,6 @@
 
 #include "net/transport.h"
 
-/* ThreadSanitizer (make SANITIZER=thread): Debian's NNG 1.5.2 is not built
- * with TSan and its frames cannot be unwound; TSan reports NNG's reaper
- * thread (nng:reap2) destroying an NNG-internal mutex that an earlier
- * nng_stream_dialer_free locked, with only libnng frames on both stacks.
- * Only races whose top frame is a mutex destroy are suppressed; murmur
- * destroys its own mutex only after every NNG callback has been stopped.
- * The hook is unused in other builds. */
-const char *__tsan_default_suppressions(void);
-const char *__tsan_default_suppressions(void)
-{
-    return "race_top:pthread_mutex_destroy\n";
-}
-
 #define WAIT_MS 10000 /* upper bound of any single wait; tests normally take ms */
 
 typedef struct node {
@@ -164,6 +151,7 @@ static void three_endpoints(void **state)
     for (int i = 0; i < N; i++) {
         net_transport_config cfg = base_cfg(&n[i], g_key);
         cfg.queue_frames_max = 1024;
+        cfg.rekey_frames = 64; /* every link rekeys several times in this test */
         node_start(&n[i], &cfg, "tcp://127.0.0.1:0");
     }
     for (int i = 0; i < N; i++)
