@@ -15,5 +15,7 @@ typedef struct agent_command {
 
 int cmd_keygen(int argc, char **argv);
 int cmd_status(int argc, char **argv); /* agent/cmd_status.c */
+int cmd_train(int argc, char **argv);
+int cmd_shard(int argc, char **argv);
 
 #endif

@@ -24,6 +24,8 @@ static const agent_command commands[] = {
     {"version", cmd_version, "print the version of murmur and of the libraries it uses"},
     {"keygen", cmd_keygen, "create an agent key pair or a cluster network key"},
     {"status", cmd_status, "show a running agent's state (GET /status from HOST:PORT)"},
+    {"train", cmd_train, "train a model on one machine (Fashion-MNIST, IDX, CSV or shards)"},
+    {"shard", cmd_shard, "split a data set into content-addressed shard files"},
 };
 #define COMMAND_COUNT (sizeof commands / sizeof commands[0])
 

@@ -1,0 +1,503 @@
+/* murmur train — train one model on one machine (no peers).
+ *
+ * Loads a data set (Fashion-MNIST by default, an IDX directory, a CSV file,
+ * or shard files), trains with SGD and prints one key=value line per epoch
+ * and a closing line starting with "final". The same seed and BLAS thread
+ * count give bit-identical output except the timing fields, which are
+ * always the last two of a line (seconds=, samples_per_s=) so that a test
+ * can strip them and compare the rest.
+ */
+#include "agent/commands.h"
+
+#include <cblas.h>
+#include <errno.h>
+#include <math.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "model/data.h"
+#include "model/net.h"
+#include "model/optim.h"
+#include "model/shardfile.h"
+
+/* Defaults, measured on Fashion-MNIST (docs/BENCHMARKS.md, "train"):
+ * SGD with Nesterov-free momentum 0.9 at lr 0.05 with a cosine decay to 0
+ * over the run and one warm-up epoch reaches 0.89+ with mlp:256,128,100 and
+ * 0.84+ with softmax in 20 epochs. Weight decay 5e-4 is the usual value for
+ * this model size; it costs nothing on softmax and helps the MLP. */
+#define TRAIN_DEFAULT_MODEL         "mlp:256,128,100"
+#define TRAIN_DEFAULT_EPOCHS        20u
+#define TRAIN_DEFAULT_BATCH         64u
+#define TRAIN_DEFAULT_LR            0.05f
+#define TRAIN_DEFAULT_MOMENTUM      0.9f
+#define TRAIN_DEFAULT_WEIGHT_DECAY  5e-4f
+#define TRAIN_DEFAULT_WARMUP_EPOCHS 1.0
+#define TRAIN_DEFAULT_STEP_EPOCHS   5u
+#define TRAIN_DEFAULT_GAMMA         0.1f
+#define TRAIN_DEFAULT_HOLDOUT       0.1 /* CSV without --test: fraction held out */
+#define TRAIN_SHARD_FILES_MAX       4096u
+#define TRAIN_EPOCHS_MAX            100000u
+
+typedef struct train_opts {
+    const char *model;
+    uint32_t epochs, batch, test_every, blas_threads, step_epochs;
+    uint32_t limit, test_limit;
+    float lr, momentum, weight_decay, gamma, min_lr;
+    double warmup_epochs;
+    int nesterov;
+    model_lr_kind schedule;
+    int norm_set;
+    model_norm_mode norm;
+    uint64_t seed;
+    const char *data, *test;
+    const char *shards[TRAIN_SHARD_FILES_MAX];
+    uint32_t shard_count;
+} train_opts;
+
+static void train_usage(FILE *out)
+{
+    fprintf(
+        out,
+        "usage: murmur train [OPTIONS]\n"
+        "\n"
+        "Train a classifier on one machine and print one key=value line per epoch\n"
+        "(epoch, lr, train_loss, test_loss, test_accuracy, seconds, samples_per_s)\n"
+        "and a final line 'final ... test_accuracy=...'.\n"
+        "\n"
+        "model and optimiser:\n"
+        "  --model SPEC         'softmax' or 'mlp:W1,W2,...' hidden widths [%s]\n"
+        "  --epochs N           passes over the training set [%u]\n"
+        "  --batch N            mini-batch size [%u]\n"
+        "  --lr F               peak learning rate [%g]\n"
+        "  --momentum F         SGD momentum in [0,1) [%g]\n"
+        "  --nesterov           Nesterov momentum [off]\n"
+        "  --weight-decay F     L2 weight decay [%g]\n"
+        "  --schedule S         constant | step | cosine [cosine]\n"
+        "  --warmup-epochs F    linear warm-up length in epochs (fractions ok) [%g]\n"
+        "  --step-epochs N      step schedule: decay every N epochs [%u]\n"
+        "  --gamma F            step schedule: decay factor [%g]\n"
+        "  --min-lr F           cosine schedule: final learning rate [0]\n"
+        "  --seed S             seed of initialisation and shuffling [1]\n"
+        "\n"
+        "data:\n"
+        "  --data D             fashion-mnist (%s), a directory of IDX files\n"
+        "                       (train-/t10k-images-idx3-ubyte[.gz], ...-labels-idx1-ubyte[.gz])\n"
+        "                       or a CSV file 'label,f1,...,fn' [fashion-mnist]\n"
+        "  --test PATH          CSV test set for a CSV --data (default: hold out %g%% of\n"
+        "                       --data, chosen by the seed)\n"
+        "  --shards FILE...     train on these shard files (from 'murmur shard'); the\n"
+        "                       test set still comes from --data / --test\n"
+        "  --norm M             none | unit (x/255) | global | feature (z-score fitted on\n"
+        "                       the training data) [unit for uint8 data, feature for CSV]\n"
+        "  --limit N            use only the first N training samples [all]\n"
+        "  --test-limit N       use only the first N test samples [all]\n"
+        "  --test-every N       evaluate on the test set every N epochs [1]\n"
+        "\n"
+        "  --blas-threads N     OpenBLAS threads [1]\n"
+        "  --help               this text\n"
+        "\n"
+        "Same seed and --blas-threads give identical output except the seconds= and\n"
+        "samples_per_s= fields.\n",
+        TRAIN_DEFAULT_MODEL, TRAIN_DEFAULT_EPOCHS, TRAIN_DEFAULT_BATCH, (double)TRAIN_DEFAULT_LR,
+        (double)TRAIN_DEFAULT_MOMENTUM, (double)TRAIN_DEFAULT_WEIGHT_DECAY,
+        TRAIN_DEFAULT_WARMUP_EPOCHS, TRAIN_DEFAULT_STEP_EPOCHS, (double)TRAIN_DEFAULT_GAMMA,
+        MODEL_FASHION_DIR, TRAIN_DEFAULT_HOLDOUT * 100);
+}
+
+static int parse_u32(const char *flag, const char *s, uint32_t lo, uint32_t hi, uint32_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (!*s || *end || errno || v < lo || v > hi || *s == '-') {
+        fprintf(stderr, "murmur train: %s wants an integer in [%u, %u], not '%s'\n", flag, lo, hi,
+                s);
+        return -1;
+    }
+    *out = (uint32_t)v;
+    return 0;
+}
+
+static int parse_double(const char *flag, const char *s, double lo, double hi, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (!*s || *end || errno || !(v >= lo && v <= hi)) {
+        fprintf(stderr, "murmur train: %s wants a number in [%g, %g], not '%s'\n", flag, lo, hi, s);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+static int parse_args(int argc, char **argv, train_opts *o)
+{
+    *o = (train_opts){.model = TRAIN_DEFAULT_MODEL,
+                      .epochs = TRAIN_DEFAULT_EPOCHS,
+                      .batch = TRAIN_DEFAULT_BATCH,
+                      .test_every = 1,
+                      .blas_threads = 1,
+                      .step_epochs = TRAIN_DEFAULT_STEP_EPOCHS,
+                      .lr = TRAIN_DEFAULT_LR,
+                      .momentum = TRAIN_DEFAULT_MOMENTUM,
+                      .weight_decay = TRAIN_DEFAULT_WEIGHT_DECAY,
+                      .gamma = TRAIN_DEFAULT_GAMMA,
+                      .warmup_epochs = TRAIN_DEFAULT_WARMUP_EPOCHS,
+                      .schedule = MODEL_LR_COSINE,
+                      .seed = 1,
+                      .data = "fashion-mnist"};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            train_usage(stdout);
+            return 1;
+        }
+        if (!strcmp(a, "--nesterov")) {
+            o->nesterov = 1;
+            continue;
+        }
+        if (!strcmp(a, "--shards")) {
+            while (i + 1 < argc && strncmp(argv[i + 1], "--", 2)) {
+                if (o->shard_count == TRAIN_SHARD_FILES_MAX) {
+                    fprintf(stderr, "murmur train: more than %u shard files\n",
+                            TRAIN_SHARD_FILES_MAX);
+                    return -1;
+                }
+                o->shards[o->shard_count++] = argv[++i];
+            }
+            if (!o->shard_count) {
+                fprintf(stderr, "murmur train: --shards wants at least one file\n");
+                return -1;
+            }
+            continue;
+        }
+        if (i + 1 >= argc || strncmp(a, "--", 2)) {
+            fprintf(stderr, "murmur train: unknown or incomplete option '%s' (see --help)\n", a);
+            return -1;
+        }
+        const char *v = argv[++i];
+        double d;
+        int rc = 0;
+        if (!strcmp(a, "--model"))
+            o->model = v;
+        else if (!strcmp(a, "--epochs"))
+            rc = parse_u32(a, v, 1, TRAIN_EPOCHS_MAX, &o->epochs);
+        else if (!strcmp(a, "--batch"))
+            rc = parse_u32(a, v, 1, 65536, &o->batch);
+        else if (!strcmp(a, "--test-every"))
+            rc = parse_u32(a, v, 1, TRAIN_EPOCHS_MAX, &o->test_every);
+        else if (!strcmp(a, "--blas-threads"))
+            rc = parse_u32(a, v, 1, 1024, &o->blas_threads);
+        else if (!strcmp(a, "--step-epochs"))
+            rc = parse_u32(a, v, 1, TRAIN_EPOCHS_MAX, &o->step_epochs);
+        else if (!strcmp(a, "--limit"))
+            rc = parse_u32(a, v, 1, MODEL_SAMPLES_MAX, &o->limit);
+        else if (!strcmp(a, "--test-limit"))
+            rc = parse_u32(a, v, 1, MODEL_SAMPLES_MAX, &o->test_limit);
+        else if (!strcmp(a, "--lr") && !(rc = parse_double(a, v, 0, 100, &d)))
+            o->lr = (float)d;
+        else if (!strcmp(a, "--momentum") && !(rc = parse_double(a, v, 0, 0.999999, &d)))
+            o->momentum = (float)d;
+        else if (!strcmp(a, "--weight-decay") && !(rc = parse_double(a, v, 0, 1, &d)))
+            o->weight_decay = (float)d;
+        else if (!strcmp(a, "--gamma") && !(rc = parse_double(a, v, 0, 1, &d)))
+            o->gamma = (float)d;
+        else if (!strcmp(a, "--min-lr") && !(rc = parse_double(a, v, 0, 100, &d)))
+            o->min_lr = (float)d;
+        else if (!strcmp(a, "--warmup-epochs"))
+            rc = parse_double(a, v, 0, TRAIN_EPOCHS_MAX, &o->warmup_epochs);
+        else if (!strcmp(a, "--seed")) {
+            char *end;
+            errno = 0;
+            o->seed = strtoull(v, &end, 0);
+            if (!*v || *end || errno || *v == '-') {
+                fprintf(stderr, "murmur train: --seed wants a non-negative integer, not '%s'\n", v);
+                return -1;
+            }
+        } else if (!strcmp(a, "--schedule")) {
+            if (model_schedule_parse(v, &o->schedule)) {
+                fprintf(stderr, "murmur train: --schedule is constant, step or cosine, not '%s'\n",
+                        v);
+                return -1;
+            }
+        } else if (!strcmp(a, "--norm")) {
+            if (model_norm_parse(v, &o->norm)) {
+                fprintf(stderr, "murmur train: --norm is none, unit, global or feature, not '%s'\n",
+                        v);
+                return -1;
+            }
+            o->norm_set = 1;
+        } else if (!strcmp(a, "--data"))
+            o->data = v;
+        else if (!strcmp(a, "--test"))
+            o->test = v;
+        else if (strcmp(a, "--lr") && strcmp(a, "--momentum") && strcmp(a, "--weight-decay") &&
+                 strcmp(a, "--gamma") && strcmp(a, "--min-lr")) {
+            fprintf(stderr, "murmur train: unknown option '%s' (see --help)\n", a);
+            return -1;
+        }
+        if (rc)
+            return -1;
+    }
+    if (o->nesterov && o->momentum == 0.0f) {
+        fprintf(stderr, "murmur train: --nesterov needs --momentum > 0\n");
+        return -1;
+    }
+    return 0;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int is_dir(const char *p)
+{
+    struct stat st;
+    return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/* Load train and test sets as the options say. 0 or a model_err. */
+static int load_data(const train_opts *o, model_data *train, model_data *test, char *msg,
+                     size_t msg_len)
+{
+    memset(train, 0, sizeof *train);
+    memset(test, 0, sizeof *test);
+    int rc;
+    model_data base_train = {0};
+    if (!strcmp(o->data, "fashion-mnist") || is_dir(o->data)) {
+        rc = model_fashion_load(&base_train, test,
+                                strcmp(o->data, "fashion-mnist") ? o->data : NULL, msg, msg_len);
+        if (rc)
+            return rc;
+    } else {
+        rc = model_csv_load(&base_train, o->data, 0, msg, msg_len);
+        if (rc)
+            return rc;
+        if (o->test) {
+            rc = model_csv_load(test, o->test, 0, msg, msg_len);
+            if (!rc && test->dim != base_train.dim) {
+                model_msgf(msg, msg_len, "%s: %u features, but %s has %u", o->test, test->dim,
+                           o->data, base_train.dim);
+                rc = MODEL_EDIM;
+            }
+            if (rc) {
+                model_data_free(&base_train);
+                return rc;
+            }
+        } else {
+            /* Hold out a fraction chosen by the seed (stream 2). */
+            uint32_t n = base_train.count;
+            uint32_t n_test = (uint32_t)(n * TRAIN_DEFAULT_HOLDOUT);
+            if (n_test == 0 || n_test == n) {
+                model_msgf(msg, msg_len,
+                           "%s: %u samples are too few to hold out a test set; "
+                           "give --test",
+                           o->data, n);
+                model_data_free(&base_train);
+                return MODEL_EEMPTY;
+            }
+            uint32_t *perm = malloc((size_t)n * sizeof *perm);
+            if (!perm) {
+                model_data_free(&base_train);
+                return MODEL_ENOMEM;
+            }
+            model_rng r;
+            model_rng_seed(&r, o->seed, 2);
+            model_data_shuffle(perm, n, &r);
+            model_data tr = {0};
+            rc = model_data_subset(test, &base_train, perm, n_test);
+            if (!rc)
+                rc = model_data_subset(&tr, &base_train, perm + n_test, n - n_test);
+            free(perm);
+            model_data_free(&base_train);
+            if (rc) {
+                model_data_free(test);
+                return rc;
+            }
+            base_train = tr;
+        }
+        /* A class present only in one of the two sets still needs an output. */
+        uint32_t c = base_train.classes > test->classes ? base_train.classes : test->classes;
+        base_train.classes = test->classes = c;
+    }
+    if (o->shard_count) {
+        model_data_free(&base_train);
+        model_data *parts = calloc(o->shard_count, sizeof *parts);
+        if (!parts) {
+            model_data_free(test);
+            return MODEL_ENOMEM;
+        }
+        for (uint32_t s = 0; s < o->shard_count && !rc; s++)
+            rc = model_shard_load(&parts[s], NULL, o->shards[s], msg, msg_len);
+        if (!rc)
+            rc = model_data_concat(&base_train, parts, o->shard_count, msg, msg_len);
+        for (uint32_t s = 0; s < o->shard_count; s++)
+            model_data_free(&parts[s]);
+        free(parts);
+        if (!rc && (base_train.dim != test->dim || base_train.dtype != test->dtype)) {
+            model_msgf(msg, msg_len,
+                       "shards have %u features (dtype %d), the test set %u (dtype %d): were "
+                       "they cut from the same data set?",
+                       base_train.dim, (int)base_train.dtype, test->dim, (int)test->dtype);
+            rc = MODEL_EDIM;
+        }
+        if (rc) {
+            model_data_free(&base_train);
+            model_data_free(test);
+            return rc;
+        }
+        if (test->classes > base_train.classes)
+            base_train.classes = test->classes;
+    }
+    if (o->limit && o->limit < base_train.count)
+        base_train.count = o->limit; /* arrays keep their size; free() is unaffected */
+    if (o->test_limit && o->test_limit < test->count)
+        test->count = o->test_limit;
+    *train = base_train;
+    return MODEL_OK;
+}
+
+/* First 8 bytes of BLAKE2b-256 of the parameter bytes, as hex: a short
+ * fingerprint that proves two runs ended with identical parameters. */
+static void param_fingerprint(const float *p, size_t n, char out[17])
+{
+    uint8_t h[32];
+    crypto_generichash(h, sizeof h, (const uint8_t *)p, n * sizeof *p, NULL, 0);
+    for (int i = 0; i < 8; i++)
+        sprintf(out + 2 * i, "%02x", h[i]);
+}
+
+int cmd_train(int argc, char **argv)
+{
+    train_opts o;
+    int prc = parse_args(argc, argv, &o);
+    if (prc)
+        return prc > 0 ? 0 : 2;
+    openblas_set_num_threads((int)o.blas_threads);
+    char msg[MODEL_MSG_MAX] = "";
+    model_data train, test;
+    int rc = load_data(&o, &train, &test, msg, sizeof msg);
+    if (rc) {
+        fprintf(stderr, "murmur train: %s (%s)\n", msg[0] ? msg : "cannot load data",
+                model_strerror(rc));
+        return 1;
+    }
+    model_norm_mode mode =
+        o.norm_set ? o.norm
+                   : (train.dtype == MODEL_DTYPE_U8 ? MODEL_NORM_UNIT : MODEL_NORM_FEATURE);
+    model_norm norm = {0};
+    model_net *net = NULL;
+    model_sgd sgd = {0};
+    uint32_t *order = NULL;
+    int status = 1;
+    rc = model_norm_fit(&norm, &train, mode);
+    if (rc) {
+        fprintf(stderr, "murmur train: cannot fit the normalisation: %s\n", model_strerror(rc));
+        goto out;
+    }
+    rc = model_net_create(&net, o.model, train.dim, train.classes, o.batch, msg, sizeof msg);
+    if (rc) {
+        fprintf(stderr, "murmur train: %s (%s)\n", msg[0] ? msg : "cannot create the model",
+                model_strerror(rc));
+        status = rc == MODEL_ESPEC ? 2 : 1;
+        goto out;
+    }
+    model_sgd_config sc = {
+        .momentum = o.momentum, .weight_decay = o.weight_decay, .nesterov = o.nesterov};
+    rc = model_sgd_init(&sgd, model_net_param_count(net), &sc);
+    order = malloc((size_t)train.count * sizeof *order);
+    if (rc || !order) {
+        fprintf(stderr, "murmur train: cannot set up the optimiser: %s\n",
+                model_strerror(rc ? rc : MODEL_ENOMEM));
+        goto out;
+    }
+    model_rng init_rng, shuffle_rng;
+    model_rng_seed(&init_rng, o.seed, 0);
+    model_rng_seed(&shuffle_rng, o.seed, 1);
+    model_net_init(net, &init_rng);
+
+    uint64_t steps_per_epoch = (train.count + o.batch - 1) / o.batch;
+    model_schedule sched = {.kind = o.schedule,
+                            .base_lr = o.lr,
+                            .min_lr = o.min_lr,
+                            .gamma = o.gamma,
+                            .step_every = o.step_epochs * steps_per_epoch,
+                            .warmup_steps = (uint64_t)(o.warmup_epochs * steps_per_epoch),
+                            .total_steps = o.epochs * steps_per_epoch};
+    printf("train model=%s params=%zu input=%u classes=%u train_samples=%u test_samples=%u "
+           "epochs=%u batch=%u lr=%g momentum=%g nesterov=%d weight_decay=%g schedule=%s "
+           "warmup_epochs=%g norm=%s seed=%llu blas_threads=%u\n",
+           o.model, model_net_param_count(net), train.dim, train.classes, train.count, test.count,
+           o.epochs, o.batch, (double)o.lr, (double)o.momentum, o.nesterov, (double)o.weight_decay,
+           model_schedule_name(o.schedule), o.warmup_epochs, model_norm_name(mode),
+           (unsigned long long)o.seed, o.blas_threads);
+    fflush(stdout);
+
+    float *xb = model_net_input_buffer(net);
+    uint16_t *yb = model_net_label_buffer(net);
+    uint64_t step = 0;
+    double train_loss = 0, test_loss = NAN, test_acc = NAN, total_s = 0;
+    uint64_t total_samples = 0;
+    for (uint32_t epoch = 1; epoch <= o.epochs; epoch++) {
+        double t0 = now_s();
+        model_data_shuffle(order, train.count, &shuffle_rng);
+        double loss_sum = 0;
+        float lr = 0;
+        for (uint32_t at = 0; at < train.count; at += o.batch) {
+            uint32_t n = train.count - at < o.batch ? train.count - at : o.batch;
+            model_data_gather(&train, &norm, order + at, n, xb, yb);
+            lr = model_schedule_lr(&sched, step++);
+            float loss;
+            rc = model_train_step(net, &sgd, xb, yb, n, lr, &loss);
+            if (rc) {
+                fprintf(stderr, "murmur train: step %llu failed: %s\n", (unsigned long long)step,
+                        model_strerror(rc));
+                goto out;
+            }
+            loss_sum += (double)loss * n;
+        }
+        double train_s = now_s() - t0;
+        total_s += train_s;
+        total_samples += train.count;
+        train_loss = loss_sum / train.count;
+        if (!isfinite(train_loss)) {
+            fprintf(stderr, "murmur train: the training loss diverged at epoch %u; lower --lr\n",
+                    epoch);
+            goto out;
+        }
+        printf("epoch=%u lr=%.6g train_loss=%.6f", epoch, (double)lr, train_loss);
+        if (epoch % o.test_every == 0 || epoch == o.epochs) {
+            rc = model_net_evaluate(net, &test, &norm, &test_loss, &test_acc);
+            if (rc) {
+                fprintf(stderr, "murmur train: evaluation failed: %s\n", model_strerror(rc));
+                goto out;
+            }
+            printf(" test_loss=%.6f test_accuracy=%.4f", test_loss, test_acc);
+        }
+        printf(" seconds=%.2f samples_per_s=%.0f\n", train_s, train.count / train_s);
+        fflush(stdout);
+    }
+    char fp[17];
+    param_fingerprint(model_net_params(net), model_net_param_count(net), fp);
+    printf("final epochs=%u train_loss=%.6f test_loss=%.6f test_accuracy=%.4f params=%zu "
+           "param_hash=%s seconds=%.2f samples_per_s=%.0f\n",
+           o.epochs, train_loss, test_loss, test_acc, model_net_param_count(net), fp, total_s,
+           total_samples / total_s);
+    status = 0;
+out:
+    free(order);
+    model_sgd_free(&sgd);
+    model_net_destroy(net);
+    model_norm_free(&norm);
+    model_data_free(&train);
+    model_data_free(&test);
+    return status;
+}

@@ -1,0 +1,95 @@
+/* model_net — a feed-forward classifier whose parameters are ONE flat
+ * float32 vector.
+ *
+ * Spec strings:
+ *   "softmax"          softmax regression: one dense layer input -> classes
+ *   "mlp:W1,W2,...,Wk" k hidden dense layers with ReLU, then a dense layer
+ *                      to `classes` (e.g. "mlp:256,128,100" on Fashion-MNIST
+ *                      is 784-256-128-100-10)
+ * The input width and the class count come from the data, not the spec.
+ * The loss is softmax cross-entropy, averaged over the mini-batch.
+ *
+ * Parameter layout (the contract the mixer, checkpoints and the simulator
+ * rely on): for each dense layer l in order, W_l (out_l x in_l, row-major,
+ * W[o*in + i]) followed by b_l (out_l). The gradient vector has the same
+ * layout and length. model_net_params/model_net_grads return pointers into
+ * the net; they stay valid until model_net_destroy, so a caller may read
+ * or overwrite the parameters in place between calls (e.g. "apply this
+ * mix").
+ *
+ * Compute: every layer's forward and backward is cblas_sgemm over the
+ * mini-batch (row-major activations, batch x width). The caller chooses the
+ * BLAS thread count (murmur sets 1 per agent); model/ never changes it.
+ * Workspace for up to batch_max samples is allocated once by
+ * model_net_create; forward/backward/evaluate never allocate. A net is not
+ * thread-safe: one thread at a time (the agent's training thread owns it).
+ *
+ * Determinism: for a fixed BLAS thread count, the same spec, init rng and
+ * batches give bit-identical parameters.
+ */
+#ifndef MODEL_NET_H
+#define MODEL_NET_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "model/data.h"
+#include "model/model.h"
+#include "model/rng.h"
+
+typedef struct model_net model_net;
+
+/* Create a net for `spec` over inputs of input_dim features and `classes`
+ * outputs, with workspace for mini-batches of up to batch_max samples.
+ * Parameters are zero until model_net_init. Errors: ESPEC (msg says why),
+ * EINVAL (a size is 0), ETOOBIG (a width, layer count or batch above its
+ * maximum), ENOMEM. */
+int model_net_create(model_net **out, const char *spec, uint32_t input_dim, uint32_t classes,
+                     uint32_t batch_max, char *msg, size_t msg_len);
+void model_net_destroy(model_net *net);
+
+/* The flat parameter and gradient vectors (layout above) and their length. */
+float *model_net_params(model_net *net);
+float *model_net_grads(model_net *net);
+size_t model_net_param_count(const model_net *net);
+
+uint32_t model_net_input_dim(const model_net *net);
+uint32_t model_net_classes(const model_net *net);
+uint32_t model_net_batch_max(const model_net *net);
+/* Dense layers (hidden + output) and the width of layer l's output
+ * (l < layer count) — enough to print or check a layout. */
+uint32_t model_net_layer_count(const model_net *net);
+uint32_t model_net_layer_width(const model_net *net, uint32_t l);
+
+/* Initialise from rng: ReLU layers He-normal (std sqrt(2/in)), the output
+ * layer Xavier-normal (std sqrt(2/(in+out))), biases 0. Draws from rng in
+ * parameter order, so the same rng state gives the same parameters. */
+void model_net_init(model_net *net, model_rng *rng);
+
+/* Forward only on x (n x input_dim, row-major), n <= batch_max. Returns the
+ * class probabilities (n x classes, row-major) in the net's workspace,
+ * valid until the next call on net; NULL if n is 0 or > batch_max. */
+const float *model_net_forward(model_net *net, const float *x, uint32_t n);
+
+/* Forward and backward on a mini-batch: writes the mean cross-entropy over
+ * the batch into *loss (may be NULL) and its gradient with respect to every
+ * parameter into model_net_grads(net). Errors: EINVAL (n == 0 or >
+ * batch_max), ELABEL (a label >= classes; grads are then unspecified). */
+int model_net_loss_grad(model_net *net, const float *x, const uint16_t *labels, uint32_t n,
+                        float *loss);
+
+/* Mean cross-entropy and accuracy of the net on every sample of d,
+ * normalised by norm (may be NULL), in mini-batches of batch_max using the
+ * net's own workspace. Errors: EDIM (d->dim != input_dim), ELABEL (d has
+ * more classes than the net), EEMPTY. */
+int model_net_evaluate(model_net *net, const model_data *d, const model_norm *norm, double *loss,
+                       double *accuracy);
+
+/* Gather-buffer for callers that build mini-batches from a model_data:
+ * batch_max x input_dim floats and batch_max labels owned by the net. The
+ * training loop gathers into these and passes them to model_net_loss_grad;
+ * model_net_evaluate also uses them (so their content is clobbered by it). */
+float *model_net_input_buffer(model_net *net);
+uint16_t *model_net_label_buffer(model_net *net);
+
+#endif
