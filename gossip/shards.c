@@ -63,6 +63,7 @@ struct gossip_shards {
     const gossip_env *env;
     gossip_shards_config cfg;
     uint8_t (*ids)[ID];
+    uint32_t *order; /* catalog indices sorted by id, for lookups */
     uint32_t n_shards;
     uint32_t chunks_max;
     uint8_t *flags;
@@ -187,6 +188,64 @@ int gossip_shard_msg_decode(uint8_t type, const uint8_t *p, size_t len, gossip_s
     }
 }
 
+/* ---- catalog index ------------------------------------------------------- */
+
+static int id_less(const gossip_shards *sh, uint32_t a, uint32_t b)
+{
+    return memcmp(sh->ids[a], sh->ids[b], ID) < 0;
+}
+
+static void sift_down(gossip_shards *sh, uint32_t *v, uint32_t i, uint32_t n)
+{
+    for (;;) {
+        uint32_t c = 2 * i + 1;
+        if (c >= n)
+            return;
+        if (c + 1 < n && id_less(sh, v[c], v[c + 1]))
+            c++;
+        if (!id_less(sh, v[i], v[c]))
+            return;
+        uint32_t t = v[i];
+        v[i] = v[c];
+        v[c] = t;
+        i = c;
+    }
+}
+
+/* Heapsort of the catalog indices by id: in place, O(S log S), no
+ * allocation. */
+static void sort_order(gossip_shards *sh)
+{
+    uint32_t n = sh->n_shards, *v = sh->order;
+    for (uint32_t i = 0; i < n; i++)
+        v[i] = i;
+    for (uint32_t i = n / 2; i-- > 0;)
+        sift_down(sh, v, i, n);
+    for (uint32_t end = n; end-- > 1;) {
+        uint32_t t = v[0];
+        v[0] = v[end];
+        v[end] = t;
+        sift_down(sh, v, 0, end);
+    }
+}
+
+/* Catalog index of a shard id, or -1. */
+static long shard_index(const gossip_shards *sh, const uint8_t *id)
+{
+    long lo = 0, hi = (long)sh->n_shards - 1;
+    while (lo <= hi) {
+        long mid = lo + (hi - lo) / 2;
+        int c = memcmp(sh->ids[sh->order[mid]], id, ID);
+        if (c == 0)
+            return sh->order[mid];
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid - 1;
+    }
+    return -1;
+}
+
 /* ---- create / destroy --------------------------------------------------- */
 
 static int config_valid(const gossip_shards_config *cfg)
@@ -224,6 +283,7 @@ void gossip_shards_destroy(gossip_shards *sh)
     for (uint32_t i = 0; i < GOSSIP_SHARDS_MANIFEST_CACHE; i++)
         gossip_free(env, sh->mcache[i].hashes);
     gossip_free(env, sh->ids);
+    gossip_free(env, sh->order);
     gossip_free(env, sh->flags);
     gossip_free(env, sh->confirmed);
     gossip_free(env, sh->retry_at);
@@ -253,12 +313,14 @@ int gossip_shards_create(gossip_shards **out, const gossip_env *env,
     size_t data = GOSSIP_SHARDS_DATA_FIXED + (size_t)cfg->chunk_bytes;
     sh->frame_cap = GOSSIP_HEADER_SIZE + (manifest > data ? manifest : data);
     sh->ids = gossip_alloc(env, (size_t)cfg->n_shards * ID);
+    sh->order = gossip_alloc(env, (size_t)cfg->n_shards * sizeof *sh->order);
     sh->flags = gossip_calloc(env, cfg->n_shards, 1);
     sh->confirmed = gossip_calloc(env, cfg->n_shards, 1);
     sh->retry_at = gossip_calloc(env, cfg->n_shards, sizeof *sh->retry_at);
     sh->frame = gossip_alloc(env, sh->frame_cap);
     sh->scratch = gossip_alloc(env, cfg->chunk_bytes);
-    if (!sh->ids || !sh->flags || !sh->confirmed || !sh->retry_at || !sh->frame || !sh->scratch)
+    if (!sh->ids || !sh->order || !sh->flags || !sh->confirmed || !sh->retry_at || !sh->frame ||
+        !sh->scratch)
         goto nomem;
     for (uint32_t i = 0; i < cfg->fetch_max; i++) {
         sh->fetches[i].hashes = gossip_alloc(env, (size_t)sh->chunks_max * HASH);
@@ -272,6 +334,12 @@ int gossip_shards_create(gossip_shards **out, const gossip_env *env,
     }
     memcpy(sh->ids, cfg->ids, (size_t)cfg->n_shards * ID);
     sh->cfg.ids = NULL; /* the copy is sh->ids */
+    sort_order(sh);
+    for (uint32_t i = 1; i < sh->n_shards; i++)
+        if (memcmp(sh->ids[sh->order[i - 1]], sh->ids[sh->order[i]], ID) == 0) {
+            gossip_shards_destroy(sh);
+            return GOSSIP_EINVAL; /* a shard listed twice */
+        }
     for (uint32_t s = 0; s < sh->n_shards; s++)
         if (cfg->store.ops->has(cfg->store.ctx, sh->ids[s]) == 1)
             sh->flags[s] |= F_HELD;
@@ -501,16 +569,6 @@ int gossip_shards_set_view(gossip_shards *sh, const gossip_view *view, gossip_ti
 }
 
 /* ---- serving ------------------------------------------------------------ */
-
-static long shard_index(const gossip_shards *sh, const uint8_t *id)
-{
-    /* Linear: the catalog is not sorted. A replicator answers O(window)
-     * frames per lookup, so this is not on a per-byte path. */
-    for (uint32_t s = 0; s < sh->n_shards; s++)
-        if (memcmp(sh->ids[s], id, ID) == 0)
-            return s;
-    return -1;
-}
 
 static int serve_push(gossip_shards *sh, const serve *e)
 {

@@ -425,10 +425,9 @@ static void bootstrap_from_one_seeder(void **state)
 /* Kill 2 holders of a shard (r = 3), repeatedly: no shard is lost, and
  * replication is back to r within the bound documented in
  * docs/SHARDS_REPLICATION.md. */
-static void kill_two_holders(uint32_t n, uint32_t rounds, uint64_t seed)
+static void kill_two_holders(uint32_t n, uint32_t rounds, uint64_t seed, uint64_t shard_max)
 {
     driver d;
-    const uint64_t shard_max = 4096;
     driver_init(&d, seed, n, n, 8 * n, shard_max, 1024, 1);
     check_primaries(&d, 1);
     for (uint32_t k = 0; k < rounds; k++) {
@@ -480,13 +479,13 @@ static void kill_two_holders(uint32_t n, uint32_t rounds, uint64_t seed)
 static void kill_two_holders_n64(void **state)
 {
     (void)state;
-    kill_two_holders(64, 4, test_seed(22));
+    kill_two_holders(64, 4, test_seed(22), 16384); /* 16 chunks: windowed */
 }
 
 static void kill_two_holders_n256(void **state)
 {
     (void)state;
-    kill_two_holders(256, 1, test_seed(23));
+    kill_two_holders(256, 2, test_seed(23), 4096);
 }
 
 /* A join fetches exactly the replicas placement moves, and the old holders
@@ -672,6 +671,126 @@ static void random_bytes_never_crash(void **state)
     driver_free(&d);
 }
 
+/* Byte layouts of the replication messages (docs/SHARDS_REPLICATION.md):
+ * A (0x0A) fetches a 5-byte shard from B (0x0B) in 4-byte chunks. The xfer
+ * field comes from A's env RNG, so it is read from A's WANT and must be
+ * echoed in every answer. */
+static void wire_layout_golden(void **state)
+{
+    (void)state;
+    test_env t;
+    test_env_init(&t, test_seed(20));
+    const uint8_t content[5] = {'h', 'e', 'l', 'l', 'o'};
+    uint8_t id[1][32];
+    crypto_generichash(id[0], 32, content, 5, NULL, 0);
+    gossip_store sa, sb;
+    assert_int_equal(gossip_store_mem_create(&sa, &t.env, 4, 64), GOSSIP_OK);
+    assert_int_equal(gossip_store_mem_create(&sb, &t.env, 4, 64), GOSSIP_OK);
+    assert_int_equal(sb.ops->begin(sb.ctx, id[0], 5), GOSSIP_OK);
+    assert_int_equal(sb.ops->write(sb.ctx, id[0], 0, content, 5), GOSSIP_OK);
+    assert_int_equal(sb.ops->commit(sb.ctx, id[0]), GOSSIP_OK);
+    gossip_shards_config cfg;
+    gossip_shards_config_default(&cfg);
+    cfg.ids = (const uint8_t(*)[32])id;
+    cfg.n_shards = 1;
+    cfg.chunk_bytes = 4;
+    cfg.shard_bytes_max = 64;
+    gossip_shards *a, *b;
+    cfg.self = 0x0A;
+    cfg.store = sa;
+    assert_int_equal(gossip_shards_create(&a, &t.env, &cfg), GOSSIP_OK);
+    cfg.self = 0x0B;
+    cfg.store = sb;
+    assert_int_equal(gossip_shards_create(&b, &t.env, &cfg), GOSSIP_OK);
+    uint64_t members[2] = {0x0A, 0x0B};
+    gossip_view v = {5, 2, members};
+    assert_int_equal(gossip_shards_set_view(a, &v, 0), GOSSIP_OK);
+    assert_int_equal(gossip_shards_set_view(b, &v, 0), GOSSIP_OK);
+
+    gossip_send out;
+    uint8_t f[256], want[256];
+    gossip_header h;
+    /* 1. A -> B: WANT kind 0 (manifest). */
+    assert_int_equal(gossip_shards_poll_send(a, &out, 0), 1);
+    assert_true(out.dest == 0x0B && out.len == 32 + 47);
+    static const uint8_t hdr_want[32] = {0x4D, 0x52, 0x01, 0x20, 0,    0, 0, 47, 0, 0, 0,
+                                         0,    0,    0,    0,    0x0A, 0, 0, 0,  0, 0, 0,
+                                         0,    5,    0,    0,    0,    0, 0, 0,  0, 0};
+    assert_memory_equal(out.frame, hdr_want, 32);
+    assert_memory_equal(out.frame + 32, id[0], 32);
+    uint32_t xfer = gossip_get_u32(out.frame + 64);
+    static const uint8_t want_tail[11] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+    assert_memory_equal(out.frame + 68, want_tail, 11);
+    memcpy(f, out.frame, out.len);
+    assert_int_equal(gossip_header_decode(f, 32 + 47, &h), GOSSIP_OK);
+    assert_int_equal(gossip_shards_recv(b, 0x0A, &h, f + 32, 47, 0), GOSSIP_OK);
+    /* 2. B -> A: CHUNK kind 0: size 5, chunk 4, 2 chunks, their hashes. */
+    assert_int_equal(gossip_shards_poll_send(b, &out, 0), 1);
+    assert_true(out.dest == 0x0A && out.len == 32 + 53 + 64);
+    assert_int_equal(out.frame[3], 0x21);
+    assert_int_equal(gossip_get_u32(out.frame + 4), 53 + 64);
+    uint8_t *p = want;
+    memcpy(p, id[0], 32), p += 32;
+    gossip_put_u32(p, xfer), p += 4;
+    *p++ = 0;
+    gossip_put_u64(p, 5), p += 8;
+    gossip_put_u32(p, 4), p += 4;
+    gossip_put_u32(p, 2), p += 4;
+    crypto_generichash(p, 32, content, 4, NULL, 0), p += 32;
+    crypto_generichash(p, 32, content + 4, 1, NULL, 0), p += 32;
+    assert_memory_equal(out.frame + 32, want, 53 + 64);
+    memcpy(f, out.frame, out.len);
+    assert_int_equal(gossip_header_decode(f, out.len, &h), GOSSIP_OK);
+    assert_int_equal(gossip_shards_recv(a, 0x0B, &h, f + 32, h.payload_len, 0), GOSSIP_OK);
+    /* 3. A -> B: WANT kind 1, first 0, count 2, chunk_bytes 4. */
+    assert_int_equal(gossip_shards_poll_send(a, &out, 0), 1);
+    static const uint8_t want_data[11] = {1, 0, 0, 0, 0, 0, 2, 0, 0, 0, 4};
+    assert_memory_equal(out.frame + 68, want_data, 11);
+    assert_int_equal(gossip_get_u32(out.frame + 64), xfer);
+    memcpy(f, out.frame, out.len);
+    assert_int_equal(gossip_header_decode(f, out.len, &h), GOSSIP_OK);
+    assert_int_equal(gossip_shards_recv(b, 0x0A, &h, f + 32, 47, 0), GOSSIP_OK);
+    /* 4. B -> A: CHUNK kind 1 for chunks 0 ("hell") and 1 ("o"). */
+    for (uint32_t c = 0; c < 2; c++) {
+        assert_int_equal(gossip_shards_poll_send(b, &out, 0), 1);
+        uint32_t l = c ? 1 : 4;
+        assert_true(out.len == 32 + 45 + l);
+        p = want;
+        memcpy(p, id[0], 32), p += 32;
+        gossip_put_u32(p, xfer), p += 4;
+        *p++ = 1;
+        gossip_put_u32(p, c), p += 4;
+        gossip_put_u32(p, l), p += 4;
+        memcpy(p, content + 4 * c, l);
+        assert_memory_equal(out.frame + 32, want, 45 + l);
+        memcpy(f, out.frame, out.len);
+        assert_int_equal(gossip_header_decode(f, out.len, &h), GOSSIP_OK);
+        assert_int_equal(gossip_shards_recv(a, 0x0B, &h, f + 32, h.payload_len, 0), GOSSIP_OK);
+    }
+    assert_int_equal(sa.ops->has(sa.ctx, id[0]), 1);
+    assert_int_equal(gossip_shards_counters_get(a)->fetched, 1);
+    /* 5. NACK: a WANT to a member that does not hold the shard. */
+    assert_int_equal(sb.ops->drop(sb.ctx, id[0]), GOSSIP_OK);
+    gossip_shards_destroy(b);
+    assert_int_equal(gossip_shards_create(&b, &t.env, &cfg), GOSSIP_OK);
+    memcpy(f, hdr_want, 32);
+    memcpy(f + 32, id[0], 32);
+    gossip_put_u32(f + 64, 0xC0FFEE01u);
+    memcpy(f + 68, want_tail, 11);
+    assert_int_equal(gossip_header_decode(f, 32 + 47, &h), GOSSIP_OK);
+    assert_int_equal(gossip_shards_recv(b, 0x0A, &h, f + 32, 47, 0), GOSSIP_OK);
+    assert_int_equal(gossip_shards_poll_send(b, &out, 0), 1);
+    assert_true(out.len == 32 + 37 && out.frame[3] == 0x22);
+    assert_memory_equal(out.frame + 32, id[0], 32);
+    static const uint8_t nack_tail[5] = {0xC0, 0xFF, 0xEE, 0x01, GOSSIP_SHARD_NOT_HELD};
+    assert_memory_equal(out.frame + 64, nack_tail, 5);
+    gossip_shards_destroy(a);
+    gossip_shards_destroy(b);
+    gossip_store_mem_destroy(&sa);
+    gossip_store_mem_destroy(&sb);
+    assert_int_equal(t.alloc.live, 0);
+}
+
 static void create_and_view_survive_oom(void **state)
 {
     (void)state;
@@ -778,6 +897,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(store_mem_contract),
+        cmocka_unit_test(wire_layout_golden),
         cmocka_unit_test(create_and_view_survive_oom),
         cmocka_unit_test(bootstrap_from_one_seeder),
         cmocka_unit_test(kill_two_holders_n64),

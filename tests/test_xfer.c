@@ -6,6 +6,7 @@
 #include "tests/harness.h"
 
 #include <math.h>
+#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -413,6 +414,116 @@ static void random_bytes_never_crash(void **state)
     xdriver_free(&d);
 }
 
+/* Byte layouts of the state-transfer messages (docs/SHARDS_REPLICATION.md):
+ * A (0x0A) pulls a 3-value model at round 77 from B (0x0B) in chunks of 2. */
+static int fixed_model(void *ctx, float *out, uint32_t dim, uint64_t *round)
+{
+    (void)ctx;
+    static const float v[3] = {1.0f, -2.0f, 0.5f};
+    memcpy(out, v, dim * sizeof *out);
+    *round = 77;
+    return 0;
+}
+
+static void wire_layout_golden(void **state)
+{
+    (void)state;
+    test_env t;
+    test_env_init(&t, test_seed(30));
+    gossip_xfer_config c;
+    gossip_xfer_config_default(&c);
+    c.dim = 3;
+    c.chunk_values = 2;
+    c.snapshot = fixed_model;
+    gossip_xfer *a, *b;
+    c.self = 0x0A;
+    assert_int_equal(gossip_xfer_create(&a, &t.env, &c), GOSSIP_OK);
+    c.self = 0x0B;
+    assert_int_equal(gossip_xfer_create(&b, &t.env, &c), GOSSIP_OK);
+    uint64_t peer = 0x0B;
+    assert_int_equal(gossip_xfer_start(a, &peer, 1, 0, 0, 0), GOSSIP_OK);
+    gossip_send out;
+    gossip_header h;
+    uint8_t f[128], want[128];
+    /* 1. WANT START */
+    assert_int_equal(gossip_xfer_poll_send(a, &out, 0), 1);
+    assert_true(out.dest == 0x0B && out.len == 32 + 11);
+    static const uint8_t hdr[32] = {0x4D, 0x52, 0x01, 0x30, 0, 0, 0, 11, 0, 0, 0, 0, 0, 0, 0, 0x0A,
+                                    0,    0,    0,    0,    0, 0, 0, 0,  0, 0, 0, 0, 0, 0, 0, 0};
+    assert_memory_equal(out.frame, hdr, 32);
+    uint32_t xfer = gossip_get_u32(out.frame + 32);
+    static const uint8_t start_tail[7] = {0, 0, 0, 0, 0, 0, 0};
+    assert_memory_equal(out.frame + 36, start_tail, 7);
+    memcpy(f, out.frame, out.len);
+    assert_int_equal(gossip_header_decode(f, out.len, &h), GOSSIP_OK);
+    assert_int_equal(gossip_xfer_recv(b, 0x0A, &h, f + 32, h.payload_len, 0), GOSSIP_OK);
+    /* 2. CHUNK INFO: round 77 (also in the header), dim 3, 2 per chunk, 2
+     * chunks, BLAKE2b-256(round || dim || values, big-endian). */
+    assert_int_equal(gossip_xfer_poll_send(b, &out, 0), 1);
+    assert_true(out.len == 32 + 57 && out.frame[3] == 0x31);
+    assert_true(gossip_get_u64(out.frame + 24) == 77);
+    static const uint8_t body[24] = {0, 0, 0, 0, 0, 0, 0, 77, 0,    0,    0, 3,
+                                     0, 0, 0, 2, 0, 0, 0, 2,  0x3F, 0x80, 0, 0};
+    uint8_t *p = want;
+    gossip_put_u32(p, xfer), p += 4;
+    *p++ = 0;
+    memcpy(p, body, 20), p += 20;
+    uint8_t hashed[24];
+    memcpy(hashed, body, 8);         /* round */
+    memcpy(hashed + 8, body + 8, 4); /* dim */
+    static const uint8_t values[12] = {0x3F, 0x80, 0, 0, 0xC0, 0, 0, 0, 0x3F, 0, 0, 0};
+    memcpy(hashed + 12, values, 12);
+    crypto_generichash(p, 32, hashed, 24, NULL, 0);
+    assert_memory_equal(out.frame + 32, want, 57);
+    memcpy(f, out.frame, out.len);
+    assert_int_equal(gossip_header_decode(f, out.len, &h), GOSSIP_OK);
+    assert_int_equal(gossip_xfer_recv(a, 0x0B, &h, f + 32, h.payload_len, 0), GOSSIP_OK);
+    /* 3. WANT DATA first 0 count 2 */
+    assert_int_equal(gossip_xfer_poll_send(a, &out, 0), 1);
+    static const uint8_t data_tail[7] = {1, 0, 0, 0, 0, 0, 2};
+    assert_memory_equal(out.frame + 36, data_tail, 7);
+    memcpy(f, out.frame, out.len);
+    assert_int_equal(gossip_header_decode(f, out.len, &h), GOSSIP_OK);
+    assert_int_equal(gossip_xfer_recv(b, 0x0A, &h, f + 32, h.payload_len, 0), GOSSIP_OK);
+    /* 4. CHUNK DATA 0: {1, -2}; 1: {0.5} */
+    for (uint32_t k = 0; k < 2; k++) {
+        assert_int_equal(gossip_xfer_poll_send(b, &out, 0), 1);
+        uint32_t n = k ? 1 : 2;
+        assert_true(out.len == 32 + 13 + 4 * n);
+        p = want;
+        gossip_put_u32(p, xfer), p += 4;
+        *p++ = 1;
+        gossip_put_u32(p, k), p += 4;
+        gossip_put_u32(p, n), p += 4;
+        memcpy(p, values + 8 * k, 4 * n);
+        assert_memory_equal(out.frame + 32, want, 13 + 4 * n);
+        memcpy(f, out.frame, out.len);
+        assert_int_equal(gossip_header_decode(f, out.len, &h), GOSSIP_OK);
+        assert_int_equal(gossip_xfer_recv(a, 0x0B, &h, f + 32, h.payload_len, 0), GOSSIP_OK);
+    }
+    assert_int_equal(gossip_xfer_get_state(a), GOSSIP_XFER_COMPLETE);
+    float got[3];
+    uint64_t round;
+    assert_int_equal(gossip_xfer_result(a, got, &round), GOSSIP_OK);
+    assert_true(round == 77 && got[0] == 1.0f && got[1] == -2.0f && got[2] == 0.5f);
+    /* 5. WANT DONE releases the snapshot; a later DATA gets NACK GONE. */
+    assert_int_equal(gossip_xfer_poll_send(a, &out, 0), 1);
+    assert_int_equal(out.frame[36], GOSSIP_XFER_DONE);
+    memcpy(f, out.frame, out.len);
+    assert_int_equal(gossip_header_decode(f, out.len, &h), GOSSIP_OK);
+    assert_int_equal(gossip_xfer_recv(b, 0x0A, &h, f + 32, h.payload_len, 0), GOSSIP_OK);
+    f[36] = GOSSIP_XFER_DATA;
+    f[42] = 1;
+    assert_int_equal(gossip_xfer_recv(b, 0x0A, &h, f + 32, h.payload_len, 0), GOSSIP_OK);
+    assert_int_equal(gossip_xfer_poll_send(b, &out, 0), 1);
+    assert_true(out.len == 32 + 5 && out.frame[3] == 0x32);
+    assert_int_equal(gossip_get_u32(out.frame + 32), xfer);
+    assert_int_equal(out.frame[36], GOSSIP_XFER_GONE);
+    gossip_xfer_destroy(a);
+    gossip_xfer_destroy(b);
+    assert_int_equal(t.alloc.live, 0);
+}
+
 static void create_survives_oom(void **state)
 {
     (void)state;
@@ -458,6 +569,7 @@ static void create_survives_oom(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(wire_layout_golden),
         cmocka_unit_test(snapshot_consistent_while_source_trains),
         cmocka_unit_test(corrupted_chunk_rejected_and_refetched),
         cmocka_unit_test(dead_peer_times_out_then_next),
