@@ -5,9 +5,9 @@
  * a few larger outliers. For each width: encode (with the env's xoshiro256**
  * RNG through the gossip_env callback, as in the agent) and decode, each
  * timed over RUNS runs; the median is printed in GB/s of float32 input
- * (4 * n bytes / time), with the min and max run beside it, and the encoded
- * size. Then error-feedback encode (ef_encode = delta, encode, update) at 8
- * bits. Single thread.
+ * (4 * n bytes / time), with the min and max run beside it, then the median
+ * by process CPU time (steadier on a shared machine), and the encoded size. Then error-feedback
+ * encode (ef_encode = delta, encode, update) at 8 bits. Single thread.
  *
  *   make bench  or  build/bench/bench_codec [n_values] [runs]
  */
@@ -35,11 +35,22 @@ static void b_free(void *ctx, void *p)
     free(p);
 }
 
-static double now_s(void)
+static double clock_s(clockid_t id)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(id, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Wall time and this process's CPU time: on a shared machine the CPU-time
+ * figure is the steadier one (it excludes time the core was lent out). */
+typedef struct stamp {
+    double wall, cpu;
+} stamp;
+
+static stamp now(void)
+{
+    return (stamp){clock_s(CLOCK_MONOTONIC), clock_s(CLOCK_PROCESS_CPUTIME_ID)};
 }
 
 static int cmp_d(const void *a, const void *b)
@@ -48,17 +59,69 @@ static int cmp_d(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* Sorts t[0..runs) and prints median (min..max) as GB/s of `bytes`. */
-static double report(const char *what, unsigned bits, double *t, int runs, double bytes)
+/* Sorts t and c [0..runs) and prints the median wall-clock GB/s of `bytes`
+ * (min .. max), then the median by CPU time. */
+static double report(const char *what, unsigned bits, double *t, double *c, int runs, double bytes)
 {
     qsort(t, (size_t)runs, sizeof *t, cmp_d);
+    qsort(c, (size_t)runs, sizeof *c, cmp_d);
     double med = bytes / t[runs / 2] * 1e-9;
-    printf("  %-9s %2u bits  %6.2f GB/s  (%.2f .. %.2f)\n", what, bits, med,
-           bytes / t[runs - 1] * 1e-9, bytes / t[0] * 1e-9);
+    printf("  %-9s %2u bits  %6.2f GB/s  (%5.2f .. %5.2f)  cpu %6.2f GB/s\n", what, bits, med,
+           bytes / t[runs - 1] * 1e-9, bytes / t[0] * 1e-9, bytes / c[runs / 2] * 1e-9);
     return med;
 }
 
 static volatile float sink;
+
+/* Error-feedback drift (not a speed figure; the evidence behind codec.h's
+ * refusal of 1-bit error feedback): 4096 values start at 0 and take uniform
+ * steps in [-0.01, 0.01] each round; the EF update of codec.h
+ * (delta = x - ref, q = Q(delta), ref += q) is run by hand so that 1 bit
+ * can be shown too. Prints max |ref - x| after 1, 4, 16, ... rounds. */
+#define DRIFT_N      4096u
+#define DRIFT_ROUNDS 1024
+static int ef_drift(const gossip_env *env)
+{
+    static float x[DRIFT_N], ref[DRIFT_N], delta[DRIFT_N], q[DRIFT_N];
+    static uint8_t out[DRIFT_N * 4];
+    static const unsigned widths[] = {16, 8, 4, 2, 1};
+    model_rng walk;
+    printf("ef drift: max |ref - x|, %u values, block 256, steps U(-0.01, 0.01)\n", DRIFT_N);
+    printf("  %4s", "bits");
+    for (int t = 1; t <= DRIFT_ROUNDS; t *= 4)
+        printf(" %9d", t);
+    printf("  rounds\n");
+    for (size_t w = 0; w < sizeof widths / sizeof widths[0]; w++) {
+        unsigned bits = widths[w];
+        model_rng_seed(&walk, 3, 0);
+        memset(x, 0, sizeof x), memset(ref, 0, sizeof ref);
+        printf("  %4u", bits);
+        int next_print = 1;
+        for (int t = 1; t <= DRIFT_ROUNDS; t++) {
+            for (uint32_t i = 0; i < DRIFT_N; i++) {
+                x[i] += (model_rng_uniform(&walk) * 2.0f - 1.0f) * 0.01f;
+                delta[i] = x[i] - ref[i];
+            }
+            int rc = gossip_codec_encode(env, delta, DRIFT_N, bits, 256, out, sizeof out, q);
+            if (rc != GOSSIP_OK) {
+                printf(" diverged: %s at round %d", gossip_strerror(rc), t);
+                break;
+            }
+            double m = 0.0;
+            for (uint32_t i = 0; i < DRIFT_N; i++) {
+                ref[i] += q[i];
+                double e = (double)ref[i] - (double)x[i];
+                m = e > m ? e : (-e > m ? -e : m);
+            }
+            if (t == next_print) {
+                printf(" %9.3g", m);
+                next_print *= 4;
+            }
+        }
+        printf("\n");
+    }
+    return 0;
+}
 
 int main(int argc, char **argv)
 {
@@ -84,30 +147,32 @@ int main(int argc, char **argv)
     for (uint32_t i = 0; i < n; i += 977)
         x[i] *= 8.0f;
     const double bytes = 4.0 * n;
-    double t[RUNS_MAX];
+    double t[RUNS_MAX], c[RUNS_MAX];
     static const unsigned widths[] = {32, 16, 8, 4, 2, 1};
     printf("codec: %u float32 values (%.0f MiB), block %u, median of %d runs, GB/s of float32 "
-           "input (min .. max)\n",
+           "input, wall (min .. max), cpu\n",
            n, bytes / 1048576.0, block, runs);
     int status = 0;
     for (size_t w = 0; w < sizeof widths / sizeof widths[0]; w++) {
         unsigned bits = widths[w];
         size_t size = gossip_codec_size(n, bits, block);
         for (int r = 0; r < runs; r++) {
-            double t0 = now_s();
+            stamp t0 = now();
             int rc = gossip_codec_encode(&env, x, n, bits, block, buf, size, NULL);
-            t[r] = now_s() - t0;
+            stamp t1 = now();
+            t[r] = t1.wall - t0.wall, c[r] = t1.cpu - t0.cpu;
             status |= rc;
         }
-        report("encode", bits, t, runs, bytes);
+        report("encode", bits, t, c, runs, bytes);
         for (int r = 0; r < runs; r++) {
-            double t0 = now_s();
+            stamp t0 = now();
             int rc = gossip_codec_decode(buf, size, n, bits, block, y);
-            t[r] = now_s() - t0;
+            stamp t1 = now();
+            t[r] = t1.wall - t0.wall, c[r] = t1.cpu - t0.cpu;
             status |= rc;
             sink = y[n / 2];
         }
-        report("decode", bits, t, runs, bytes);
+        report("decode", bits, t, c, runs, bytes);
         printf("  %-9s %2u bits  %zu bytes (%.2f bits/value)\n", "size", bits, size,
                8.0 * (double)size / n);
     }
@@ -120,12 +185,14 @@ int main(int argc, char **argv)
     for (int r = 0; r < runs; r++) {
         for (uint32_t i = 0; i < n; i += 4096)
             x[i] += 1e-3f; /* the vector moves between sends */
-        double t0 = now_s();
+        stamp t0 = now();
         status |= gossip_ef_encode(&ef, &env, x, buf, size8, NULL);
-        t[r] = now_s() - t0;
+        stamp t1 = now();
+        t[r] = t1.wall - t0.wall, c[r] = t1.cpu - t0.cpu;
     }
-    report("ef_encode", 8, t, runs, bytes);
+    report("ef_encode", 8, t, c, runs, bytes);
     gossip_ef_free(&ef, &env);
+    status |= ef_drift(&env);
     printf("command: build/bench/bench_codec %u %d\n", n, runs);
     free(x), free(y), free(buf);
     if (status)

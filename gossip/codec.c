@@ -262,6 +262,20 @@ static void encode_block(const gossip_env *env, const float *x, uint32_t nb, uns
     }
 }
 
+/* The scale sent for a block whose largest |x| has bit pattern m (finite). */
+static float block_scale(uint32_t m, unsigned bits, float limf)
+{
+    float s = f32_from_bits(m);
+    if (s < CODEC_SCALE_MIN)
+        return 0.0f;
+    /* The decoder rejects a scale whose largest level L * (s / L) overflows;
+     * only s within a few ulps of FLT_MAX can. Stepping s down by ulps costs
+     * at most a clamp of the largest value by those ulps. */
+    while (bits > 1 && !(limf * (s / limf) <= FLT_MAX))
+        s = nextafterf(s, 0.0f);
+    return s;
+}
+
 int gossip_codec_encode(const gossip_env *env, const float *x, uint32_t n, unsigned bits,
                         uint32_t block, uint8_t *out, size_t cap, float *decoded)
 {
@@ -286,16 +300,8 @@ int gossip_codec_encode(const gossip_env *env, const float *x, uint32_t n, unsig
         uint32_t m = max_abs_bits(x + off, nb);
         if (m >= F32_INF_BITS)
             return GOSSIP_ENONFINITE;
-        float s = f32_from_bits(m);
-        if (s < CODEC_SCALE_MIN)
-            s = 0.0f;
-        /* The decoder rejects a scale whose largest level L * (s / L)
-         * overflows; only s within a few ulps of FLT_MAX can. Stepping s
-         * down by ulps costs at most a clamp of the largest value by those
-         * ulps. */
-        while (bits > 1 && !(limf * (s / limf) <= FLT_MAX))
-            s = nextafterf(s, 0.0f);
-        encode_block(env, x + off, nb, bits, s, p, decoded ? decoded + off : NULL);
+        encode_block(env, x + off, nb, bits, block_scale(m, bits, limf), p,
+                     decoded ? decoded + off : NULL);
         p += block_bytes(nb, bits);
     }
     return GOSSIP_OK;
@@ -483,8 +489,21 @@ void gossip_ef_free(gossip_ef *ef, const gossip_env *env)
  * overflows; values that large are garbage in any model anyway. */
 #define CODEC_EF_ABS_BITS 0x7e800000u /* bits of 2^126 */
 
-/* delta = x - ref; returns the max |bits| over delta and ref (a NaN or
- * infinity gives >= F32_INF_BITS > CODEC_EF_ABS_BITS). */
+/* max |bits| over x - ref and ref, without storing (a NaN or infinity gives
+ * >= F32_INF_BITS > CODEC_EF_ABS_BITS). */
+static uint32_t ef_check(const float *restrict x, const float *restrict ref, uint32_t n)
+{
+    uint32_t m = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t u = f32_bits(x[i] - ref[i]) & F32_ABS_MASK;
+        uint32_t v = f32_bits(ref[i]) & F32_ABS_MASK;
+        u = u > v ? u : v;
+        m = u > m ? u : m;
+    }
+    return m;
+}
+
+/* delta = x - ref; returns max |bits| of delta. */
 static uint32_t ef_delta(const float *restrict x, const float *restrict ref, uint32_t n,
                          float *restrict delta)
 {
@@ -492,8 +511,6 @@ static uint32_t ef_delta(const float *restrict x, const float *restrict ref, uin
     for (uint32_t i = 0; i < n; i++) {
         float d = x[i] - ref[i];
         uint32_t u = f32_bits(d) & F32_ABS_MASK;
-        uint32_t v = f32_bits(ref[i]) & F32_ABS_MASK;
-        u = u > v ? u : v;
         m = u > m ? u : m;
         delta[i] = d;
     }
@@ -515,18 +532,33 @@ int gossip_ef_encode(gossip_ef *ef, const gossip_env *env, const float *x, uint8
 {
     if (!ef || !env || !x || !out || !ef->ref)
         return GOSSIP_EINVAL;
-    if (cap < gossip_codec_size(ef->n, ef->bits, ef->block))
+    const uint32_t n = ef->n, block = ef->block;
+    const unsigned bits = ef->bits;
+    if (cap < gossip_codec_size(n, bits, block))
         return GOSSIP_ESPACE;
-    /* delta = x - ref: the new motion plus the error not yet sent (which is
-     * exactly the previous x - ref). Checked finite before anything changes,
-     * so a failed call leaves ef untouched. */
-    if (ef_delta(x, ef->ref, ef->n, ef->scratch) >= CODEC_EF_ABS_BITS)
+    /* Checked before anything changes, so a failed call leaves ef untouched
+     * and every block below succeeds. */
+    if (ef_check(x, ef->ref, n) >= CODEC_EF_ABS_BITS)
         return GOSSIP_ENONFINITE;
-    /* residual is rewritten from delta and q below, so it can receive q. */
+    /* delta = x - ref: the new motion plus the error not yet sent (which is
+     * exactly the previous x - ref). One block at a time, so delta, q, ref
+     * and residual of a block are still in cache for the update. residual is
+     * rewritten from delta and q, so it can receive q. */
     float *q = q_out ? q_out : ef->residual;
-    int rc = gossip_codec_encode(env, ef->scratch, ef->n, ef->bits, ef->block, out, cap, q);
-    if (rc != GOSSIP_OK) /* unreachable: parameters and finiteness were checked */
-        return rc;
-    ef_update(ef->scratch, q, ef->n, ef->ref, ef->residual);
+    float *delta = ef->scratch;
+    const float limf = bits == 1 ? 1.0f : (float)codec_levels(bits);
+    uint8_t *p = out;
+    for (uint32_t off = 0; off < n; off += block) {
+        uint32_t nb = n - off < block ? n - off : block;
+        uint32_t m = ef_delta(x + off, ef->ref + off, nb, delta + off);
+        if (bits == 32) {
+            put_be32(p, delta + off, nb);
+            memcpy(q + off, delta + off, (size_t)nb * sizeof *q);
+        } else {
+            encode_block(env, delta + off, nb, bits, block_scale(m, bits, limf), p, q + off);
+        }
+        ef_update(delta + off, q + off, nb, ef->ref + off, ef->residual + off);
+        p += block_bytes(nb, bits);
+    }
     return GOSSIP_OK;
 }
