@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "agent/keys.h"
 #include "agent/log.h"
 
 /* Parser types of agent_config_option.type. */
@@ -63,7 +64,7 @@ const agent_config_option agent_config_options[] = {
     {"node", "data_dir", T_PATH, FIELD(data_dir), 0, 0, NULL, "murmur-data", "",
      "directory for keys, shards and checkpoints"},
     {"node", "key_file", T_PATH_OPT, FIELD(key_file), 0, 0, NULL, "", "",
-     "this agent's Ed25519 key pair; empty = DATA_DIR/node.key"},
+     "this agent's Ed25519 key pair; empty = DATA_DIR/murmur.key (murmur keygen --out DATA_DIR)"},
     {"node", "network_key_file", T_PATH_OPT, FIELD(network_key_file), 0, 0, NULL, "", "",
      "the cluster's shared network key (admission); empty = DATA_DIR/network.key"},
     {"node", "allow_list_file", T_PATH_OPT, FIELD(allow_list_file), 0, 0, NULL, "", "",
@@ -729,12 +730,22 @@ static int option_index(const char *section, const char *key)
     return find_option(section, strlen(section), key);
 }
 
+/* Origin of a value agent_config_finish filled in from another option. It
+ * is written back as empty, so that a printed config derives it again. */
+#define DERIVED "derived from"
+
+static bool is_derived(const char *origin)
+{
+    return !strncmp(origin, DERIVED, sizeof DERIVED - 1);
+}
+
 static int derive_path(agent_config *c, char *field, size_t cap, const char *section,
                        const char *key, const char *leaf, char *err, size_t errlen)
 {
     if (*field)
         return 0;
     int n = snprintf(field, cap, "%s/%s", c->data_dir, leaf);
+    set_origin(c, (size_t)option_index(section, key), DERIVED " node.data_dir");
     if (n < 0 || (size_t)n >= cap) {
         field[0] = '\0';
         return fail(err, errlen, AGENT_CONFIG_ERANGE,
@@ -749,8 +760,8 @@ static int must_read(const agent_config *c, const char *section, const char *key
                      char *err, size_t errlen)
 {
     int idx = option_index(section, key);
-    if (!*path || !strcmp(c->origin[idx], "default"))
-        return 0;
+    if (!*path || !strcmp(c->origin[idx], "default") || is_derived(c->origin[idx]))
+        return 0; /* a default path may legitimately not exist yet */
     if (access(path, R_OK) != 0)
         return fail(err, errlen, AGENT_CONFIG_EIO, "%s: %s.%s: cannot read '%s': %s",
                     c->origin[idx], section, key, path, strerror(errno));
@@ -768,16 +779,14 @@ int agent_config_finish(agent_config *c, char *err, size_t errlen)
                         "(--advertise HOST:PORT) to the address peers should dial",
                         lo, c->listen);
         memcpy(c->advertise, c->listen, sizeof c->advertise);
-        char from[AGENT_CONFIG_ORIGIN_MAX];
-        memcpy(from, lo, sizeof from);
-        set_origin(c, (size_t)option_index("node", "advertise"), from);
+        set_origin(c, (size_t)option_index("node", "advertise"), DERIVED " node.listen");
     } else if (wildcard_addr(c->advertise)) {
         return fail(err, errlen, AGENT_CONFIG_ECONFLICT,
                     "%s: node.advertise %s is a wildcard; peers cannot dial it",
                     c->origin[option_index("node", "advertise")], c->advertise);
     }
-    if ((rc = derive_path(c, c->key_file, sizeof c->key_file, "node", "key_file", "node.key", err,
-                          errlen)) ||
+    if ((rc = derive_path(c, c->key_file, sizeof c->key_file, "node", "key_file",
+                          AGENT_KEYS_SECRET_NAME, err, errlen)) ||
         (rc = derive_path(c, c->network_key_file, sizeof c->network_key_file, "node",
                           "network_key_file", "network.key", err, errlen)) ||
         (rc = derive_path(c, c->shards_dir, sizeof c->shards_dir, "shards", "dir", "shards", err,
@@ -951,6 +960,12 @@ void agent_config_write(const agent_config *c, FILE *out)
                 fprintf(out, "%s = %s   # %s\n", o->key, c->seeds[s], c->origin[i]);
             continue;
         }
+        if (is_derived(c->origin[i])) {
+            fprintf(out, "%s = \"\"   # %s: ", o->key, c->origin[i]);
+            write_string(out, f);
+            fputc('\n', out);
+            continue;
+        }
         fprintf(out, "%s = ", o->key);
         switch (o->type) {
         case T_U32:
@@ -1002,4 +1017,26 @@ void agent_config_usage(FILE *out)
                 !strcmp(flags[i].flag, "--seed") ? " (repeatable)" : "");
     }
     fprintf(out, "\nLater settings override earlier ones; flags override the file.\n");
+}
+
+int agent_config_main(agent_config *c, int argc, char **argv)
+{
+    agent_config_args args;
+    char err[AGENT_CONFIG_ERR_MAX];
+    int rc = agent_config_parse_args(c, &args, argc, argv, err, sizeof err);
+    if (rc) {
+        fprintf(stderr, "murmur agent: %s\n", err);
+        fprintf(stderr, "(murmur agent --help lists the flags; docs/CONFIG.md the options)\n");
+        return 2;
+    }
+    if (args.help) {
+        agent_config_usage(stdout);
+        return 0;
+    }
+    if (args.print_config) {
+        agent_config_write(c, stdout);
+        return 0;
+    }
+    agent_log_set_level((agent_log_level)c->log_level);
+    return -1;
 }

@@ -106,7 +106,7 @@ typedef struct agent_config {
     char listen[AGENT_CONFIG_ADDR_MAX];    /* normalised: tcp://host:port, ipc://, inproc:// */
     char advertise[AGENT_CONFIG_ADDR_MAX]; /* "" until agent_config_finish: then listen */
     char data_dir[AGENT_CONFIG_PATH_MAX];
-    char key_file[AGENT_CONFIG_PATH_MAX];         /* finish: "" -> DATA_DIR/node.key */
+    char key_file[AGENT_CONFIG_PATH_MAX];         /* finish: "" -> DATA_DIR/murmur.key */
     char network_key_file[AGENT_CONFIG_PATH_MAX]; /* finish: "" -> DATA_DIR/network.key */
     char allow_list_file[AGENT_CONFIG_PATH_MAX];  /* "" = no allow-list */
     /* [seeds] */
@@ -182,8 +182,10 @@ int agent_config_load_file(agent_config *c, const char *path, char *err, size_t 
 int agent_config_load_string(agent_config *c, const char *name, const char *text, char *err,
                              size_t errlen);
 
-/* Set one option: `name` is "section.key". `origin` says where the value
- * came from for messages ("--set"). Errors: EUNKNOWN, EVALUE, ERANGE. */
+/* Set one option with command-line semantics: `name` is "section.key";
+ * `origin` (NULL = "--set") says where the value came from, for messages.
+ * For seeds.seed the first call replaces the seeds read from a file and
+ * later calls append. Errors: EUNKNOWN, EVALUE, ERANGE. */
 int agent_config_set(agent_config *c, const char *name, const char *value, const char *origin,
                      char *err, size_t errlen);
 
@@ -211,6 +213,14 @@ int agent_config_finish(agent_config *c, char *err, size_t errlen);
 /* Write c as a config file that agent_config_load_file reads back to the
  * same values (every option, with its origin as a comment). */
 void agent_config_write(const agent_config *c, FILE *out);
+
+/* The front end of `murmur agent` in one call: parse argv (as
+ * agent_config_parse_args), set the log threshold to log.level, and handle
+ * what ends the command early. Returns -1 when the agent should run with
+ * *c; otherwise the exit status to return: 0 after printing the usage
+ * (--help) or the effective config (--print-config) to stdout, 2 after
+ * printing "murmur agent: <message>" to stderr. */
+int agent_config_main(agent_config *c, int argc, char **argv);
 
 /* Usage text of the flags, for `murmur agent --help`. */
 void agent_config_usage(FILE *out);

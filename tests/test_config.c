@@ -70,7 +70,7 @@ static void defaults_are_sane(void **state)
     char err[AGENT_CONFIG_ERR_MAX];
     assert_int_equal(agent_config_finish(&c, err, sizeof err), 0);
     assert_string_equal(c.advertise, "tcp://127.0.0.1:7000");
-    assert_string_equal(c.key_file, "murmur-data/node.key");
+    assert_string_equal(c.key_file, "murmur-data/murmur.key");
     assert_string_equal(c.network_key_file, "murmur-data/network.key");
     assert_string_equal(c.shards_dir, "murmur-data/shards");
     assert_string_equal(c.checkpoint_path, "murmur-data/checkpoint.bin");
@@ -579,6 +579,75 @@ static void docs_name_every_option(void **state)
     }
 }
 
+/* Run agent_config_main with stdout and stderr captured. */
+static int run_main(agent_config *c, int argc, const char *const *argv, char *out, size_t cap,
+                    char *errout, size_t errcap)
+{
+    FILE *o = tmpfile(), *e = tmpfile();
+    assert_true(o && e);
+    fflush(stdout);
+    fflush(stderr);
+    int so = dup(1), se = dup(2);
+    dup2(fileno(o), 1);
+    dup2(fileno(e), 2);
+    int rc = agent_config_main(c, argc, (char **)argv);
+    fflush(stdout);
+    fflush(stderr);
+    dup2(so, 1);
+    dup2(se, 2);
+    close(so);
+    close(se);
+    rewind(o);
+    rewind(e);
+    size_t n = fread(out, 1, cap - 1, o);
+    out[n] = '\0';
+    n = fread(errout, 1, errcap - 1, e);
+    errout[n] = '\0';
+    fclose(o);
+    fclose(e);
+    return rc;
+}
+
+static void front_end(void **state)
+{
+    (void)state;
+    agent_config c;
+    static char out[16384];
+    char errout[1024];
+    const char *run[] = {"agent", "--log-level", "error", "--seed", "10.1.1.1:7000"};
+    assert_int_equal(run_main(&c, ARGC(run), run, out, sizeof out, errout, sizeof errout), -1);
+    assert_string_equal(out, "");
+    assert_string_equal(errout, "");
+    assert_int_equal(agent_log_get_level(), AGENT_LOG_ERROR);
+    agent_log_set_level(AGENT_LOG_INFO);
+
+    const char *help[] = {"agent", "--help"};
+    assert_int_equal(run_main(&c, ARGC(help), help, out, sizeof out, errout, sizeof errout), 0);
+    assert_non_null(strstr(out, "usage: murmur agent"));
+    assert_non_null(strstr(out, "--seed HOST:PORT"));
+
+    const char *bad[] = {"agent", "--set", "mixing.bits=3"};
+    assert_int_equal(run_main(&c, ARGC(bad), bad, out, sizeof out, errout, sizeof errout), 2);
+    assert_string_equal(out, "");
+    assert_non_null(strstr(errout, "murmur agent: --set mixing.bits: mixing.bits: '3'"));
+
+    /* --print-config prints a file that reads back to the same settings */
+    const char *print[] = {"agent",         "--print-config", "--seed",
+                           "10.1.1.1:7000", "--metrics",      "127.0.0.1:9100"};
+    assert_int_equal(run_main(&c, ARGC(print), print, out, sizeof out, errout, sizeof errout), 0);
+    assert_non_null(strstr(out, "seed = tcp://10.1.1.1:7000   # --seed\n"));
+    assert_non_null(strstr(out, "[metrics]\nlisten = 127.0.0.1:9100   # --metrics\n"));
+    agent_config back;
+    char err[AGENT_CONFIG_ERR_MAX] = "";
+    agent_config_defaults(&back);
+    if (agent_config_load_string(&back, "printed", out, err, sizeof err))
+        fail_msg("printed config does not read back: %s", err);
+    assert_int_equal(agent_config_finish(&back, err, sizeof err), 0);
+    assert_string_equal(back.seeds[0], "tcp://10.1.1.1:7000");
+    assert_string_equal(back.metrics_listen, "127.0.0.1:9100");
+    assert_string_equal(back.checkpoint_path, c.checkpoint_path);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -592,6 +661,7 @@ int main(void)
         cmocka_unit_test(finish_checks_relations_and_files),
         cmocka_unit_test(written_config_reads_back),
         cmocka_unit_test(spec_parser),
+        cmocka_unit_test(front_end),
         cmocka_unit_test(docs_name_every_option),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
