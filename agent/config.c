@@ -10,6 +10,7 @@
 
 #include "agent/keys.h"
 #include "agent/log.h"
+#include "model/optim.h"
 
 /* Parser types of agent_config_option.type. */
 enum {
@@ -85,6 +86,10 @@ const agent_config_option agent_config_options[] = {
     {"model", "schedule", T_SCHEDULE, FIELD(schedule), 0, 0, NULL, "constant", "",
      "learning-rate schedule: constant, step:STEPS:GAMMA (multiply by GAMMA every STEPS "
      "steps) or cosine:STEPS (cosine decay to 0 over STEPS steps)"},
+    {"model", "warmup_steps", T_U64, FIELD(warmup_steps), 0, 1e12, NULL, "0", "steps",
+     "linear learning-rate warm-up from lr/warmup_steps to lr; 0 = none"},
+    {"model", "min_lr", T_F64, FIELD(min_lr), 0, 10, NULL, "0", "",
+     "final learning rate of the cosine schedule (<= lr)"},
     {"model", "init_seed", T_U64, FIELD(init_seed), 0, 18446744073709551615.0, NULL, "1", "",
      "seed of the initial parameters (every agent must use the same)"},
     {"mixing", "algorithm", T_ENUM, FIELD(algorithm), 0, 0, algorithm_names, "gossip", "",
@@ -801,6 +806,20 @@ int agent_config_finish(agent_config *c, char *err, size_t errlen)
                     c->origin[option_index("membership", "probe_timeout_ms")], c->probe_timeout_ms,
                     c->probe_interval_ms,
                     c->origin[option_index("membership", "probe_interval_ms")]);
+    model_schedule sched;
+    agent_config_schedule(c, &sched);
+    if (sched.kind == MODEL_LR_COSINE && sched.total_steps <= c->warmup_steps)
+        return fail(err, errlen, AGENT_CONFIG_ECONFLICT,
+                    "%s: model.schedule %s must last longer than model.warmup_steps (%llu, from "
+                    "%s)",
+                    c->origin[option_index("model", "schedule")], c->schedule,
+                    (unsigned long long)c->warmup_steps,
+                    c->origin[option_index("model", "warmup_steps")]);
+    if (c->min_lr > c->lr)
+        return fail(err, errlen, AGENT_CONFIG_ECONFLICT,
+                    "%s: model.min_lr (%g) must not exceed model.lr (%g, from %s)",
+                    c->origin[option_index("model", "min_lr")], c->min_lr, c->lr,
+                    c->origin[option_index("model", "lr")]);
     if (c->recv_queue_len > c->event_queue_len)
         return fail(err, errlen, AGENT_CONFIG_ECONFLICT,
                     "%s: limits.recv_queue_len (%u) must not exceed limits.event_queue_len (%u, "
@@ -1039,4 +1058,35 @@ int agent_config_main(agent_config *c, int argc, char **argv)
     }
     agent_log_set_level((agent_log_level)c->log_level);
     return -1;
+}
+
+void agent_config_schedule(const agent_config *c, model_schedule *out)
+{
+    memset(out, 0, sizeof *out);
+    out->kind = MODEL_LR_CONSTANT;
+    out->base_lr = (float)c->lr;
+    out->min_lr = (float)c->min_lr;
+    out->gamma = 1.0f;
+    out->warmup_steps = c->warmup_steps;
+    char buf[AGENT_CONFIG_SCHEDULE_MAX];
+    snprintf(buf, sizeof buf, "%s", c->schedule);
+    char *a = strchr(buf, ':');
+    if (!a)
+        return; /* constant (the only form without ':', as parsing checked) */
+    *a++ = '\0';
+    char *g = strchr(a, ':');
+    if (g)
+        *g++ = '\0';
+    uint64_t steps = 0;
+    parse_u64(a, &steps);
+    if (!strcmp(buf, "cosine")) {
+        out->kind = MODEL_LR_COSINE;
+        out->total_steps = steps;
+    } else if (!strcmp(buf, "step") && g) {
+        double gamma = 1.0;
+        parse_f64(g, &gamma);
+        out->kind = MODEL_LR_STEP;
+        out->step_every = steps;
+        out->gamma = (float)gamma;
+    }
 }

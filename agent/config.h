@@ -120,6 +120,8 @@ typedef struct agent_config {
     double momentum;                          /* heavy-ball coefficient, [0, 1) */
     double weight_decay;                      /* L2 coefficient */
     char schedule[AGENT_CONFIG_SCHEDULE_MAX]; /* constant | step:STEPS:GAMMA | cosine:STEPS */
+    uint64_t warmup_steps;                    /* linear warm-up length, 0 = none */
+    double min_lr;                            /* cosine floor */
     uint64_t init_seed;                       /* seed of the initial parameters */
     /* [mixing] */
     agent_mixing_algorithm algorithm;
@@ -221,6 +223,12 @@ void agent_config_write(const agent_config *c, FILE *out);
  * (--help) or the effective config (--print-config) to stdout, 2 after
  * printing "murmur agent: <message>" to stderr. */
 int agent_config_main(agent_config *c, int argc, char **argv);
+
+/* The learning-rate schedule of model.schedule, model.lr, model.min_lr and
+ * model.warmup_steps as model/optim.h's model_schedule. c must have parsed
+ * (any config that went through the parser does). */
+struct model_schedule;
+void agent_config_schedule(const agent_config *c, struct model_schedule *out);
 
 /* Usage text of the flags, for `murmur agent --help`. */
 void agent_config_usage(FILE *out);

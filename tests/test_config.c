@@ -9,6 +9,7 @@
 
 #include "agent/config.h"
 #include "agent/log.h"
+#include "model/optim.h"
 
 static char tmpdir[64];
 
@@ -648,6 +649,57 @@ static void front_end(void **state)
     assert_string_equal(back.checkpoint_path, c.checkpoint_path);
 }
 
+static void schedule_maps_to_model(void **state)
+{
+    (void)state;
+    agent_config c;
+    char err[AGENT_CONFIG_ERR_MAX] = "";
+    model_schedule s;
+    agent_config_defaults(&c);
+    agent_config_schedule(&c, &s);
+    assert_int_equal(s.kind, MODEL_LR_CONSTANT);
+    assert_true(s.base_lr == 0.05f && s.warmup_steps == 0);
+    assert_int_equal(agent_config_load_string(&c, "s.conf",
+                                              "[model]\nlr = 0.2\nschedule = step:300:0.25\n"
+                                              "warmup_steps = 50\n",
+                                              err, sizeof err),
+                     0);
+    assert_int_equal(agent_config_finish(&c, err, sizeof err), 0);
+    agent_config_schedule(&c, &s);
+    assert_int_equal(s.kind, MODEL_LR_STEP);
+    assert_true(s.base_lr == 0.2f && s.gamma == 0.25f && s.step_every == 300 &&
+                s.warmup_steps == 50);
+    /* the model's own formula sees the same schedule: warm-up, then decay */
+    assert_true(model_schedule_lr(&s, 0) == 0.2f / 50);
+    assert_true(model_schedule_lr(&s, 50 + 300) == 0.2f * 0.25f);
+    agent_config_defaults(&c);
+    assert_int_equal(agent_config_load_string(&c, "s.conf",
+                                              "[model]\nschedule = cosine:1000\nmin_lr = 0.001\n",
+                                              err, sizeof err),
+                     0);
+    assert_int_equal(agent_config_finish(&c, err, sizeof err), 0);
+    agent_config_schedule(&c, &s);
+    assert_int_equal(s.kind, MODEL_LR_COSINE);
+    assert_true(s.total_steps == 1000 && s.min_lr == 0.001f);
+    assert_true(model_schedule_lr(&s, 1000) == 0.001f);
+
+    /* contradictions are named */
+    agent_config_defaults(&c);
+    assert_int_equal(agent_config_load_string(&c, "s.conf",
+                                              "[model]\nschedule = cosine:100\n"
+                                              "warmup_steps = 100\n",
+                                              err, sizeof err),
+                     0);
+    assert_int_equal(agent_config_finish(&c, err, sizeof err), AGENT_CONFIG_ECONFLICT);
+    assert_non_null(strstr(err, "s.conf:2: model.schedule cosine:100 must last longer than "
+                                "model.warmup_steps (100, from s.conf:3)"));
+    agent_config_defaults(&c);
+    assert_int_equal(
+        agent_config_load_string(&c, "s.conf", "[model]\nmin_lr = 0.5\n", err, sizeof err), 0);
+    assert_int_equal(agent_config_finish(&c, err, sizeof err), AGENT_CONFIG_ECONFLICT);
+    assert_non_null(strstr(err, "s.conf:2: model.min_lr (0.5) must not exceed model.lr (0.05"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -662,6 +714,7 @@ int main(void)
         cmocka_unit_test(written_config_reads_back),
         cmocka_unit_test(spec_parser),
         cmocka_unit_test(front_end),
+        cmocka_unit_test(schedule_maps_to_model),
         cmocka_unit_test(docs_name_every_option),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
