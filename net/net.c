@@ -49,7 +49,6 @@ const char *net_reject_name(int cause)
         [NET_REJECT_OVERSIZE] = "oversize",
         [NET_REJECT_CUT_OFF] = "cut_off",
         [NET_REJECT_CONN_LIMIT] = "conn_limit",
-        [NET_REJECT_INBOX_FULL] = "inbox_full",
         [NET_REJECT_QUEUE_FULL] = "queue_full",
         [NET_REJECT_UNREACHABLE] = "unreachable",
     };

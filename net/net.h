@@ -64,7 +64,6 @@ typedef enum net_reject {
     NET_REJECT_OVERSIZE,    /* length prefix above the receive limit */
     NET_REJECT_CUT_OFF,     /* connection refused: peer address is cut off */
     NET_REJECT_CONN_LIMIT,  /* connection refused: connection table full */
-    NET_REJECT_INBOX_FULL,  /* authenticated frame dropped: event loop too slow */
     NET_REJECT_QUEUE_FULL,  /* outgoing frame dropped: peer send queue full */
     NET_REJECT_UNREACHABLE, /* outgoing frame dropped: dial failed or backing off */
     NET_REJECT_COUNT

@@ -58,6 +58,10 @@ struct conn {
     uint8_t *rx_buf;
     size_t rx_len;
     int rx_body;
+    /* a frame waiting for room in the inbox; reading is paused meanwhile */
+    uint8_t *park_buf;
+    const uint8_t *park_data;
+    size_t park_len;
     /* send: handshake records first, then data frames */
     tx_item *hs_head, *hs_tail;
     tx_item *q_head, *q_tail;
@@ -111,6 +115,7 @@ struct net_transport {
     size_t in_bytes;
     int woken;
     int pipe_fd[2];
+    uint32_t n_parked; /* connections paused on a full inbox */
 
     net_transport_stats stats;
 };
@@ -230,15 +235,18 @@ static void pipe_drain(net_transport *t)
         ;
 }
 
-/* Takes ownership of buf. */
+static int inbox_has_room(const net_transport *t, size_t len)
+{
+    /* An empty inbox takes any frame, so one larger than inbox_bytes_max
+     * still gets through. */
+    return t->in_count == 0 ||
+           (t->in_count < t->cfg.inbox_frames_max && t->in_bytes + len <= t->cfg.inbox_bytes_max);
+}
+
+/* Takes ownership of buf; the caller checked inbox_has_room. */
 static void inbox_push(net_transport *t, uint64_t from, uint8_t *buf, const uint8_t *data,
                        size_t len)
 {
-    if (t->in_count >= t->cfg.inbox_frames_max || t->in_bytes + len > t->cfg.inbox_bytes_max) {
-        reject(t, NET_REJECT_INBOX_FULL);
-        free(buf);
-        return;
-    }
     uint32_t slot = (t->in_head + t->in_count) % t->cfg.inbox_frames_max;
     t->inbox[slot] = (inbox_item){.from = from, .buf = buf, .data = data, .len = len};
     if (t->in_count++ == 0)
@@ -300,6 +308,11 @@ static void conn_close(conn *c)
     c->q_head = c->q_tail = c->hs_head = c->hs_tail = NULL;
     c->q_frames = 0;
     c->q_bytes = 0;
+    if (c->park_buf) {
+        free(c->park_buf);
+        c->park_buf = NULL;
+        t->n_parked--;
+    }
     if (c->penalize)
         net_penalty_fail(t->penalty, c->pen_key, now);
     /* A dialed link that never opened: back off that address. */
@@ -346,6 +359,7 @@ static void conn_free(conn *c)
         nng_stream_dialer_free(c->dialer);
     net_channel_destroy(c->ch);
     free(c->rx_buf);
+    free(c->park_buf);
     free(c->tx_cur);
     free_items(c->q_head);
     free_items(c->hs_head);
@@ -459,6 +473,17 @@ static void on_record(conn *c)
          * attack or a bug, so the connection goes. Dialing ourselves or an
          * address that now hosts another node is not an attack. */
         conn_fail(c, cause, cause != NET_REJECT_SELF && cause != NET_REJECT_WRONG_PEER);
+        return;
+    }
+    if (plain && !inbox_has_room(t, plain_len)) {
+        /* Backpressure: hold the frame and stop reading this connection
+         * until the event loop drains the inbox; TCP then slows the peer. */
+        c->park_buf = buf;
+        c->park_data = plain;
+        c->park_len = plain_len;
+        t->n_parked++;
+        t->stats.inbox_stalls++;
+        pump(c);
         return;
     }
     if (plain) {
@@ -1065,6 +1090,21 @@ drop:
     return rc;
 }
 
+/* Move parked frames into the inbox while there is room, and let their
+ * connections read again. */
+static void resume_parked(net_transport *t)
+{
+    for (conn *c = t->conns; c && t->n_parked; c = c->next) {
+        if (!c->park_buf || !inbox_has_room(t, c->park_len))
+            continue;
+        inbox_push(t, c->peer, c->park_buf, c->park_data, c->park_len);
+        c->park_buf = NULL;
+        t->n_parked--;
+        if (c->state != C_CLOSING)
+            rx_arm(c);
+    }
+}
+
 int net_transport_recv(net_transport *t, net_message *msg)
 {
     if (!t || !msg)
@@ -1084,6 +1124,8 @@ int net_transport_recv(net_transport *t, net_message *msg)
     t->in_head = (t->in_head + 1) % t->cfg.inbox_frames_max;
     t->in_count--;
     t->in_bytes -= it->len;
+    if (t->n_parked)
+        resume_parked(t);
     if (!t->in_count && !t->woken)
         pipe_drain(t);
     pthread_mutex_unlock(&t->mtx);

@@ -62,7 +62,10 @@ _Static_assert(NET_TRANSPORT_RECORD_MAX < UINT32_MAX, "record length fits the 4-
 #define NET_TRANSPORT_QUEUE_FRAMES_DEFAULT 256u
 #define NET_TRANSPORT_QUEUE_BYTES_DEFAULT  (160u * 1024u * 1024u)
 /* Inbox: 4096 frames (SWIM traffic of a 4096-member view in one tick) and
- * 320 MiB (four full-size frames) before arriving frames are dropped. */
+ * 320 MiB (four full-size frames). When it is full, a connection with a
+ * frame to deliver stops reading (its frame waits, parked) until the event
+ * loop drains the inbox: nothing authenticated is dropped, TCP flow control
+ * slows the sender, and the sender's bounded queue drops and counts. */
 #define NET_TRANSPORT_INBOX_FRAMES_DEFAULT 4096u
 #define NET_TRANSPORT_INBOX_BYTES_DEFAULT  (320u * 1024u * 1024u)
 /* Address book: one entry per member of the largest view. */
@@ -114,6 +117,7 @@ typedef struct net_transport_stats {
     uint64_t frames_sent, bytes_sent;   /* frames handed to the network, plaintext bytes */
     uint64_t frames_received, bytes_received;
     uint64_t conns_accepted, conns_dialed, dial_failures, handshakes_ok, conns_closed;
+    uint64_t inbox_stalls; /* times a connection paused on a full inbox */
     uint32_t conns_open;
 } net_transport_stats;
 
