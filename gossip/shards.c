@@ -3,6 +3,8 @@
 #include <sodium.h>
 #include <string.h>
 
+#include "model/shardfile.h"
+
 #define ID   GOSSIP_SHARD_ID_SIZE
 #define HASH 32u
 
@@ -106,6 +108,35 @@ void gossip_shards_config_default(gossip_shards_config *cfg)
     cfg->timeout_us = 2000000;
     cfg->backoff_us = 1000000;
     cfg->probe_us = 1000000;
+}
+
+void gossip_shards_config_model_files(gossip_shards_config *cfg)
+{
+    cfg->n_skip = 2;
+    cfg->skip[0] = (gossip_shards_range){0, MODEL_SHARD_DESCRIPTOR_OFFSET};
+    cfg->skip[1] = (gossip_shards_range){
+        MODEL_SHARD_DESCRIPTOR_OFFSET + MODEL_SHARD_DESCRIPTOR_SIZE,
+        MODEL_SHARD_HEADER_SIZE - (MODEL_SHARD_DESCRIPTOR_OFFSET + MODEL_SHARD_DESCRIPTOR_SIZE)};
+}
+
+/* Feed bytes [off, off + len) of a shard to the content-address hash,
+ * leaving out the configured skip ranges. */
+static void hash_covered(const gossip_shards_config *cfg, crypto_generichash_state *hs,
+                         uint64_t off, const uint8_t *p, size_t len)
+{
+    uint64_t pos = off, end = off + len;
+    for (uint32_t k = 0; k < cfg->n_skip && pos < end; k++) {
+        uint64_t s0 = cfg->skip[k].off, s1 = s0 + cfg->skip[k].len;
+        if (s1 <= pos)
+            continue;
+        if (s0 >= end)
+            break;
+        if (s0 > pos)
+            crypto_generichash_update(hs, p + (pos - off), (size_t)(s0 - pos));
+        pos = s1 < end ? s1 : end;
+    }
+    if (pos < end)
+        crypto_generichash_update(hs, p + (pos - off), (size_t)(end - pos));
 }
 
 /* ---- decoding ---------------------------------------------------------- */
@@ -266,6 +297,15 @@ static int config_valid(const gossip_shards_config *cfg)
         return 0;
     if (cfg->timeout_us == 0 || cfg->backoff_us == 0 || cfg->probe_us == 0)
         return 0;
+    if (cfg->n_skip > GOSSIP_SHARDS_SKIP_MAX)
+        return 0;
+    for (uint32_t k = 0; k < cfg->n_skip; k++) {
+        const gossip_shards_range *r = &cfg->skip[k];
+        if (r->len == 0 || r->off > UINT64_MAX - r->len)
+            return 0;
+        if (k > 0 && r->off < cfg->skip[k - 1].off + cfg->skip[k - 1].len)
+            return 0;
+    }
     return 1;
 }
 
@@ -826,7 +866,7 @@ static void on_data(gossip_shards *sh, fetch *f, const gossip_shard_msg *m, goss
         fetch_release(sh, f, 1);
         return;
     }
-    crypto_generichash_update(&f->hs, m->data, m->len);
+    hash_covered(&sh->cfg, &f->hs, (uint64_t)m->index * f->chunk_bytes, m->data, m->len);
     sh->c.chunks_ok++;
     f->next++;
     f->deadline = now + sh->cfg.timeout_us;

@@ -75,6 +75,9 @@
 #define GOSSIP_SHARDS_MANIFEST_CACHE 2u
 /* Bad chunks tolerated in one fetch before its manifest is distrusted. */
 #define GOSSIP_SHARDS_BAD_CHUNKS_MAX 4u
+/* Byte ranges of a shard left out of its content address (see
+ * gossip_shards_config.skip): murmur shard files need 2. */
+#define GOSSIP_SHARDS_SKIP_MAX 4u
 /* Fixed payload sizes (see docs/SHARDS_REPLICATION.md). */
 #define GOSSIP_SHARDS_WANT_SIZE      47u
 #define GOSSIP_SHARDS_CHUNK_HDR_SIZE 37u
@@ -130,6 +133,12 @@ typedef struct gossip_shard_msg {
  * GOSSIP_ETYPE, GOSSIP_ETRUNC, GOSSIP_ETOOBIG or GOSSIP_EMALFORMED. Pure. */
 int gossip_shard_msg_decode(uint8_t type, const uint8_t *payload, size_t len, gossip_shard_msg *m);
 
+/* A byte range [off, off + len) of a shard. */
+typedef struct gossip_shards_range {
+    uint64_t off;
+    uint64_t len;
+} gossip_shards_range;
+
 typedef struct gossip_shards_config {
     uint64_t self;                              /* this agent's node id, != 0 */
     const uint8_t (*ids)[GOSSIP_SHARD_ID_SIZE]; /* the catalog, copied at create */
@@ -143,6 +152,12 @@ typedef struct gossip_shards_config {
     gossip_time_us timeout_us; /* no progress for this long: next source */
     gossip_time_us backoff_us; /* every source failed: wait this long */
     gossip_time_us probe_us;   /* drop-policy probe interval */
+    /* The content address of a shard is BLAKE2b-256 over its bytes minus
+     * these ranges (ascending, disjoint, len > 0), in order. None by
+     * default (the id hashes every byte); see
+     * gossip_shards_config_model_files for murmur shard files. */
+    gossip_shards_range skip[GOSSIP_SHARDS_SKIP_MAX];
+    uint32_t n_skip;
 } gossip_shards_config;
 
 /* Defaults: chunk 64 KiB, shards up to 64 MiB, 4 fetches, window 8,
@@ -150,6 +165,13 @@ typedef struct gossip_shards_config {
  * times that is gone or overloaded), backoff 1 s, probe every 1 s.
  * self, ids, n_shards and store are left for the caller. */
 void gossip_shards_config_default(gossip_shards_config *cfg);
+
+/* Set cfg->skip for murmur shard files (model/shardfile.h): their content
+ * address covers the 16-byte descriptor (bytes 8..23) and the payload (from
+ * byte 72), not the magic, shard index/count, payload length or the stored
+ * hash. The replicator then moves whole shard files, verified against the
+ * address `murmur shard` printed. */
+void gossip_shards_config_model_files(gossip_shards_config *cfg);
 
 typedef struct gossip_shards gossip_shards;
 

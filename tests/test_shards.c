@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "gossip/shards.h"
+#include "model/shardfile.h"
 #include "sim/evq.h"
 
 enum { EV_DELIVER = 1, EV_TICK = 2 };
@@ -791,6 +792,109 @@ static void wire_layout_golden(void **state)
     assert_int_equal(t.alloc.live, 0);
 }
 
+/* Deliver frames between replicators at once until none is left (at most
+ * `rounds` passes). */
+static void exchange(gossip_shards **sh, const uint64_t *ids, uint32_t n, int rounds)
+{
+    for (int r = 0; r < rounds; r++) {
+        int any = 0;
+        for (uint32_t i = 0; i < n; i++) {
+            gossip_send out;
+            while (gossip_shards_poll_send(sh[i], &out, 0) == 1) {
+                any = 1;
+                uint8_t *f = malloc(out.len);
+                memcpy(f, out.frame, out.len);
+                gossip_header h;
+                assert_int_equal(gossip_header_decode(f, out.len, &h), GOSSIP_OK);
+                for (uint32_t j = 0; j < n; j++)
+                    if (ids[j] == out.dest)
+                        gossip_shards_recv(sh[j], ids[i], &h, f + 32, h.payload_len, 0);
+                free(f);
+            }
+        }
+        if (!any)
+            return;
+    }
+}
+
+/* Whole murmur shard files (model/shardfile.h) replicate and verify against
+ * the address `murmur shard` gives them, once the replicator is told which
+ * header bytes the address leaves out; without that they are refused. */
+static void model_shard_files_replicate(void **state)
+{
+    (void)state;
+    test_env t;
+    test_env_init(&t, test_seed(19));
+    model_data d;
+    assert_int_equal(model_data_alloc(&d, 30, 10, 3, MODEL_DTYPE_U8), 0);
+    for (uint32_t i = 0; i < 30 * 10; i++)
+        d.x_u8[i] = (uint8_t)model_rng_u64(&t.rng);
+    for (uint32_t i = 0; i < 30; i++)
+        d.labels[i] = (uint16_t)model_rng_below(&t.rng, 3);
+    uint8_t ids[3][32], *files[3];
+    uint64_t sizes[3];
+    for (uint32_t k = 0; k < 3; k++) {
+        uint32_t rows[10];
+        for (uint32_t i = 0; i < 10; i++)
+            rows[i] = 10 * k + i;
+        sizes[k] = model_shard_size(&d, 10);
+        files[k] = malloc(sizes[k]);
+        assert_int_equal(model_shard_encode(&d, rows, 10, k, 3, files[k], sizes[k], ids[k]), 0);
+    }
+    for (int with_layout = 0; with_layout < 2; with_layout++) {
+        gossip_store st[2];
+        gossip_shards *sh[2];
+        uint64_t node[2] = {0x0A, 0x0B};
+        for (int i = 0; i < 2; i++)
+            assert_int_equal(gossip_store_mem_create(&st[i], &t.env, 8, 4096), GOSSIP_OK);
+        for (uint32_t k = 0; k < 3; k++) {
+            assert_int_equal(st[0].ops->begin(st[0].ctx, ids[k], sizes[k]), GOSSIP_OK);
+            assert_int_equal(st[0].ops->write(st[0].ctx, ids[k], 0, files[k], sizes[k]), GOSSIP_OK);
+            assert_int_equal(st[0].ops->commit(st[0].ctx, ids[k]), GOSSIP_OK);
+        }
+        gossip_shards_config cfg;
+        gossip_shards_config_default(&cfg);
+        if (with_layout)
+            gossip_shards_config_model_files(&cfg);
+        cfg.ids = (const uint8_t(*)[32])ids;
+        cfg.n_shards = 3;
+        cfg.chunk_bytes = 64; /* the header straddles chunks */
+        cfg.shard_bytes_max = 4096;
+        for (int i = 0; i < 2; i++) {
+            cfg.self = node[i];
+            cfg.store = st[i];
+            assert_int_equal(gossip_shards_create(&sh[i], &t.env, &cfg), GOSSIP_OK);
+            gossip_view v = {1, 2, node};
+            assert_int_equal(gossip_shards_set_view(sh[i], &v, 0), GOSSIP_OK);
+        }
+        exchange(sh, node, 2, 1000);
+        const gossip_shards_counters *c = gossip_shards_counters_get(sh[1]);
+        if (with_layout) {
+            assert_int_equal(c->fetched, 3);
+            assert_int_equal(c->whole_bad, 0);
+            for (uint32_t k = 0; k < 3; k++) {
+                uint64_t size;
+                uint8_t *b = gossip_store_mem_bytes(&st[1], ids[k], &size);
+                assert_non_null(b);
+                assert_int_equal(model_shard_verify(b, size, NULL, NULL, 0), 0);
+                assert_memory_equal(b, files[k], size);
+            }
+        } else {
+            assert_int_equal(c->fetched, 0);
+            assert_true(c->whole_bad >= 3);
+            assert_int_equal(gossip_store_mem_count(&st[1]), 0);
+        }
+        for (int i = 0; i < 2; i++) {
+            gossip_shards_destroy(sh[i]);
+            gossip_store_mem_destroy(&st[i]);
+        }
+    }
+    for (uint32_t k = 0; k < 3; k++)
+        free(files[k]);
+    model_data_free(&d);
+    assert_int_equal(t.alloc.live, 0);
+}
+
 static void create_and_view_survive_oom(void **state)
 {
     (void)state;
@@ -821,7 +925,11 @@ static void create_and_view_survive_oom(void **state)
         if (rc == GOSSIP_OK) {
             rc = gossip_shards_set_view(sh, &v, 0);
             if (rc == GOSSIP_ENOMEM) {
+                /* The object stays valid: the same view applies later. */
                 assert_int_equal(gossip_shards_epoch(sh), 0);
+                t.alloc.fail_at = 0;
+                assert_int_equal(gossip_shards_set_view(sh, &v, 0), GOSSIP_OK);
+                assert_int_equal(gossip_shards_epoch(sh), 1);
                 gossip_shards_destroy(sh);
                 assert_int_equal(t.alloc.live, base);
                 continue;
@@ -891,6 +999,27 @@ static void store_mem_contract(void **state)
     assert_int_equal(gossip_store_mem_count(&st), 1);
     gossip_store_mem_destroy(&st);
     assert_int_equal(t.alloc.live, 0);
+    /* The in-memory store's create and begin fail cleanly too. */
+    for (long k = 1;; k++) {
+        t.alloc.count = 0;
+        t.alloc.fail_at = k;
+        gossip_store s2;
+        int rc = gossip_store_mem_create(&s2, &t.env, 8, 64);
+        if (rc == GOSSIP_OK) {
+            uint8_t id[32] = {9};
+            t.alloc.count = 0;
+            t.alloc.fail_at = 1;
+            assert_int_equal(s2.ops->begin(s2.ctx, id, 10), GOSSIP_ENOMEM);
+            assert_int_equal(s2.ops->has(s2.ctx, id), 0);
+            t.alloc.fail_at = 0;
+            assert_int_equal(s2.ops->begin(s2.ctx, id, 10), GOSSIP_OK);
+            gossip_store_mem_destroy(&s2);
+            break;
+        }
+        assert_int_equal(rc, GOSSIP_ENOMEM);
+        assert_int_equal(t.alloc.live, 0);
+    }
+    assert_int_equal(t.alloc.live, 0);
 }
 
 int main(void)
@@ -898,6 +1027,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(store_mem_contract),
         cmocka_unit_test(wire_layout_golden),
+        cmocka_unit_test(model_shard_files_replicate),
         cmocka_unit_test(create_and_view_survive_oom),
         cmocka_unit_test(bootstrap_from_one_seeder),
         cmocka_unit_test(kill_two_holders_n64),
