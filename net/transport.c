@@ -19,6 +19,7 @@
 #include <fcntl.h>
 #include <nng/nng.h>
 #include <poll.h>
+#include <stdbool.h>
 #include <sodium.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -47,6 +48,7 @@ struct conn {
     uint64_t expect;            /* dialed: node id we want (0 = any) */
     uint64_t peer;              /* node id once OPEN */
     int penalize;               /* an authentication failure closed it */
+    gossip_time_us active_us;   /* last time bytes moved either way */
     nng_stream *s;
     nng_stream_dialer *dialer;
     nng_aio *rx_aio, *tx_aio, *dial_aio;
@@ -331,6 +333,7 @@ static int conn_alloc(net_transport *t, conn **out)
     if (!c)
         return NET_ENOMEM;
     c->t = t;
+    c->active_us = now_us();
     if (nng_aio_alloc(&c->rx_aio, rx_cb, c) || nng_aio_alloc(&c->tx_aio, tx_cb, c) ||
         nng_aio_alloc(&c->dial_aio, dial_cb, c)) {
         nng_aio_free(c->rx_aio);
@@ -525,6 +528,7 @@ static void rx_cb(void *arg)
         return;
     }
     c->rx_got += nng_aio_count(c->rx_aio);
+    c->active_us = now_us();
     if (!c->rx_body && c->rx_got == sizeof c->rx_hdr) {
         uint32_t len = gossip_get_u32(c->rx_hdr);
         size_t limit = net_channel_established(c->ch) ? t->cfg.frame_max + NET_CHANNEL_OVERHEAD
@@ -614,6 +618,7 @@ static void tx_cb(void *arg)
         return;
     }
     c->tx_off += nng_aio_count(c->tx_aio);
+    c->active_us = now_us();
     if (c->tx_off < c->tx_total) { /* short write: send the rest */
         nng_iov iov = {.iov_buf = it->buf + c->tx_off, .iov_len = c->tx_total - c->tx_off};
         nng_aio_set_iov(c->tx_aio, 1, &iov);
@@ -655,6 +660,8 @@ static void dial_cb(void *arg)
         return;
     }
     gossip_time_us now = now_us();
+    c->active_us = now;
+    nng_stream_set_bool(c->s, NNG_OPT_TCP_KEEPALIVE, true); /* fails harmlessly on ipc */
     if (channel_for(c, 1, now) || take_handshake(c)) {
         conn_close(c);
         pthread_mutex_unlock(&t->mtx);
@@ -766,6 +773,7 @@ static void accept_cb(void *arg)
     } else {
         c->s = s;
         c->pen_key = key;
+        nng_stream_set_bool(s, NNG_OPT_TCP_KEEPALIVE, true);
         c->state = C_HANDSHAKE;
         if (channel_for(c, 0, now) != NET_OK)
             conn_close(c);
@@ -778,13 +786,40 @@ static void accept_cb(void *arg)
 
 /* ---- housekeeping ------------------------------------------------------ */
 
+/* Close open connections that moved no byte for idle_timeout_ms. */
+static void close_idle(net_transport *t, gossip_time_us now)
+{
+    gossip_time_us idle_us = (gossip_time_us)t->cfg.idle_timeout_ms * 1000u;
+    for (conn *c = t->conns; c;) {
+        conn *n = c->next; /* conn_close may bury c */
+        if (c->state == C_OPEN && !c->tx_busy && !c->q_head && !c->park_buf && now > c->active_us &&
+            now - c->active_us >= idle_us)
+            conn_close(c);
+        c = n;
+    }
+}
+
 static void *housekeeper(void *arg)
 {
     net_transport *t = arg;
+    /* Scan for idle links four times per idle timeout, at most once a second. */
+    uint64_t scan_ms = t->cfg.idle_timeout_ms / 4u;
+    if (scan_ms > 1000u)
+        scan_ms = 1000u;
+    if (scan_ms < 10u)
+        scan_ms = 10u;
     pthread_mutex_lock(&t->mtx);
     for (;;) {
-        while (!t->graveyard && !t->stop)
-            pthread_cond_wait(&t->cv, &t->mtx);
+        if (!t->graveyard && !t->stop) {
+            struct timespec ts;
+            clock_gettime(CLOCK_MONOTONIC, &ts);
+            uint64_t ns = (uint64_t)ts.tv_nsec + scan_ms * 1000000u;
+            ts.tv_sec += (time_t)(ns / 1000000000u);
+            ts.tv_nsec = (long)(ns % 1000000000u);
+            pthread_cond_timedwait(&t->cv, &t->mtx, &ts);
+        }
+        if (!t->closing && t->cfg.idle_timeout_ms)
+            close_idle(t, now_us());
         conn *dead = t->graveyard;
         t->graveyard = NULL;
         int stop = t->stop;
@@ -841,6 +876,8 @@ int net_transport_create(net_transport **out, const net_transport_config *cfg)
         t->cfg.dial_backoff_min_ms = NET_TRANSPORT_BACKOFF_MIN_DEFAULT_MS;
     if (!t->cfg.dial_backoff_max_ms)
         t->cfg.dial_backoff_max_ms = NET_TRANSPORT_BACKOFF_MAX_DEFAULT_MS;
+    if (!t->cfg.idle_timeout_ms)
+        t->cfg.idle_timeout_ms = NET_TRANSPORT_IDLE_DEFAULT_MS;
     if (t->cfg.dial_backoff_max_ms < t->cfg.dial_backoff_min_ms)
         t->cfg.dial_backoff_max_ms = t->cfg.dial_backoff_min_ms;
     t->self = *cfg->self;
@@ -868,7 +905,11 @@ int net_transport_create(net_transport **out, const net_transport_config *cfg)
         fcntl(t->pipe_fd[i], F_SETFD, FD_CLOEXEC);
     }
     pthread_mutex_init(&t->mtx, NULL);
-    pthread_cond_init(&t->cv, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&t->cv, &ca);
+    pthread_condattr_destroy(&ca);
     pthread_cond_init(&t->idle_cv, NULL);
     if (nng_aio_alloc(&t->accept_aio, accept_cb, t) != 0)
         goto fail_sync;
@@ -1183,6 +1224,25 @@ void net_transport_wake(net_transport *t)
 int net_transport_fd(const net_transport *t)
 {
     return t ? t->pipe_fd[0] : -1;
+}
+
+int net_transport_forget(net_transport *t, uint64_t id)
+{
+    if (!t || !id)
+        return NET_EINVAL;
+    pthread_mutex_lock(&t->mtx);
+    for (conn *c = t->conns; c;) {
+        conn *n = c->next;
+        if (c->state != C_CLOSING && (c->peer == id || c->expect == id))
+            conn_close(c);
+        c = n;
+    }
+    book_entry *e = book_by_id(t, id);
+    if (e) {
+        *e = t->book[--t->book_n];
+    }
+    pthread_mutex_unlock(&t->mtx);
+    return NET_OK;
 }
 
 int net_transport_connected(net_transport *t, uint64_t id)

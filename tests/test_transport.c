@@ -600,6 +600,35 @@ static void over_ipc(void **state)
     unlink(url + strlen("ipc://"));
 }
 
+static void idle_close_and_forget(void **state)
+{
+    (void)state;
+    node a, b;
+    net_transport_config ca = base_cfg(&a, g_key), cb = base_cfg(&b, g_key);
+    ca.idle_timeout_ms = 150;
+    node_start(&a, &ca, NULL);
+    node_start(&b, &cb, "tcp://127.0.0.1:0");
+    exchange_ok(&a, &b, 1);
+    assert_true(net_transport_connected(a.t, b.id.node_id));
+    /* no traffic: a closes the link after its idle timeout */
+    uint64_t until = mono_ms() + WAIT_MS;
+    while (net_transport_connected(a.t, b.id.node_id) && mono_ms() < until)
+        sleep_ms(5);
+    assert_false(net_transport_connected(a.t, b.id.node_id));
+    assert_true(stats(&a).conns_closed >= 1);
+    /* the next frame re-dials */
+    exchange_ok(&a, &b, 2);
+    assert_true(net_transport_connected(a.t, b.id.node_id));
+    /* membership says b is gone: links closed, address forgotten */
+    assert_int_equal(net_transport_forget(a.t, b.id.node_id), NET_OK);
+    assert_false(net_transport_connected(a.t, b.id.node_id));
+    uint8_t f[4] = {0};
+    assert_int_equal(net_transport_send(a.t, b.id.node_id, NULL, f, sizeof f), NET_ENOTFOUND);
+    assert_int_equal(net_transport_forget(a.t, 0), NET_EINVAL);
+    node_stop(&a);
+    node_stop(&b);
+}
+
 static void *waker(void *arg)
 {
     sleep_ms(50);
@@ -651,6 +680,7 @@ int main(void)
         cmocka_unit_test(handshake_timeout_and_queue_bound),
         cmocka_unit_test(cut_off_after_failures),
         cmocka_unit_test(over_ipc),
+        cmocka_unit_test(idle_close_and_forget),
         cmocka_unit_test(wait_and_wake),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
