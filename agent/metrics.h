@@ -147,7 +147,10 @@ typedef struct agent_status {
     double uptime_s;
 } agent_status;
 
-/* Called on an NNG thread for every GET /status; fills *out (zeroed first). */
+/* Called on an NNG thread for every GET /status; fills *out, which arrives
+ * zeroed except uptime_s (pre-filled with the server's uptime; the agent may
+ * overwrite it). Must be thread-safe and quick: no blocking on the event
+ * loop (read atomics, or copy a snapshot under a short lock). */
 typedef void (*agent_status_fn)(void *ctx, agent_status *out);
 
 /* Write st as JSON ({"node_id":"<16 hex>","address":...}); non-finite
