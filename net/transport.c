@@ -1047,7 +1047,8 @@ static conn *find_conn(net_transport *t, uint64_t id, const char *addr)
 int net_transport_send(net_transport *t, uint64_t to, const char *addr, const uint8_t *frame,
                        size_t len)
 {
-    if (!t || (!to && !addr) || (!frame && len) || (addr && strlen(addr) >= GOSSIP_ADDR_MAX))
+    if (!t || (!to && !addr) || (!frame && len) || (addr && strlen(addr) >= GOSSIP_ADDR_MAX) ||
+        to == t->self.node_id)
         return NET_EINVAL;
     if (len > t->cfg.frame_max)
         return NET_ETOOBIG;

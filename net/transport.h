@@ -147,7 +147,7 @@ int net_transport_set_addr(net_transport *t, uint64_t id, const char *addr);
 
 /* Queue a copy of frame for node `to` (0 when only addr is known, e.g. a
  * seed); addr may be NULL when the address book knows `to`. Returns at once.
- * Errors: NET_EINVAL, NET_ETOOBIG (len > frame_max), NET_ENOTFOUND (no
+ * Errors: NET_EINVAL (also for `to` = our own id), NET_ETOOBIG (len > frame_max), NET_ENOTFOUND (no
  * address), NET_EFULL (queue or connection table full; dropped and counted),
  * NET_EAGAIN (address backing off after failures; dropped and counted as
  * unreachable), NET_EBLOCKED (address cut off), NET_ENOMEM, NET_ECLOSED.

@@ -493,6 +493,8 @@ static void dead_peer_never_blocks(void **state)
         assert_int_equal(net_transport_send(a.t, dead_id, NULL, f, sizeof f), NET_EAGAIN);
     assert_int_equal(stats(&a).rejects[NET_REJECT_UNREACHABLE], 101);
     assert_true(mono_ms() - t0 < WAIT_MS);
+    /* sending to ourselves is a caller bug */
+    assert_int_equal(net_transport_send(a.t, a.id.node_id, dead, f, sizeof f), NET_EINVAL);
     /* unknown node id without an address */
     assert_int_equal(net_transport_send(a.t, 12345, NULL, f, sizeof f), NET_ENOTFOUND);
     node_stop(&a);
