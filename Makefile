@@ -145,7 +145,7 @@ fuzz:
 	for src in $(FUZZ_SRCS); do \
 	    name=$$(basename $$src .c); \
 	    echo "fuzz: $$name for $(FUZZ_SECONDS) s"; \
-	    $(FUZZ_CC) $(FUZZ_CFLAGS) $$src $(FUZZ_CORE) -o build/fuzz/$$name -lm || exit 1; \
+	    $(FUZZ_CC) $(FUZZ_CFLAGS) $$src $(FUZZ_CORE) -o build/fuzz/$$name $(PKG_LIBS) -lm || exit 1; \
 	    mkdir -p build/fuzz/corpus-$$name; \
 	    build/fuzz/$$name -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
 	        build/fuzz/corpus-$$name 2>build/fuzz/$$name.log || { tail -n 40 build/fuzz/$$name.log; exit 1; }; \
