@@ -1,0 +1,1424 @@
+/* gossip/swim — SWIM + Lifeguard membership. Design notes in swim.h and
+ * docs/MEMBERSHIP.md. */
+#include "gossip/swim.h"
+
+#include <assert.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Defaults (see docs/MEMBERSHIP.md for the derivations). */
+#define DEF_MEMBERS_MAX     1024u
+#define DEF_PROBE_INTERVAL  1000000u
+#define DEF_PROBE_TIMEOUT   500000u
+#define DEF_INDIRECT_K      3u
+#define DEF_SUSPICION_MULT  4u
+#define DEF_SUSPICION_MAXM  6u
+#define DEF_RETRANSMIT_MULT 4u
+#define DEF_AWARENESS_MAX   8u
+#define DEF_SYNC_MULT       2u
+#define DEF_RECONNECT       4u
+#define DEF_RETENTION       120u
+/* Push-pull never more often than every SYNC_PERIODS_MIN probe periods. */
+#define SYNC_PERIODS_MIN 16u
+/* Last-chance pings before a death, and how long to wait for their ack. */
+#define VERIFY_PINGS   2u
+#define VERIFY_PERIODS 2u
+/* Live-set changes that bring the next push-pull forward. */
+#define CHURN_SYNC_MIN 8u
+/* A lone joiner resends JOIN every JOIN_RETRY_PERIODS periods. */
+#define JOIN_RETRY_PERIODS 2u
+
+typedef struct member {
+    uint64_t id;
+    uint64_t suspect_from; /* who first suspected / declared it (for gossip) */
+    uint64_t confirmers[GOSSIP_SWIM_CONFIRM_MAX];
+    gossip_time_us state_at;         /* when the current state began */
+    gossip_time_us suspect_deadline; /* SUSPECT only */
+    gossip_time_us last_reconnect;   /* last sync started because it was dead to us */
+    uint32_t inc;
+    uint32_t verify_seq; /* last-chance ping in flight (SUSPECT only), 0 = none */
+    uint32_t queue_pos;  /* index + 1 in the piggyback queue, 0 = none */
+    uint8_t state;       /* gossip_member_state, NONE = free slot */
+    uint8_t n_confirm;
+    uint8_t addr_len;
+    char addr[GOSSIP_ADDR_MAX];
+} member;
+
+typedef struct queued {
+    uint64_t id;
+    uint32_t transmits;
+} queued;
+
+typedef struct outmsg {
+    uint64_t dest;   /* 0: seed */
+    uint64_t target; /* PING / PING_REQ target */
+    uint32_t seq;
+    uint32_t wait_us; /* PING_REQ relay wait */
+    uint8_t type;
+    uint8_t seed; /* seed index when dest == 0 */
+} outmsg;
+
+typedef struct relay {
+    uint64_t requester;
+    uint64_t target;
+    gossip_time_us deadline;
+    uint32_t req_seq;
+    uint32_t our_seq;
+    int used;
+} relay;
+
+typedef struct probe {
+    uint64_t target;
+    gossip_time_us timeout_at;
+    uint32_t seq;
+    uint32_t nacks_expected;
+    uint32_t nacks;
+    int active, acked, indirect_sent;
+} probe;
+
+struct gossip_swim {
+    const gossip_env *env;
+    gossip_swim_config cfg;
+    char self_addr[GOSSIP_ADDR_MAX];
+    uint32_t cap; /* members_max */
+
+    member *members; /* cap slots */
+    uint32_t hw;     /* slots [0, hw) have been used */
+    uint32_t *free_slots;
+    uint32_t n_free;
+    uint32_t *hash; /* slot + 1, 0 = empty; hash_mask + 1 entries */
+    uint32_t hash_mask;
+    uint32_t self_slot;
+    uint32_t n_suspect, n_tomb;
+
+    uint32_t *probe_order;
+    uint32_t probe_n, probe_pos;
+    probe pr;
+
+    queued *queue;
+    uint32_t queue_n;
+
+    outmsg outq[GOSSIP_SWIM_OUTQ_MAX];
+    uint32_t out_head, out_n;
+
+    relay relays[GOSSIP_SWIM_RELAY_MAX];
+
+    char seeds[GOSSIP_SWIM_SEEDS_MAX][GOSSIP_ADDR_MAX];
+    uint32_t n_seeds;
+
+    uint64_t *view_ids;
+    uint32_t view_n;
+    uint64_t epoch;
+    int view_dirty;
+
+    uint32_t awareness;
+    uint32_t churn; /* live-set changes since our last push-pull */
+    uint32_t seq;
+    int started, left;
+    gossip_time_us next_probe, next_sync, next_reconnect, next_join, next_suspect;
+
+    uint8_t *frame;
+    size_t frame_cap;
+    gossip_swim_stats stats;
+};
+
+/* ---------------------------------------------------------------- table */
+
+static uint32_t hash_id(uint64_t id)
+{
+    id ^= id >> 33;
+    id *= 0xff51afd7ed558ccdULL;
+    id ^= id >> 33;
+    return (uint32_t)id;
+}
+
+static member *find(const gossip_swim *s, uint64_t id)
+{
+    uint32_t i = hash_id(id) & s->hash_mask;
+    for (;;) {
+        uint32_t v = s->hash[i];
+        if (v == 0)
+            return NULL;
+        if (s->members[v - 1].id == id)
+            return &s->members[v - 1];
+        i = (i + 1) & s->hash_mask;
+    }
+}
+
+static void hash_insert(gossip_swim *s, uint64_t id, uint32_t slot)
+{
+    uint32_t i = hash_id(id) & s->hash_mask;
+    while (s->hash[i] != 0)
+        i = (i + 1) & s->hash_mask;
+    s->hash[i] = slot + 1;
+}
+
+/* Linear-probing delete with backward shift (no tombstones in the hash). */
+static void hash_remove(gossip_swim *s, uint64_t id)
+{
+    uint32_t i = hash_id(id) & s->hash_mask;
+    while (s->hash[i] != 0 && s->members[s->hash[i] - 1].id != id)
+        i = (i + 1) & s->hash_mask;
+    if (s->hash[i] == 0)
+        return;
+    uint32_t j = i;
+    for (;;) {
+        s->hash[i] = 0;
+        for (;;) {
+            j = (j + 1) & s->hash_mask;
+            if (s->hash[j] == 0)
+                return;
+            uint32_t home = hash_id(s->members[s->hash[j] - 1].id) & s->hash_mask;
+            /* move j back to i unless its home lies cyclically in (i, j] */
+            if (i <= j ? (i < home && home <= j) : (i < home || home <= j))
+                continue;
+            break;
+        }
+        s->hash[i] = s->hash[j];
+        i = j;
+    }
+}
+
+static uint32_t slot_of(const gossip_swim *s, const member *m)
+{
+    return (uint32_t)(m - s->members);
+}
+
+static int is_live(uint8_t st)
+{
+    return st == GOSSIP_MEMBER_ALIVE || st == GOSSIP_MEMBER_SUSPECT;
+}
+
+static int is_tomb(uint8_t st)
+{
+    return st == GOSSIP_MEMBER_DEAD || st == GOSSIP_MEMBER_LEFT;
+}
+
+static gossip_time_us period_us(const gossip_swim *s)
+{
+    return s->cfg.probe_interval_us;
+}
+
+static void queue_remove(gossip_swim *s, member *m);
+
+static void set_state(gossip_swim *s, member *m, uint8_t st, gossip_time_us now)
+{
+    if (m->state == GOSSIP_MEMBER_SUSPECT)
+        s->n_suspect--;
+    if (is_tomb(m->state))
+        s->n_tomb--;
+    if (is_live(m->state) != is_live(st))
+        s->view_dirty = 1, s->churn++;
+    m->state = st;
+    m->state_at = now;
+    m->n_confirm = 0;
+    m->verify_seq = 0;
+    if (st == GOSSIP_MEMBER_SUSPECT)
+        s->n_suspect++;
+    if (is_tomb(st))
+        s->n_tomb++;
+}
+
+static void remove_member(gossip_swim *s, member *m)
+{
+    assert(m != &s->members[s->self_slot]);
+    queue_remove(s, m);
+    set_state(s, m, GOSSIP_MEMBER_NONE, 0);
+    hash_remove(s, m->id);
+    m->id = 0;
+    s->free_slots[s->n_free++] = slot_of(s, m);
+}
+
+/* Oldest tombstone, or NULL. */
+static member *oldest_tomb(gossip_swim *s)
+{
+    member *best = NULL;
+    for (uint32_t i = 0; i < s->hw; i++) {
+        member *m = &s->members[i];
+        if (is_tomb(m->state) && (!best || m->state_at < best->state_at))
+            best = m;
+    }
+    return best;
+}
+
+static member *add_member(gossip_swim *s, uint64_t id, const char *addr, size_t addr_len,
+                          gossip_time_us now)
+{
+    if (s->n_free == 0 && s->hw == s->cap) {
+        member *victim = oldest_tomb(s);
+        if (!victim) {
+            s->stats.table_full++;
+            return NULL;
+        }
+        remove_member(s, victim);
+    }
+    uint32_t slot = s->n_free ? s->free_slots[--s->n_free] : s->hw++;
+    member *m = &s->members[slot];
+    memset(m, 0, sizeof *m);
+    m->id = id;
+    memcpy(m->addr, addr, addr_len);
+    m->addr[addr_len] = 0;
+    m->addr_len = (uint8_t)addr_len;
+    hash_insert(s, id, slot);
+    set_state(s, m, GOSSIP_MEMBER_ALIVE, now);
+    /* Insert at a random position of the rest of this probe round, so a
+     * newcomer is probed within one round (memberlist does the same). */
+    if (s->probe_n < s->cap) {
+        uint32_t rest = s->probe_n - s->probe_pos;
+        uint32_t at = s->probe_pos + (uint32_t)gossip_random_below(s->env, (uint64_t)rest + 1);
+        s->probe_order[s->probe_n++] = s->probe_order[at];
+        s->probe_order[at] = slot;
+    }
+    return m;
+}
+
+/* ---------------------------------------------------------------- view */
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void rebuild_view(gossip_swim *s)
+{
+    if (!s->view_dirty)
+        return;
+    s->view_dirty = 0;
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < s->hw; i++)
+        if (is_live(s->members[i].state))
+            s->view_ids[n++] = s->members[i].id;
+    qsort(s->view_ids, n, sizeof *s->view_ids, cmp_u64);
+    s->view_n = n;
+    s->epoch++;
+}
+
+/* Live members as the timeouts see them (self included, at least 1). */
+static uint32_t n_live(const gossip_swim *s)
+{
+    uint32_t n = 0;
+    if (!s->view_dirty)
+        return s->view_n ? s->view_n : 1;
+    for (uint32_t i = 0; i < s->hw; i++)
+        n += is_live(s->members[i].state);
+    return n ? n : 1;
+}
+
+/* ---------------------------------------------------------------- timing */
+
+static uint32_t scale(const gossip_swim *s)
+{
+    return s->awareness + 1;
+}
+
+static void awareness_add(gossip_swim *s, int delta)
+{
+    int64_t a = (int64_t)s->awareness + delta;
+    if (a < 0)
+        a = 0;
+    if (a > (int64_t)s->cfg.awareness_max - 1)
+        a = (int64_t)s->cfg.awareness_max - 1;
+    s->awareness = (uint32_t)a;
+}
+
+/* Lifeguard suspicion timeout: start at max and fall towards min as
+ * independent confirmations c arrive, reaching min at k = alpha - 2 of them:
+ *   min = alpha * max(1, log10 N) * interval,  max = beta * min,
+ *   t(c) = max - (max - min) * log(c + 1) / log(k + 1). */
+static gossip_time_us suspicion_timeout(const gossip_swim *s, uint32_t c)
+{
+    double n = (double)n_live(s);
+    double nf = log10(n) < 1.0 ? 1.0 : log10(n);
+    double min = (double)s->cfg.suspicion_mult * nf * (double)period_us(s);
+    double max = (double)s->cfg.suspicion_max_mult * min;
+    int64_t k = (int64_t)s->cfg.suspicion_mult - 2;
+    if (k > (int64_t)n - 2)
+        k = (int64_t)n - 2;
+    if (k < 1)
+        return (gossip_time_us)min;
+    double frac = log((double)c + 1.0) / log((double)k + 1.0);
+    double t = max - frac * (max - min);
+    return (gossip_time_us)(t < min ? min : t);
+}
+
+/* Sends per update: lambda * ceil(log10(N + 1)); see MEMBERSHIP.md. */
+static uint32_t retransmit_limit(const gossip_swim *s)
+{
+    double l = ceil(log10((double)n_live(s) + 1.0));
+    return s->cfg.retransmit_mult * (uint32_t)(l < 1.0 ? 1.0 : l);
+}
+
+static gossip_time_us sync_every(const gossip_swim *s)
+{
+    uint64_t periods = (uint64_t)s->cfg.sync_mult * n_live(s);
+    if (periods < SYNC_PERIODS_MIN)
+        periods = SYNC_PERIODS_MIN;
+    return periods * period_us(s);
+}
+
+static void refresh_suspect_deadline(gossip_swim *s)
+{
+    s->next_suspect = GOSSIP_TIME_NEVER;
+    if (s->n_suspect == 0)
+        return;
+    for (uint32_t i = 0; i < s->hw; i++) {
+        const member *m = &s->members[i];
+        if (m->state == GOSSIP_MEMBER_SUSPECT && m->suspect_deadline < s->next_suspect)
+            s->next_suspect = m->suspect_deadline;
+    }
+}
+
+/* ---------------------------------------------------------------- queues */
+
+static void queue_remove(gossip_swim *s, member *m)
+{
+    if (!m->queue_pos)
+        return;
+    uint32_t i = m->queue_pos - 1;
+    m->queue_pos = 0;
+    s->queue[i] = s->queue[--s->queue_n];
+    if (i < s->queue_n) {
+        member *moved = find(s, s->queue[i].id);
+        assert(moved);
+        moved->queue_pos = i + 1;
+    }
+}
+
+/* Announce m's current state: (re)start its retransmit count. */
+static void enqueue_news(gossip_swim *s, member *m)
+{
+    if (m->queue_pos) {
+        s->queue[m->queue_pos - 1].transmits = 0;
+        return;
+    }
+    if (s->queue_n == GOSSIP_SWIM_QUEUE_MAX) {
+        uint32_t worst = 0;
+        for (uint32_t i = 1; i < s->queue_n; i++)
+            if (s->queue[i].transmits > s->queue[worst].transmits)
+                worst = i;
+        member *w = find(s, s->queue[worst].id);
+        assert(w);
+        queue_remove(s, w);
+        s->stats.queue_drops++;
+    }
+    s->queue[s->queue_n].id = m->id;
+    s->queue[s->queue_n].transmits = 0;
+    m->queue_pos = ++s->queue_n;
+}
+
+static outmsg *out_push(gossip_swim *s, uint8_t type, uint64_t dest)
+{
+    if (s->out_n == GOSSIP_SWIM_OUTQ_MAX) {
+        s->stats.outq_drops++;
+        return NULL;
+    }
+    outmsg *o = &s->outq[(s->out_head + s->out_n++) % GOSSIP_SWIM_OUTQ_MAX];
+    memset(o, 0, sizeof *o);
+    o->type = type;
+    o->dest = dest;
+    return o;
+}
+
+/* ---------------------------------------------------------------- records */
+
+typedef struct record {
+    uint64_t id;
+    uint64_t from;
+    uint32_t inc;
+    uint8_t state;
+    uint8_t addr_len;
+    const uint8_t *addr;
+} record;
+
+static size_t record_size(const member *m)
+{
+    switch (m->state) {
+    case GOSSIP_MEMBER_ALIVE:
+        return 1 + 8 + 4 + 1 + m->addr_len;
+    case GOSSIP_MEMBER_SUSPECT:
+    case GOSSIP_MEMBER_DEAD:
+        return GOSSIP_SWIM_SUSPECT_RECORD_SIZE;
+    default:
+        return 1 + 8 + 4;
+    }
+}
+
+static void write_record(gossip_writer *w, const member *m)
+{
+    gossip_w_u8(w, m->state);
+    gossip_w_u64(w, m->id);
+    gossip_w_u32(w, m->inc);
+    if (m->state == GOSSIP_MEMBER_ALIVE) {
+        gossip_w_u8(w, m->addr_len);
+        gossip_w_bytes(w, m->addr, m->addr_len);
+    } else if (m->state != GOSSIP_MEMBER_LEFT) {
+        gossip_w_u64(w, m->suspect_from);
+    }
+}
+
+/* Read one record; returns 0 or a gossip_err. */
+static int read_record(gossip_reader *r, record *out)
+{
+    out->state = gossip_r_u8(r);
+    out->id = gossip_r_u64(r);
+    out->inc = gossip_r_u32(r);
+    out->from = 0;
+    out->addr_len = 0;
+    out->addr = NULL;
+    switch (out->state) {
+    case GOSSIP_MEMBER_ALIVE:
+        out->addr_len = gossip_r_u8(r);
+        out->addr = gossip_r_view(r, out->addr_len);
+        if (r->err)
+            return GOSSIP_ETRUNC;
+        if (out->addr_len == 0 || out->addr_len >= GOSSIP_ADDR_MAX ||
+            memchr(out->addr, 0, out->addr_len))
+            return GOSSIP_EMALFORMED;
+        break;
+    case GOSSIP_MEMBER_SUSPECT:
+    case GOSSIP_MEMBER_DEAD:
+        out->from = gossip_r_u64(r);
+        break;
+    case GOSSIP_MEMBER_LEFT:
+        break;
+    default:
+        return r->err ? GOSSIP_ETRUNC : GOSSIP_EMALFORMED;
+    }
+    if (r->err)
+        return GOSSIP_ETRUNC;
+    if (out->id == 0)
+        return GOSSIP_EMALFORMED;
+    return GOSSIP_OK;
+}
+
+/* Validate `count` records from r without applying them (pass 1). */
+static int check_records(gossip_reader r, uint32_t count)
+{
+    record rec;
+    for (uint32_t i = 0; i < count; i++) {
+        int rc = read_record(&r, &rec);
+        if (rc)
+            return rc;
+    }
+    return gossip_r_left(&r) == 0 ? GOSSIP_OK : GOSSIP_EMALFORMED;
+}
+
+/* ---------------------------------------------------------------- merge */
+
+static void refute(gossip_swim *s, uint32_t seen_inc)
+{
+    member *self = &s->members[s->self_slot];
+    if (seen_inc >= self->inc)
+        self->inc = seen_inc + 1;
+    s->stats.refutations++;
+    awareness_add(s, 1); /* Lifeguard: being suspected hints we are slow */
+    enqueue_news(s, self);
+}
+
+static void start_suspect(gossip_swim *s, member *m, uint32_t inc, uint64_t from, int confirmed,
+                          gossip_time_us now)
+{
+    m->inc = inc;
+    set_state(s, m, GOSSIP_MEMBER_SUSPECT, now);
+    m->suspect_from = from;
+    m->confirmers[0] = from;
+    m->n_confirm = 1; /* the first suspecter; confirmations are the others */
+    /* A death reported by a full-state sync was confirmed over there: give
+     * the subject the minimum time to refute (it still gets it). */
+    m->suspect_deadline = now + suspicion_timeout(s, confirmed ? GOSSIP_SWIM_CONFIRM_MAX : 0);
+    if (m->suspect_deadline < s->next_suspect)
+        s->next_suspect = m->suspect_deadline;
+    s->stats.suspicions++;
+    enqueue_news(s, m);
+}
+
+static void confirm_suspect(gossip_swim *s, member *m, uint64_t from)
+{
+    for (uint32_t i = 0; i < m->n_confirm; i++)
+        if (m->confirmers[i] == from)
+            return;
+    if (m->n_confirm == GOSSIP_SWIM_CONFIRM_MAX)
+        return;
+    m->confirmers[m->n_confirm++] = from;
+    m->suspect_from = from; /* gossip the newest suspecter: others count it */
+    gossip_time_us d = m->state_at + suspicion_timeout(s, m->n_confirm - 1u);
+    if (d < m->suspect_deadline) {
+        m->suspect_deadline = d;
+        if (d < s->next_suspect)
+            s->next_suspect = d;
+    }
+    /* Our own independent suspicion is news; re-gossiping every confirmation
+     * we hear would reset the retransmit count of a hot entry over and over
+     * and starve older news when many members fail at once. */
+    if (from == s->cfg.self_id)
+        enqueue_news(s, m);
+}
+
+/* Apply one record. from_sync: a dead record from a full-state exchange is
+ * taken as a suspicion (memberlist does the same) so a healed partition, in
+ * which each side declared the other dead, cannot kill a live member whose
+ * refutation has not arrived yet; the subject refutes it. */
+static void apply(gossip_swim *s, const record *r, int from_sync, gossip_time_us now)
+{
+    member *self = &s->members[s->self_slot];
+    uint8_t st = r->state;
+    if (from_sync && st == GOSSIP_MEMBER_DEAD)
+        st = GOSSIP_MEMBER_SUSPECT;
+    if (r->id == self->id) {
+        if (s->left)
+            return;
+        if (st == GOSSIP_MEMBER_ALIVE) {
+            /* An older life of ours, or a confused peer with a newer one. */
+            if (r->inc > self->inc)
+                refute(s, r->inc);
+        } else if (r->inc >= self->inc) {
+            refute(s, r->inc);
+        } else {
+            /* a stale suspicion: someone missed our refutation; repeat it */
+            enqueue_news(s, self);
+        }
+        return;
+    }
+    member *m = find(s, r->id);
+    if (!m) {
+        if (st != GOSSIP_MEMBER_ALIVE)
+            return; /* nothing to learn about a stranger's death */
+        m = add_member(s, r->id, (const char *)r->addr, r->addr_len, now);
+        if (!m)
+            return;
+        m->inc = r->inc;
+        enqueue_news(s, m);
+        return;
+    }
+    switch (st) {
+    case GOSSIP_MEMBER_ALIVE:
+        if (r->inc <= m->inc)
+            return;
+        m->inc = r->inc;
+        memcpy(m->addr, r->addr, r->addr_len);
+        m->addr[r->addr_len] = 0;
+        m->addr_len = r->addr_len;
+        set_state(s, m, GOSSIP_MEMBER_ALIVE, now);
+        enqueue_news(s, m);
+        return;
+    case GOSSIP_MEMBER_SUSPECT:
+        if (r->inc < m->inc || is_tomb(m->state))
+            return;
+        if (m->state == GOSSIP_MEMBER_SUSPECT && r->inc == m->inc) {
+            confirm_suspect(s, m, r->from);
+            return;
+        }
+        start_suspect(s, m, r->inc, r->from, from_sync && r->state == GOSSIP_MEMBER_DEAD, now);
+        return;
+    default: /* DEAD, LEFT */
+        if (r->inc < m->inc || is_tomb(m->state))
+            return;
+        m->inc = r->inc;
+        m->suspect_from = r->from;
+        set_state(s, m, st, now);
+        enqueue_news(s, m);
+        return;
+    }
+}
+
+/* Apply count records already checked by check_records. */
+static void apply_records(gossip_swim *s, gossip_reader *r, uint32_t count, int from_sync,
+                          gossip_time_us now)
+{
+    record rec;
+    for (uint32_t i = 0; i < count; i++) {
+        int rc = read_record(r, &rec);
+        assert(rc == GOSSIP_OK);
+        (void)rc;
+        apply(s, &rec, from_sync, now);
+    }
+}
+
+/* ---------------------------------------------------------------- create */
+
+static int config_fill(gossip_swim_config *c, const gossip_swim_config *in)
+{
+    *c = *in;
+    if (c->self_id == 0 || !c->self_addr)
+        return GOSSIP_EINVAL;
+    size_t al = strlen(c->self_addr);
+    if (al == 0 || al >= GOSSIP_ADDR_MAX)
+        return GOSSIP_EINVAL;
+#define DEF(f, v)                                                                                  \
+    if (c->f == 0)                                                                                 \
+    c->f = (v)
+    DEF(members_max, DEF_MEMBERS_MAX);
+    DEF(probe_interval_us, DEF_PROBE_INTERVAL);
+    DEF(probe_timeout_us, DEF_PROBE_TIMEOUT);
+    DEF(indirect_k, DEF_INDIRECT_K);
+    DEF(suspicion_mult, DEF_SUSPICION_MULT);
+    DEF(suspicion_max_mult, DEF_SUSPICION_MAXM);
+    DEF(retransmit_mult, DEF_RETRANSMIT_MULT);
+    DEF(awareness_max, DEF_AWARENESS_MAX);
+    DEF(sync_mult, DEF_SYNC_MULT);
+    DEF(reconnect_periods, DEF_RECONNECT);
+    DEF(dead_retention_periods, DEF_RETENTION);
+#undef DEF
+    if (c->members_max < 2 || c->members_max > GOSSIP_MEMBERS_MAX)
+        return GOSSIP_EINVAL;
+    if (c->probe_timeout_us >= c->probe_interval_us || c->indirect_k > GOSSIP_SWIM_INDIRECT_MAX ||
+        c->awareness_max > GOSSIP_SWIM_AWARENESS_MAX || c->suspicion_mult < 1 ||
+        c->suspicion_max_mult < 1)
+        return GOSSIP_EINVAL;
+    return GOSSIP_OK;
+}
+
+int gossip_swim_create(gossip_swim **out, const gossip_env *env, const gossip_swim_config *cfg)
+{
+    if (!out || !env || !cfg)
+        return GOSSIP_EINVAL;
+    *out = NULL;
+    gossip_swim_config c;
+    int rc = config_fill(&c, cfg);
+    if (rc)
+        return rc;
+    gossip_swim *s = gossip_calloc(env, 1, sizeof *s);
+    if (!s)
+        return GOSSIP_ENOMEM;
+    s->env = env;
+    s->cfg = c;
+    s->cap = c.members_max;
+    strcpy(s->self_addr, cfg->self_addr);
+    s->cfg.self_addr = s->self_addr;
+    uint32_t hsize = 4;
+    while (hsize < 2 * s->cap)
+        hsize *= 2;
+    s->hash_mask = hsize - 1;
+    s->frame_cap = GOSSIP_HEADER_SIZE + 4 + (size_t)s->cap * GOSSIP_SWIM_RECORD_MAX;
+    s->members = gossip_calloc(env, s->cap, sizeof *s->members);
+    s->free_slots = s->members ? gossip_calloc(env, s->cap, sizeof *s->free_slots) : NULL;
+    s->hash = s->free_slots ? gossip_calloc(env, hsize, sizeof *s->hash) : NULL;
+    s->probe_order = s->hash ? gossip_calloc(env, s->cap, sizeof *s->probe_order) : NULL;
+    s->queue = s->probe_order ? gossip_calloc(env, GOSSIP_SWIM_QUEUE_MAX, sizeof *s->queue) : NULL;
+    s->view_ids = s->queue ? gossip_calloc(env, s->cap, sizeof *s->view_ids) : NULL;
+    s->frame = s->view_ids ? gossip_alloc(env, s->frame_cap) : NULL;
+    if (!s->frame) {
+        gossip_swim_destroy(s);
+        return GOSSIP_ENOMEM;
+    }
+    s->next_probe = s->next_sync = s->next_reconnect = GOSSIP_TIME_NEVER;
+    s->next_join = s->next_suspect = GOSSIP_TIME_NEVER;
+    member *self = add_member(s, c.self_id, s->self_addr, strlen(s->self_addr), 0);
+    assert(self);
+    self->inc = c.incarnation;
+    s->self_slot = slot_of(s, self);
+    s->probe_n = s->probe_pos = 0; /* self is never probed */
+    rebuild_view(s);
+    *out = s;
+    return GOSSIP_OK;
+}
+
+void gossip_swim_destroy(gossip_swim *s)
+{
+    if (!s)
+        return;
+    const gossip_env *env = s->env;
+    gossip_free(env, s->frame);
+    gossip_free(env, s->view_ids);
+    gossip_free(env, s->queue);
+    gossip_free(env, s->probe_order);
+    gossip_free(env, s->hash);
+    gossip_free(env, s->free_slots);
+    gossip_free(env, s->members);
+    gossip_free(env, s);
+}
+
+/* ---------------------------------------------------------------- picks */
+
+/* Up to want distinct random live members other than self and `skip`. */
+static uint32_t pick_live(gossip_swim *s, uint64_t skip, uint64_t *out, uint32_t want)
+{
+    rebuild_view(s);
+    uint64_t self = s->cfg.self_id;
+    uint32_t got = 0;
+    uint32_t tries = 4 * want + 8;
+    uint32_t n = s->view_n;
+    if (n == 0)
+        return 0;
+    while (got < want && tries--) {
+        uint64_t id = s->view_ids[gossip_random_below(s->env, n)];
+        if (id == self || id == skip)
+            continue;
+        uint32_t j = 0;
+        while (j < got && out[j] != id)
+            j++;
+        if (j == got)
+            out[got++] = id;
+    }
+    return got;
+}
+
+/* Next probe target in shuffled round-robin order, or NULL. */
+static member *next_target(gossip_swim *s)
+{
+    for (int pass = 0; pass < 2; pass++) {
+        while (s->probe_pos < s->probe_n) {
+            member *m = &s->members[s->probe_order[s->probe_pos++]];
+            if (is_live(m->state) && m->id != s->cfg.self_id)
+                return m;
+        }
+        /* round over: reshuffle the live members */
+        s->probe_n = 0;
+        s->probe_pos = 0;
+        for (uint32_t i = 0; i < s->hw; i++)
+            if (is_live(s->members[i].state) && i != s->self_slot)
+                s->probe_order[s->probe_n++] = i;
+        for (uint32_t i = s->probe_n; i > 1; i--) {
+            uint32_t j = (uint32_t)gossip_random_below(s->env, i);
+            uint32_t t = s->probe_order[i - 1];
+            s->probe_order[i - 1] = s->probe_order[j];
+            s->probe_order[j] = t;
+        }
+    }
+    return NULL;
+}
+
+/* ---------------------------------------------------------------- timers */
+
+static void send_joins(gossip_swim *s)
+{
+    for (uint32_t i = 0; i < s->n_seeds; i++) {
+        outmsg *o = out_push(s, GOSSIP_MSG_JOIN, 0);
+        if (o)
+            o->seed = (uint8_t)i;
+    }
+}
+
+static void start_sync(gossip_swim *s, uint64_t dest)
+{
+    out_push(s, GOSSIP_MSG_SYNC, dest);
+}
+
+static void finish_probe(gossip_swim *s, gossip_time_us now)
+{
+    probe *p = &s->pr;
+    if (!p->active)
+        return;
+    p->active = 0;
+    if (p->acked) {
+        awareness_add(s, -1);
+        return;
+    }
+    s->stats.probe_failures++;
+    /* Lifeguard: missing nacks mean *we* may be the slow one. */
+    if (p->nacks_expected > 0)
+        awareness_add(s, (int)(p->nacks_expected - p->nacks));
+    else
+        awareness_add(s, 1);
+    member *m = find(s, p->target);
+    if (!m || !is_live(m->state))
+        return;
+    if (m->state == GOSSIP_MEMBER_SUSPECT)
+        confirm_suspect(s, m, s->cfg.self_id);
+    else
+        start_suspect(s, m, m->inc, s->cfg.self_id, 0, now);
+}
+
+static void start_probe(gossip_swim *s, gossip_time_us now)
+{
+    member *m = next_target(s);
+    if (!m)
+        return;
+    probe *p = &s->pr;
+    memset(p, 0, sizeof *p);
+    p->active = 1;
+    p->target = m->id;
+    p->seq = ++s->seq;
+    p->timeout_at = now + s->cfg.probe_timeout_us * scale(s);
+    s->stats.probes++;
+    outmsg *o = out_push(s, GOSSIP_MSG_PING, m->id);
+    if (o) {
+        o->seq = p->seq;
+        o->target = m->id;
+    }
+}
+
+static void send_indirect(gossip_swim *s, gossip_time_us now)
+{
+    probe *p = &s->pr;
+    p->indirect_sent = 1;
+    uint64_t via[GOSSIP_SWIM_INDIRECT_MAX];
+    uint32_t n = pick_live(s, p->target, via, s->cfg.indirect_k);
+    /* The relays answer (ack or nack) before our period ends. */
+    gossip_time_us left = s->next_probe > now ? s->next_probe - now : 0;
+    gossip_time_us wait = left * 3 / 4;
+    if (wait > UINT32_MAX)
+        wait = UINT32_MAX;
+    for (uint32_t i = 0; i < n; i++) {
+        outmsg *o = out_push(s, GOSSIP_MSG_PING_REQ, via[i]);
+        if (!o)
+            break;
+        o->seq = p->seq;
+        o->target = p->target;
+        o->wait_us = (uint32_t)wait;
+        p->nacks_expected++;
+    }
+}
+
+static void reap_tombs(gossip_swim *s, gossip_time_us now)
+{
+    if (s->n_tomb == 0)
+        return;
+    gossip_time_us keep = (gossip_time_us)s->cfg.dead_retention_periods * period_us(s);
+    for (uint32_t i = 0; i < s->hw; i++) {
+        member *m = &s->members[i];
+        if (is_tomb(m->state) && now - m->state_at >= keep && !m->queue_pos)
+            remove_member(s, m);
+    }
+}
+
+static void reconnect(gossip_swim *s)
+{
+    /* Ping a random tombstone (dead, not left): if it answers, the partition
+     * that killed it has healed, and recv() starts a push-pull with it. */
+    uint32_t dead = 0;
+    for (uint32_t i = 0; i < s->hw; i++)
+        dead += s->members[i].state == GOSSIP_MEMBER_DEAD;
+    if (dead == 0)
+        return;
+    uint32_t k = (uint32_t)gossip_random_below(s->env, dead);
+    for (uint32_t i = 0; i < s->hw; i++) {
+        member *m = &s->members[i];
+        if (m->state != GOSSIP_MEMBER_DEAD)
+            continue;
+        if (k-- == 0) {
+            outmsg *o = out_push(s, GOSSIP_MSG_PING, m->id);
+            if (o) {
+                o->seq = ++s->seq; /* matches no probe: only wakes the peer */
+                o->target = m->id;
+            }
+            return;
+        }
+    }
+}
+
+/* Last chance before declaring death: the suspicion timer ran out without
+ * a refutation reaching us. Ping the suspect directly (twice, so one lost
+ * frame cannot kill it); the ping carries the suspicion (buddy system), so a
+ * live suspect refutes and its ack brings the refutation. An ack restarts
+ * the suspicion clock; silence for VERIFY_PERIODS periods means dead. This
+ * covers the e^-(sends) chance that a refutation's gossip missed us. */
+static void verify_suspect(gossip_swim *s, member *m, gossip_time_us now)
+{
+    m->verify_seq = ++s->seq;
+    m->suspect_deadline = now + VERIFY_PERIODS * period_us(s) * scale(s);
+    for (uint32_t i = 0; i < VERIFY_PINGS; i++) {
+        outmsg *o = out_push(s, GOSSIP_MSG_PING, m->id);
+        if (o) {
+            o->seq = m->verify_seq;
+            o->target = m->id;
+        }
+    }
+}
+
+static void run_timers(gossip_swim *s, gossip_time_us now)
+{
+    if (!s->started) {
+        s->started = 1;
+        gossip_time_us p = period_us(s);
+        s->next_probe = now + gossip_random_below(s->env, p);
+        s->next_sync = now + p + gossip_random_below(s->env, sync_every(s));
+        s->next_reconnect = now + (gossip_time_us)s->cfg.reconnect_periods * p;
+    }
+    for (uint32_t i = 0; i < GOSSIP_SWIM_RELAY_MAX; i++) {
+        relay *r = &s->relays[i];
+        if (r->used && r->deadline <= now) {
+            r->used = 0;
+            outmsg *o = out_push(s, GOSSIP_MSG_NACK, r->requester);
+            if (o)
+                o->seq = r->req_seq;
+        }
+    }
+    probe *p = &s->pr;
+    if (p->active && !p->acked && !p->indirect_sent && now >= p->timeout_at)
+        send_indirect(s, now);
+    if (now >= s->next_probe) {
+        finish_probe(s, now);
+        reap_tombs(s, now);
+        s->next_probe = now + period_us(s) * scale(s);
+        start_probe(s, now);
+    }
+    if (now >= s->next_suspect) {
+        for (uint32_t i = 0; i < s->hw; i++) {
+            member *m = &s->members[i];
+            if (m->state == GOSSIP_MEMBER_SUSPECT && m->suspect_deadline <= now &&
+                m->verify_seq == 0) {
+                verify_suspect(s, m, now);
+                continue;
+            }
+            if (m->state == GOSSIP_MEMBER_SUSPECT && m->suspect_deadline <= now) {
+                set_state(s, m, GOSSIP_MEMBER_DEAD, now);
+                m->suspect_from = s->cfg.self_id;
+                s->stats.deaths++;
+                enqueue_news(s, m);
+            }
+        }
+        refresh_suspect_deadline(s);
+    }
+    /* Churn brings the next push-pull forward: after a mass failure or join
+     * the piggyback queues are long and a member may miss some news; one
+     * full-state exchange repairs that. Steady state pays nothing. */
+    if (s->churn >= CHURN_SYNC_MIN) {
+        gossip_time_us soon = now + period_us(s) + gossip_random_below(s->env, 4 * period_us(s));
+        if (soon < s->next_sync)
+            s->next_sync = soon;
+    }
+    if (now >= s->next_sync) {
+        s->churn = 0;
+        s->next_sync = now + sync_every(s);
+        uint64_t peer;
+        /* One sync in four goes to a seed, so two halves that forgot each
+         * other entirely (tombstones reaped) still find each other. */
+        if (s->n_seeds && gossip_random_below(s->env, 4) == 0) {
+            outmsg *o = out_push(s, GOSSIP_MSG_SYNC, 0);
+            if (o)
+                o->seed = (uint8_t)gossip_random_below(s->env, s->n_seeds);
+        } else if (pick_live(s, 0, &peer, 1) == 1) {
+            start_sync(s, peer);
+        }
+    }
+    if (now >= s->next_reconnect) {
+        s->next_reconnect = now + (gossip_time_us)s->cfg.reconnect_periods * period_us(s);
+        reconnect(s);
+    }
+    if (now >= s->next_join) {
+        rebuild_view(s);
+        if (s->view_n <= 1 && s->n_seeds) {
+            send_joins(s);
+            s->next_join = now + JOIN_RETRY_PERIODS * period_us(s);
+        } else {
+            s->next_join = GOSSIP_TIME_NEVER;
+        }
+    }
+}
+
+int gossip_swim_tick(gossip_swim *s, gossip_time_us now)
+{
+    if (s->left)
+        return GOSSIP_OK;
+    run_timers(s, now);
+    rebuild_view(s);
+    return GOSSIP_OK;
+}
+
+gossip_time_us gossip_swim_deadline(const gossip_swim *s)
+{
+    if (s->left)
+        return GOSSIP_TIME_NEVER;
+    if (!s->started)
+        return 0;
+    gossip_time_us d = s->next_probe;
+#define MIN(x)                                                                                     \
+    if ((x) < d)                                                                                   \
+    d = (x)
+    MIN(s->next_sync);
+    MIN(s->next_reconnect);
+    MIN(s->next_join);
+    MIN(s->next_suspect);
+    if (s->pr.active && !s->pr.acked && !s->pr.indirect_sent)
+        MIN(s->pr.timeout_at);
+    for (uint32_t i = 0; i < GOSSIP_SWIM_RELAY_MAX; i++)
+        if (s->relays[i].used)
+            MIN(s->relays[i].deadline);
+#undef MIN
+    return d;
+}
+
+/* ---------------------------------------------------------------- join/leave */
+
+int gossip_swim_join(gossip_swim *s, const char *const *seeds, size_t n, gossip_time_us now)
+{
+    if (!seeds || n > GOSSIP_SWIM_SEEDS_MAX)
+        return GOSSIP_EINVAL;
+    for (size_t i = 0; i < n; i++) {
+        if (!seeds[i])
+            return GOSSIP_EINVAL;
+        size_t l = strlen(seeds[i]);
+        if (l == 0 || l >= GOSSIP_ADDR_MAX)
+            return GOSSIP_EINVAL;
+    }
+    s->n_seeds = 0;
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(seeds[i], s->self_addr) != 0)
+            strcpy(s->seeds[s->n_seeds++], seeds[i]);
+    if (s->left)
+        return GOSSIP_OK;
+    send_joins(s);
+    s->next_join = now + JOIN_RETRY_PERIODS * period_us(s);
+    return GOSSIP_OK;
+}
+
+int gossip_swim_leave(gossip_swim *s, gossip_time_us now)
+{
+    if (s->left)
+        return GOSSIP_OK;
+    member *self = &s->members[s->self_slot];
+    self->inc++;
+    set_state(s, self, GOSSIP_MEMBER_LEFT, now);
+    s->left = 1;
+    rebuild_view(s);
+    /* The LEAVE goes to k+1 members; they gossip it on. */
+    uint64_t to[GOSSIP_SWIM_INDIRECT_MAX + 1];
+    uint32_t n = pick_live(s, 0, to, s->cfg.indirect_k + 1);
+    /* Only the left record rides on LEAVE: flush the rest. */
+    while (s->queue_n)
+        queue_remove(s, find(s, s->queue[0].id));
+    enqueue_news(s, self);
+    for (uint32_t i = 0; i < n; i++)
+        out_push(s, GOSSIP_MSG_LEAVE, to[i]);
+    return GOSSIP_OK;
+}
+
+/* ---------------------------------------------------------------- recv */
+
+static relay *relay_find(gossip_swim *s, uint32_t our_seq)
+{
+    for (uint32_t i = 0; i < GOSSIP_SWIM_RELAY_MAX; i++)
+        if (s->relays[i].used && s->relays[i].our_seq == our_seq)
+            return &s->relays[i];
+    return NULL;
+}
+
+static int reject(gossip_swim *s, int err)
+{
+    s->stats.rejected[err]++;
+    return err;
+}
+
+int gossip_swim_recv(gossip_swim *s, uint64_t from, const gossip_header *h, const uint8_t *payload,
+                     size_t len, gossip_time_us now)
+{
+    if (!h || (!payload && len))
+        return GOSSIP_EINVAL;
+    if (h->type < GOSSIP_MSG_PING || h->type > GOSSIP_MSG_LEAVE)
+        return reject(s, GOSSIP_ETYPE);
+    if (h->sender == 0 || (from != 0 && from != h->sender) || h->sender == s->cfg.self_id)
+        return reject(s, GOSSIP_EMALFORMED);
+    if (len > GOSSIP_PAYLOAD_MAX)
+        return reject(s, GOSSIP_ETOOBIG);
+    uint64_t sender = h->sender;
+    gossip_reader r;
+    gossip_reader_init(&r, payload, len);
+    uint32_t seq = 0, wait = 0, count;
+    uint64_t target = 0;
+    int full_state = 0;
+    switch (h->type) {
+    case GOSSIP_MSG_PING:
+        seq = gossip_r_u32(&r);
+        target = gossip_r_u64(&r);
+        break;
+    case GOSSIP_MSG_PING_REQ:
+        seq = gossip_r_u32(&r);
+        target = gossip_r_u64(&r);
+        wait = gossip_r_u32(&r);
+        break;
+    case GOSSIP_MSG_ACK:
+    case GOSSIP_MSG_NACK:
+        seq = gossip_r_u32(&r);
+        break;
+    case GOSSIP_MSG_SYNC:
+    case GOSSIP_MSG_SYNC_REPLY:
+    case GOSSIP_MSG_JOIN:
+        full_state = 1;
+        break;
+    default: /* LEAVE */
+        break;
+    }
+    if (full_state) {
+        count = gossip_r_u32(&r);
+        if (!r.err && count > GOSSIP_MEMBERS_MAX)
+            return reject(s, GOSSIP_ETOOBIG);
+    } else {
+        count = gossip_r_u8(&r);
+        if (!r.err && count > GOSSIP_SWIM_PIGGYBACK_MAX)
+            return reject(s, GOSSIP_ETOOBIG);
+    }
+    if (r.err)
+        return reject(s, GOSSIP_ETRUNC);
+    if ((h->type == GOSSIP_MSG_PING || h->type == GOSSIP_MSG_PING_REQ) && target == 0)
+        return reject(s, GOSSIP_EMALFORMED);
+    int rc = check_records(r, count);
+    if (rc)
+        return reject(s, rc);
+    if (h->type == GOSSIP_MSG_PING && target != s->cfg.self_id)
+        return reject(s, GOSSIP_ENOTFOUND);
+    s->stats.recv_msgs[h->type & 15]++;
+    if (s->left)
+        return GOSSIP_OK;
+
+    apply_records(s, &r, count, full_state, now);
+
+    /* A frame from someone we hold dead: the path is back (healed partition
+     * or a restart). Push-pull with it, at most once per period. */
+    member *sm = find(s, sender);
+    if (sm && sm->state == GOSSIP_MEMBER_DEAD && h->type != GOSSIP_MSG_SYNC &&
+        h->type != GOSSIP_MSG_JOIN &&
+        (sm->last_reconnect == 0 || now - sm->last_reconnect >= period_us(s))) {
+        sm->last_reconnect = now ? now : 1;
+        start_sync(s, sender);
+    }
+
+    switch (h->type) {
+    case GOSSIP_MSG_PING: {
+        outmsg *o = out_push(s, GOSSIP_MSG_ACK, sender);
+        if (o)
+            o->seq = seq;
+        break;
+    }
+    case GOSSIP_MSG_ACK: {
+        if (s->pr.active && seq == s->pr.seq) {
+            s->pr.acked = 1;
+            break;
+        }
+        if (sm && sm->state == GOSSIP_MEMBER_SUSPECT && sm->verify_seq == seq && seq) {
+            /* it answers: wait for its refutation, clock restarted */
+            sm->verify_seq = 0;
+            sm->state_at = now;
+            sm->suspect_deadline = now + suspicion_timeout(s, sm->n_confirm - 1u);
+            if (sm->suspect_deadline < s->next_suspect)
+                s->next_suspect = sm->suspect_deadline;
+            break;
+        }
+        relay *rl = relay_find(s, seq);
+        if (rl) {
+            rl->used = 0;
+            outmsg *o = out_push(s, GOSSIP_MSG_ACK, rl->requester);
+            if (o)
+                o->seq = rl->req_seq;
+        }
+        break;
+    }
+    case GOSSIP_MSG_NACK:
+        if (s->pr.active && seq == s->pr.seq)
+            s->pr.nacks++;
+        break;
+    case GOSSIP_MSG_PING_REQ: {
+        member *t = find(s, target);
+        relay *rl = NULL;
+        for (uint32_t i = 0; i < GOSSIP_SWIM_RELAY_MAX && !rl; i++)
+            if (!s->relays[i].used)
+                rl = &s->relays[i];
+        if (!t || !is_live(t->state) || target == s->cfg.self_id) {
+            outmsg *o = out_push(s, GOSSIP_MSG_NACK, sender);
+            if (o)
+                o->seq = seq;
+            break;
+        }
+        if (!rl) {
+            rebuild_view(s);
+            return reject(s, GOSSIP_EFULL);
+        }
+        outmsg *o = out_push(s, GOSSIP_MSG_PING, target);
+        if (!o)
+            break;
+        rl->used = 1;
+        rl->requester = sender;
+        rl->target = target;
+        rl->req_seq = seq;
+        rl->our_seq = ++s->seq;
+        rl->deadline = now + wait;
+        o->seq = rl->our_seq;
+        o->target = target;
+        break;
+    }
+    case GOSSIP_MSG_SYNC:
+    case GOSSIP_MSG_JOIN:
+        out_push(s, GOSSIP_MSG_SYNC_REPLY, sender);
+        break;
+    default:
+        break;
+    }
+    rebuild_view(s);
+    return GOSSIP_OK;
+}
+
+/* ---------------------------------------------------------------- send */
+
+/* Piggyback pending updates: fewest transmissions first, within the count
+ * and byte budgets. `first` (the probe target, if suspect) goes first: the
+ * Lifeguard buddy system, so a suspected member learns it at once. */
+static void write_updates(gossip_swim *s, gossip_writer *w, uint64_t first)
+{
+    uint8_t *countp = gossip_w_reserve(w, 1);
+    if (!countp)
+        return;
+    uint32_t count = 0;
+    size_t budget = GOSSIP_SWIM_PIGGYBACK_BYTES_MAX;
+    if (first) {
+        member *m = find(s, first);
+        if (m && m->state == GOSSIP_MEMBER_SUSPECT) {
+            write_record(w, m);
+            budget -= record_size(m);
+            count++;
+        } else {
+            first = 0;
+        }
+    }
+    uint32_t limit = retransmit_limit(s);
+    /* Selection by repeated minimum; the queue is short in steady state. */
+    uint32_t picked[GOSSIP_SWIM_PIGGYBACK_MAX];
+    uint32_t n_picked = 0;
+    while (count < GOSSIP_SWIM_PIGGYBACK_MAX) {
+        uint32_t best = UINT32_MAX;
+        for (uint32_t i = 0; i < s->queue_n; i++) {
+            uint32_t j = 0;
+            while (j < n_picked && picked[j] != i)
+                j++;
+            if (j < n_picked || s->queue[i].id == first)
+                continue;
+            const member *m = find(s, s->queue[i].id);
+            if (record_size(m) > budget)
+                continue;
+            if (best == UINT32_MAX || s->queue[i].transmits < s->queue[best].transmits)
+                best = i;
+        }
+        if (best == UINT32_MAX)
+            break;
+        const member *m = find(s, s->queue[best].id);
+        write_record(w, m);
+        budget -= record_size(m);
+        picked[n_picked++] = best;
+        count++;
+    }
+    *countp = (uint8_t)count;
+    /* Count the sends; drop what has been sent often enough. Remove from the
+     * highest index down so swap-removal does not move a picked entry. */
+    for (uint32_t a = 0; a < n_picked; a++)
+        for (uint32_t b = a + 1; b < n_picked; b++)
+            if (picked[b] > picked[a]) {
+                uint32_t t = picked[a];
+                picked[a] = picked[b];
+                picked[b] = t;
+            }
+    for (uint32_t a = 0; a < n_picked; a++) {
+        queued *q = &s->queue[picked[a]];
+        if (++q->transmits >= limit)
+            queue_remove(s, find(s, q->id));
+    }
+}
+
+static void write_state(gossip_swim *s, gossip_writer *w)
+{
+    uint8_t *countp = gossip_w_reserve(w, 4);
+    if (!countp)
+        return;
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < s->hw; i++) {
+        const member *m = &s->members[i];
+        if (m->state == GOSSIP_MEMBER_NONE)
+            continue;
+        write_record(w, m);
+        n++;
+    }
+    gossip_put_u32(countp, n);
+}
+
+int gossip_swim_poll_send(gossip_swim *s, gossip_send *out, gossip_time_us now)
+{
+    while (s->out_n) {
+        outmsg o = s->outq[s->out_head];
+        s->out_head = (s->out_head + 1) % GOSSIP_SWIM_OUTQ_MAX;
+        s->out_n--;
+        const char *addr = NULL;
+        if (o.dest == 0) {
+            if (o.seed >= s->n_seeds)
+                continue;
+            addr = s->seeds[o.seed];
+        } else {
+            const member *m = find(s, o.dest);
+            if (m)
+                addr = m->addr;
+        }
+        gossip_writer w;
+        gossip_writer_init(&w, s->frame + GOSSIP_HEADER_SIZE, s->frame_cap - GOSSIP_HEADER_SIZE);
+        switch (o.type) {
+        case GOSSIP_MSG_PING:
+            gossip_w_u32(&w, o.seq);
+            gossip_w_u64(&w, o.target);
+            write_updates(s, &w, o.target);
+            break;
+        case GOSSIP_MSG_PING_REQ:
+            gossip_w_u32(&w, o.seq);
+            gossip_w_u64(&w, o.target);
+            gossip_w_u32(&w, o.wait_us);
+            write_updates(s, &w, 0);
+            break;
+        case GOSSIP_MSG_ACK:
+        case GOSSIP_MSG_NACK:
+            gossip_w_u32(&w, o.seq);
+            write_updates(s, &w, 0);
+            break;
+        case GOSSIP_MSG_LEAVE:
+            write_updates(s, &w, 0);
+            break;
+        case GOSSIP_MSG_JOIN: {
+            /* just ourselves: the seed answers with its full state */
+            gossip_w_u32(&w, 1);
+            write_record(&w, &s->members[s->self_slot]);
+            break;
+        }
+        default: /* SYNC, SYNC_REPLY */
+            write_state(s, &w);
+            break;
+        }
+        assert(!w.err);
+        gossip_header h = {.type = o.type,
+                           .payload_len = (uint32_t)w.len,
+                           .sender = s->cfg.self_id,
+                           .epoch = s->epoch,
+                           .round = 0};
+        gossip_header_encode(&h, s->frame);
+        out->dest = o.dest;
+        out->dest_addr = addr;
+        out->frame = s->frame;
+        out->len = GOSSIP_HEADER_SIZE + w.len;
+        s->stats.sent_msgs[o.type & 15]++;
+        s->stats.sent_bytes[o.type & 15] += out->len;
+        return 1;
+    }
+    (void)now;
+    return 0;
+}
+
+/* ---------------------------------------------------------------- queries */
+
+void gossip_swim_view(const gossip_swim *s, gossip_view *out)
+{
+    out->epoch = s->epoch;
+    out->n = s->view_n;
+    out->ids = s->view_ids;
+}
+
+int gossip_swim_lookup(const gossip_swim *s, uint64_t id, gossip_swim_member *out)
+{
+    const member *m = id ? find(s, id) : NULL;
+    if (!m)
+        return GOSSIP_ENOTFOUND;
+    out->id = m->id;
+    out->incarnation = m->inc;
+    out->state = (gossip_member_state)m->state;
+    memcpy(out->addr, m->addr, GOSSIP_ADDR_MAX);
+    return GOSSIP_OK;
+}
+
+uint32_t gossip_swim_health(const gossip_swim *s)
+{
+    return s->awareness;
+}
+
+uint32_t gossip_swim_incarnation(const gossip_swim *s)
+{
+    return s->members[s->self_slot].inc;
+}
+
+const gossip_swim_stats *gossip_swim_stats_get(const gossip_swim *s)
+{
+    return &s->stats;
+}

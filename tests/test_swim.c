@@ -1,0 +1,508 @@
+/* gossip/swim unit tests: config, allocation failure, byte formats, join,
+ * refutation, suspicion timing, leave, hostile frames, bounds. The network
+ * scenarios live in tests/test_swim_net.c. */
+#include "tests/harness.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "gossip/swim.h"
+
+#define PERIOD 1000000u
+
+static gossip_swim *make(test_env *t, uint64_t id, const char *addr, uint32_t members_max)
+{
+    gossip_swim_config c = {.self_id = id, .self_addr = addr, .members_max = members_max};
+    gossip_swim *s = NULL;
+    assert_int_equal(gossip_swim_create(&s, &t->env, &c), GOSSIP_OK);
+    return s;
+}
+
+/* Deliver a payload as a frame of `type` from `sender`. */
+static int deliver(gossip_swim *s, uint8_t type, uint64_t sender, const uint8_t *p, size_t len,
+                   gossip_time_us now)
+{
+    gossip_header h = {.type = type, .payload_len = (uint32_t)len, .sender = sender};
+    return gossip_swim_recv(s, sender, &h, p, len, now);
+}
+
+/* Pass every queued frame of `from` to `to` (frames for other peers are
+ * dropped); returns how many were delivered. */
+static int pump(gossip_swim *from, gossip_swim *to, uint64_t to_id, const char *to_addr,
+                gossip_time_us now)
+{
+    gossip_send o;
+    int n = 0;
+    while (gossip_swim_poll_send(from, &o, now) == 1) {
+        if (!(o.dest == to_id || (o.dest == 0 && o.dest_addr && !strcmp(o.dest_addr, to_addr))))
+            continue;
+        gossip_header h;
+        assert_int_equal(gossip_header_decode(o.frame, o.len, &h), GOSSIP_OK);
+        assert_int_equal(gossip_swim_recv(to, h.sender, &h, o.frame + GOSSIP_HEADER_SIZE,
+                                          o.len - GOSSIP_HEADER_SIZE, now),
+                         GOSSIP_OK);
+        n++;
+    }
+    return n;
+}
+
+static size_t put_alive(uint8_t *p, uint64_t id, uint32_t inc, const char *addr)
+{
+    size_t l = strlen(addr);
+    p[0] = GOSSIP_MEMBER_ALIVE;
+    gossip_put_u64(p + 1, id);
+    gossip_put_u32(p + 9, inc);
+    p[13] = (uint8_t)l;
+    memcpy(p + 14, addr, l);
+    return 14 + l;
+}
+
+static size_t put_suspect(uint8_t *p, uint8_t state, uint64_t id, uint32_t inc, uint64_t from)
+{
+    p[0] = state;
+    gossip_put_u64(p + 1, id);
+    gossip_put_u32(p + 9, inc);
+    gossip_put_u64(p + 13, from);
+    return 21;
+}
+
+static void config_rejects(void **state)
+{
+    (void)state;
+    test_env t;
+    test_env_init(&t, 1);
+    gossip_swim *s = NULL;
+    char longaddr[GOSSIP_ADDR_MAX + 1];
+    memset(longaddr, 'a', GOSSIP_ADDR_MAX);
+    longaddr[GOSSIP_ADDR_MAX] = 0;
+    gossip_swim_config bad[] = {
+        {.self_id = 0, .self_addr = "a"},
+        {.self_id = 1, .self_addr = NULL},
+        {.self_id = 1, .self_addr = ""},
+        {.self_id = 1, .self_addr = longaddr},
+        {.self_id = 1, .self_addr = "a", .members_max = 1},
+        {.self_id = 1, .self_addr = "a", .members_max = GOSSIP_MEMBERS_MAX + 1},
+        {.self_id = 1, .self_addr = "a", .probe_interval_us = 100, .probe_timeout_us = 100},
+        {.self_id = 1, .self_addr = "a", .indirect_k = GOSSIP_SWIM_INDIRECT_MAX + 1},
+        {.self_id = 1, .self_addr = "a", .awareness_max = GOSSIP_SWIM_AWARENESS_MAX + 1},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        assert_int_equal(gossip_swim_create(&s, &t.env, &bad[i]), GOSSIP_EINVAL);
+        assert_null(s);
+    }
+    assert_int_equal(t.alloc.live, 0);
+}
+
+static void alloc_failure_no_leak(void **state)
+{
+    (void)state;
+    gossip_swim_config c = {.self_id = 7, .self_addr = "x", .members_max = 64};
+    long failures = 0;
+    for (long n = 1;; n++) {
+        test_env t;
+        test_env_init(&t, 2);
+        t.alloc.fail_at = n;
+        gossip_swim *s = NULL;
+        int rc = gossip_swim_create(&s, &t.env, &c);
+        if (rc == GOSSIP_OK) {
+            gossip_swim_destroy(s);
+            assert_int_equal(t.alloc.live, 0);
+            break;
+        }
+        assert_int_equal(rc, GOSSIP_ENOMEM);
+        assert_null(s);
+        assert_int_equal(t.alloc.live, 0);
+        failures++;
+    }
+    assert_true(failures >= 7); /* every allocation of create was failed once */
+}
+
+static void initial_view_and_lookup(void **state)
+{
+    (void)state;
+    test_env t;
+    test_env_init(&t, 3);
+    gossip_swim *s = make(&t, 42, "sim://42", 16);
+    gossip_view v;
+    gossip_swim_view(s, &v);
+    assert_int_equal(v.epoch, 1);
+    assert_int_equal(v.n, 1);
+    assert_true(v.ids[0] == 42);
+    gossip_swim_member m;
+    assert_int_equal(gossip_swim_lookup(s, 42, &m), GOSSIP_OK);
+    assert_int_equal(m.state, GOSSIP_MEMBER_ALIVE);
+    assert_string_equal(m.addr, "sim://42");
+    assert_int_equal(gossip_swim_lookup(s, 43, &m), GOSSIP_ENOTFOUND);
+    assert_int_equal(gossip_swim_lookup(s, 0, &m), GOSSIP_ENOTFOUND);
+    assert_int_equal(gossip_swim_deadline(s), 0);
+    gossip_swim_destroy(s);
+    assert_int_equal(t.alloc.live, 0);
+}
+
+/* A PING is answered by an ACK with the same sequence number; golden bytes. */
+static void ping_ack_golden(void **state)
+{
+    (void)state;
+    test_env t;
+    test_env_init(&t, 4);
+    gossip_swim *s = make(&t, 0x0A0B0C0D0E0F1011ULL, "a", 16);
+    uint8_t p[13] = {0x01, 0x02, 0x03, 0x04};
+    gossip_put_u64(p + 4, 0x0A0B0C0D0E0F1011ULL);
+    p[12] = 0; /* no updates */
+    assert_int_equal(deliver(s, GOSSIP_MSG_PING, 0x99, p, sizeof p, 10), GOSSIP_OK);
+    gossip_send o;
+    assert_int_equal(gossip_swim_poll_send(s, &o, 10), 1);
+    assert_true(o.dest == 0x99);
+    assert_null(o.dest_addr); /* the pinger is not in the table */
+    static const uint8_t golden[GOSSIP_HEADER_SIZE + 5] = {
+        0x4D, 0x52, 0x01, 0x02, 0x00, 0x00, 0x00, 0x05, /* magic ver ACK len */
+        0x0A, 0x0B, 0x0C, 0x0D, 0x0E, 0x0F, 0x10, 0x11, /* sender */
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, /* epoch */
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, /* round */
+        0x01, 0x02, 0x03, 0x04, 0x00};                  /* seq, 0 updates */
+    assert_int_equal(o.len, sizeof golden);
+    assert_memory_equal(o.frame, golden, sizeof golden);
+    assert_int_equal(gossip_swim_poll_send(s, &o, 10), 0);
+    gossip_swim_destroy(s);
+}
+
+static void join_through_seed(void **state)
+{
+    (void)state;
+    test_env t;
+    test_env_init(&t, 5);
+    gossip_swim *a = make(&t, 100, "addr-a", 16), *b = make(&t, 200, "addr-b", 16);
+    const char *seeds[] = {"addr-a", "addr-b"}; /* own address is skipped */
+    assert_int_equal(gossip_swim_join(b, seeds, 2, 0), GOSSIP_OK);
+    gossip_send o;
+    assert_int_equal(gossip_swim_poll_send(b, &o, 0), 1);
+    assert_int_equal(o.dest, 0);
+    assert_string_equal(o.dest_addr, "addr-a");
+    assert_int_equal(o.frame[3], GOSSIP_MSG_JOIN);
+    gossip_header h;
+    assert_int_equal(gossip_header_decode(o.frame, o.len, &h), GOSSIP_OK);
+    assert_int_equal(gossip_swim_recv(a, 0, &h, o.frame + 32, o.len - 32, 0), GOSSIP_OK);
+    assert_int_equal(gossip_swim_poll_send(b, &o, 0), 0); /* one seed only */
+    gossip_view va, vb;
+    gossip_swim_view(a, &va);
+    assert_int_equal(va.n, 2);
+    assert_int_equal(va.epoch, 2);
+    assert_true(va.ids[0] == 100 && va.ids[1] == 200);
+    assert_int_equal(pump(a, b, 200, "addr-b", 0), 1); /* the SYNC_REPLY */
+    gossip_swim_view(b, &vb);
+    assert_int_equal(vb.n, 2);
+    assert_int_equal(vb.epoch, 2);
+    gossip_swim_member m;
+    assert_int_equal(gossip_swim_lookup(b, 100, &m), GOSSIP_OK);
+    assert_string_equal(m.addr, "addr-a");
+    assert_int_equal(m.state, GOSSIP_MEMBER_ALIVE);
+    /* a frame that changes nothing leaves the epoch alone */
+    uint8_t p[13] = {0};
+    gossip_put_u64(p + 4, 200);
+    assert_int_equal(deliver(b, GOSSIP_MSG_PING, 100, p, sizeof p, 1), GOSSIP_OK);
+    gossip_swim_view(b, &vb);
+    assert_int_equal(vb.epoch, 2);
+    gossip_swim_destroy(a);
+    gossip_swim_destroy(b);
+    assert_int_equal(t.alloc.live, 0);
+}
+
+/* A suspicion about ourselves is refuted with a higher incarnation, and the
+ * refutation rides on the very next message. */
+static void refutes_suspicion(void **state)
+{
+    (void)state;
+    test_env t;
+    test_env_init(&t, 6);
+    gossip_swim *s = make(&t, 5, "five", 16);
+    uint8_t p[64] = {0};
+    gossip_put_u32(p, 77);
+    gossip_put_u64(p + 4, 5);
+    p[12] = 2;
+    size_t len = 13;
+    len += put_alive(p + len, 9, 0, "nine");
+    len += put_suspect(p + len, GOSSIP_MEMBER_SUSPECT, 5, 3, 9);
+    assert_int_equal(deliver(s, GOSSIP_MSG_PING, 9, p, len, 0), GOSSIP_OK);
+    assert_int_equal(gossip_swim_incarnation(s), 4);
+    assert_int_equal(gossip_swim_stats_get(s)->refutations, 1);
+    assert_int_equal(gossip_swim_health(s), 1); /* Lifeguard: we may be slow */
+    gossip_send o;
+    assert_int_equal(gossip_swim_poll_send(s, &o, 0), 1);
+    assert_int_equal(o.frame[3], GOSSIP_MSG_ACK);
+    assert_string_equal(o.dest_addr, "nine");
+    /* ack payload: seq, count, records (fewest transmissions first) */
+    const uint8_t *q = o.frame + GOSSIP_HEADER_SIZE;
+    assert_int_equal(gossip_get_u32(q), 77);
+    int found = 0;
+    size_t at = 5;
+    for (unsigned i = 0; i < q[4]; i++) {
+        if (q[at] == GOSSIP_MEMBER_ALIVE && gossip_get_u64(q + at + 1) == 5) {
+            assert_int_equal(gossip_get_u32(q + at + 9), 4);
+            found = 1;
+        }
+        at += q[at] == GOSSIP_MEMBER_ALIVE ? 14u + q[at + 13] : 21u;
+    }
+    assert_true(found);
+    /* an older suspicion is not refuted again */
+    len = 13;
+    p[12] = 1;
+    len += put_suspect(p + len, GOSSIP_MEMBER_DEAD, 5, 2, 9);
+    assert_int_equal(deliver(s, GOSSIP_MSG_PING, 9, p, len, 0), GOSSIP_OK);
+    assert_int_equal(gossip_swim_incarnation(s), 4);
+    gossip_swim_destroy(s);
+}
+
+/* With no one answering, a known member is suspected at the end of the
+ * probe period and declared dead after the suspicion timeout (alpha periods
+ * for N = 2) plus the last-chance verification (2 periods, LHM-scaled). */
+static void suspicion_then_death(void **state)
+{
+    (void)state;
+    test_env t;
+    test_env_init(&t, 7);
+    gossip_swim *s = make(&t, 1, "one", 16);
+    uint8_t p[64];
+    gossip_put_u32(p, 1);
+    size_t len = 4 + put_alive(p + 4, 2, 0, "two");
+    assert_int_equal(deliver(s, GOSSIP_MSG_SYNC_REPLY, 2, p, len, 0), GOSSIP_OK);
+    gossip_view v;
+    gossip_swim_view(s, &v);
+    uint64_t e0 = v.epoch;
+    assert_int_equal(v.n, 2);
+    gossip_time_us now = 0, first_ping = GOSSIP_TIME_NEVER, suspect_at = 0, dead_at = 0;
+    gossip_swim_member m;
+    while (now < 40u * PERIOD && !dead_at) {
+        gossip_time_us d = gossip_swim_deadline(s);
+        assert_true(d != GOSSIP_TIME_NEVER);
+        now = d > now ? d : now;
+        gossip_swim_tick(s, now);
+        gossip_send o;
+        while (gossip_swim_poll_send(s, &o, now) == 1)
+            if (o.frame[3] == GOSSIP_MSG_PING && first_ping == GOSSIP_TIME_NEVER)
+                first_ping = now;
+        assert_int_equal(gossip_swim_lookup(s, 2, &m), GOSSIP_OK);
+        if (m.state == GOSSIP_MEMBER_SUSPECT && !suspect_at)
+            suspect_at = now;
+        if (m.state == GOSSIP_MEMBER_DEAD)
+            dead_at = now;
+    }
+    assert_true(dead_at > 0);
+    assert_int_equal(suspect_at - first_ping, PERIOD);
+    /* min timeout = 4 * max(1, log10 2) periods, then 2 verification
+     * periods stretched by the local health score (our probes of the dead
+     * member keep failing, so it rises: Lifeguard's LHM) */
+    assert_true(dead_at - suspect_at >= 6u * PERIOD);
+    assert_true(dead_at - suspect_at <= 4u * PERIOD + 2u * 8u * PERIOD);
+    assert_true(gossip_swim_health(s) > 0);
+    gossip_swim_view(s, &v);
+    assert_int_equal(v.n, 1);
+    assert_true(v.epoch > e0);
+    assert_int_equal(gossip_swim_stats_get(s)->deaths, 1);
+    gossip_swim_destroy(s);
+}
+
+static void leave_is_announced(void **state)
+{
+    (void)state;
+    test_env t;
+    test_env_init(&t, 8);
+    gossip_swim *a = make(&t, 100, "a", 16), *b = make(&t, 200, "b", 16);
+    const char *seeds[] = {"a"};
+    gossip_swim_join(b, seeds, 1, 0);
+    pump(b, a, 100, "a", 0);
+    pump(a, b, 200, "b", 0);
+    gossip_view v;
+    gossip_swim_view(a, &v);
+    uint64_t e0 = v.epoch;
+    assert_int_equal(v.n, 2);
+    assert_int_equal(gossip_swim_leave(b, 5), GOSSIP_OK);
+    assert_int_equal(gossip_swim_deadline(b), GOSSIP_TIME_NEVER);
+    assert_int_equal(pump(b, a, 100, "a", 5), 1);
+    gossip_swim_member m;
+    assert_int_equal(gossip_swim_lookup(a, 200, &m), GOSSIP_OK);
+    assert_int_equal(m.state, GOSSIP_MEMBER_LEFT);
+    assert_int_equal(m.incarnation, 1);
+    gossip_swim_view(a, &v);
+    assert_int_equal(v.n, 1);
+    assert_true(v.epoch == e0 + 1);
+    gossip_swim_destroy(a);
+    gossip_swim_destroy(b);
+}
+
+/* Every kind of bad frame is rejected with its cause and counted; the
+ * object is unchanged. */
+static void bad_frames_counted(void **state)
+{
+    (void)state;
+    test_env t;
+    test_env_init(&t, 9);
+    gossip_swim *s = make(&t, 5, "five", 16);
+    uint8_t p[128];
+    memset(p, 0, sizeof p);
+    gossip_put_u64(p + 4, 5);
+    gossip_header h = {.type = GOSSIP_MSG_MIX_PUSH, .sender = 9};
+    assert_int_equal(gossip_swim_recv(s, 9, &h, p, 13, 0), GOSSIP_ETYPE);
+    h.type = GOSSIP_MSG_PING;
+    assert_int_equal(gossip_swim_recv(s, 8, &h, p, 13, 0), GOSSIP_EMALFORMED); /* spoofed */
+    h.sender = 0;
+    assert_int_equal(gossip_swim_recv(s, 0, &h, p, 13, 0), GOSSIP_EMALFORMED); /* no sender */
+    assert_int_equal(deliver(s, GOSSIP_MSG_PING, 9, p, 3, 0), GOSSIP_ETRUNC);
+    assert_int_equal(deliver(s, GOSSIP_MSG_PING, 9, p, 14, 0), GOSSIP_EMALFORMED); /* trailing */
+    p[12] = GOSSIP_SWIM_PIGGYBACK_MAX + 1;
+    assert_int_equal(deliver(s, GOSSIP_MSG_PING, 9, p, 13, 0), GOSSIP_ETOOBIG);
+    p[12] = 1;
+    size_t len = 13 + put_alive(p + 13, 0, 0, "zero"); /* id 0 */
+    assert_int_equal(deliver(s, GOSSIP_MSG_PING, 9, p, len, 0), GOSSIP_EMALFORMED);
+    len = 13 + put_alive(p + 13, 6, 0, "six");
+    p[13] = 9; /* unknown state */
+    assert_int_equal(deliver(s, GOSSIP_MSG_PING, 9, p, len, 0), GOSSIP_EMALFORMED);
+    len = 13 + put_alive(p + 13, 6, 0, "six");
+    p[13 + 13] = 0; /* empty address */
+    assert_int_equal(deliver(s, GOSSIP_MSG_PING, 9, p, 13 + 14, 0), GOSSIP_EMALFORMED);
+    len = 13 + put_alive(p + 13, 6, 0, "six");
+    p[13 + 15] = 0; /* NUL inside the address */
+    assert_int_equal(deliver(s, GOSSIP_MSG_PING, 9, p, len, 0), GOSSIP_EMALFORMED);
+    len = 13 + put_alive(p + 13, 6, 0, "six");
+    assert_int_equal(deliver(s, GOSSIP_MSG_PING, 9, p, len - 1, 0), GOSSIP_ETRUNC);
+    gossip_put_u64(p + 4, 6); /* a ping for someone else */
+    assert_int_equal(deliver(s, GOSSIP_MSG_PING, 9, p, len, 0), GOSSIP_ENOTFOUND);
+    gossip_put_u32(p, GOSSIP_MEMBERS_MAX + 1);
+    assert_int_equal(deliver(s, GOSSIP_MSG_SYNC, 9, p, 4, 0), GOSSIP_ETOOBIG);
+    const gossip_swim_stats *st = gossip_swim_stats_get(s);
+    assert_int_equal(st->rejected[GOSSIP_ETYPE], 1);
+    assert_int_equal(st->rejected[GOSSIP_EMALFORMED], 7);
+    assert_int_equal(st->rejected[GOSSIP_ETRUNC], 2);
+    assert_int_equal(st->rejected[GOSSIP_ETOOBIG], 2);
+    assert_int_equal(st->rejected[GOSSIP_ENOTFOUND], 1);
+    gossip_view v;
+    gossip_swim_view(s, &v);
+    assert_int_equal(v.n, 1); /* nothing from a rejected frame was applied */
+    assert_int_equal(v.epoch, 1);
+    gossip_send o;
+    assert_int_equal(gossip_swim_poll_send(s, &o, 0), 0);
+    gossip_swim_destroy(s);
+}
+
+/* Random and mutated frames never crash the decoder; the object keeps
+ * working and stays within its bounds. */
+static void fuzz_never_crashes(void **state)
+{
+    (void)state;
+    uint64_t seed = test_seed(10);
+    test_env t;
+    test_env_init(&t, seed);
+    model_rng rng;
+    model_rng_seed(&rng, seed, 1);
+    gossip_swim *s = make(&t, 5, "five", 8);
+    uint8_t valid[256], f[256];
+    gossip_put_u32(valid, 1);
+    gossip_put_u64(valid + 4, 5);
+    valid[12] = 2;
+    size_t vlen = 13 + put_alive(valid + 13, 6, 1, "six");
+    vlen += put_suspect(valid + vlen, GOSSIP_MEMBER_SUSPECT, 7, 0, 6);
+    long ok = 0;
+    for (int i = 0; i < 200000; i++) {
+        size_t len;
+        if (i & 1) { /* a mutation of a valid ping */
+            memcpy(f, valid, vlen);
+            len = vlen;
+            for (int k = 0; k < 3; k++)
+                f[model_rng_below(&rng, vlen)] = (uint8_t)model_rng_u64(&rng);
+            len = vlen - model_rng_below(&rng, 4);
+        } else {
+            len = model_rng_below(&rng, sizeof f + 1);
+            for (size_t k = 0; k < len; k++)
+                f[k] = (uint8_t)model_rng_u64(&rng);
+        }
+        uint8_t type = (uint8_t)(1 + model_rng_below(&rng, 8));
+        if (i & 1)
+            type = GOSSIP_MSG_PING;
+        uint64_t sender = 1 + model_rng_below(&rng, 64);
+        if (sender == 5)
+            sender = 6;
+        int rc = deliver(s, type, sender, f, len, (gossip_time_us)i * 1000);
+        assert_true(rc >= 0 && rc < GOSSIP_ERR_COUNT);
+        ok += rc == GOSSIP_OK;
+        if ((i & 63) == 0)
+            gossip_swim_tick(s, (gossip_time_us)i * 1000);
+        gossip_send o;
+        while (gossip_swim_poll_send(s, &o, 0) == 1)
+            assert_true(o.len <= GOSSIP_HEADER_SIZE + 4 + 8u * GOSSIP_SWIM_RECORD_MAX);
+        gossip_view v;
+        gossip_swim_view(s, &v);
+        assert_true(v.n <= 8);
+    }
+    if (ok == 0)
+        fail_msg("seed %llu: no frame was accepted; the mutations are too destructive",
+                 (unsigned long long)seed);
+    gossip_swim_destroy(s);
+    assert_int_equal(t.alloc.live, 0);
+}
+
+/* A full table drops newcomers (counted); probe frames stay small however
+ * much news is pending. */
+static void bounded_table_and_messages(void **state)
+{
+    (void)state;
+    test_env t;
+    test_env_init(&t, 11);
+    gossip_swim *small = make(&t, 1, "one", 8), *big = make(&t, 1, "one", 512);
+    static uint8_t p[4 + 300 * GOSSIP_SWIM_RECORD_MAX];
+    size_t len = 4;
+    char addr[GOSSIP_ADDR_MAX];
+    for (uint32_t i = 0; i < 300; i++) {
+        snprintf(addr, sizeof addr, "tcp://host-%03u.example.org:7000/%031u", i, i);
+        assert_true(strlen(addr) == GOSSIP_ADDR_MAX - 1);
+        len += put_alive(p + len, 1000 + i, 0, addr);
+    }
+    gossip_put_u32(p, 300);
+    assert_int_equal(deliver(small, GOSSIP_MSG_SYNC_REPLY, 1000, p, len, 0), GOSSIP_OK);
+    assert_int_equal(deliver(big, GOSSIP_MSG_SYNC_REPLY, 1000, p, len, 0), GOSSIP_OK);
+    gossip_view v;
+    gossip_swim_view(small, &v);
+    assert_int_equal(v.n, 8);
+    assert_int_equal(gossip_swim_stats_get(small)->table_full, 300 - 7);
+    gossip_swim_view(big, &v);
+    assert_int_equal(v.n, 301);
+    /* 300 fresh alive updates are pending: every probe frame stays small */
+    gossip_time_us now = 0;
+    unsigned probes = 0;
+    for (int k = 0; k < 40; k++) {
+        gossip_time_us d = gossip_swim_deadline(big);
+        now = d > now ? d : now;
+        gossip_swim_tick(big, now);
+        gossip_send o;
+        while (gossip_swim_poll_send(big, &o, now) == 1) {
+            uint8_t type = o.frame[3];
+            if (type == GOSSIP_MSG_PING || type == GOSSIP_MSG_PING_REQ) {
+                probes++;
+                assert_true(o.len <= 508);
+                size_t fixed = type == GOSSIP_MSG_PING ? 12 : 16;
+                uint8_t n = o.frame[GOSSIP_HEADER_SIZE + fixed];
+                assert_true(n >= 1 && n <= GOSSIP_SWIM_PIGGYBACK_MAX);
+            }
+        }
+    }
+    assert_true(probes > 10);
+    gossip_swim_destroy(small);
+    gossip_swim_destroy(big);
+    assert_int_equal(t.alloc.live, 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(config_rejects),
+        cmocka_unit_test(alloc_failure_no_leak),
+        cmocka_unit_test(initial_view_and_lookup),
+        cmocka_unit_test(ping_ack_golden),
+        cmocka_unit_test(join_through_seed),
+        cmocka_unit_test(refutes_suspicion),
+        cmocka_unit_test(suspicion_then_death),
+        cmocka_unit_test(leave_is_announced),
+        cmocka_unit_test(bad_frames_counted),
+        cmocka_unit_test(fuzz_never_crashes),
+        cmocka_unit_test(bounded_table_and_messages),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
