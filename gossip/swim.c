@@ -236,7 +236,7 @@ static member *oldest_tomb(gossip_swim *s)
     member *best = NULL;
     for (uint32_t i = 0; i < s->hw; i++) {
         member *m = &s->members[i];
-        if (is_tomb(m->state) && (!best || m->state_at < best->state_at))
+        if (is_tomb(m->state) && i != s->self_slot && (!best || m->state_at < best->state_at))
             best = m;
     }
     return best;
@@ -869,7 +869,7 @@ static void reap_tombs(gossip_swim *s, gossip_time_us now)
     gossip_time_us keep = (gossip_time_us)s->cfg.dead_retention_periods * period_us(s);
     for (uint32_t i = 0; i < s->hw; i++) {
         member *m = &s->members[i];
-        if (is_tomb(m->state) && now - m->state_at >= keep && !m->queue_pos)
+        if (is_tomb(m->state) && now - m->state_at >= keep && !m->queue_pos && i != s->self_slot)
             remove_member(s, m);
     }
 }

@@ -489,6 +489,86 @@ static void bounded_table_and_messages(void **state)
     assert_int_equal(t.alloc.live, 0);
 }
 
+/* Members come and go through a small table: tombstones are evicted and
+ * reaped, and the id index (open addressing with backward-shift deletion)
+ * never loses a live member. */
+static void table_churn_consistent(void **state)
+{
+    (void)state;
+    uint64_t seed = test_seed(12);
+    test_env t;
+    test_env_init(&t, seed);
+    model_rng rng;
+    model_rng_seed(&rng, seed, 2);
+    const uint32_t cap = 16;
+    gossip_swim *s = make(&t, 1, "one", cap);
+    enum { POOL = 4000 };
+    static uint8_t alive[POOL]; /* 1 = must be findable as ALIVE */
+    uint32_t next_id = 0, n_alive = 0;
+    uint8_t p[64];
+    for (int it = 0; it < 20000; it++) {
+        gossip_time_us now = (gossip_time_us)it * 100000u;
+        gossip_put_u32(p, 1);
+        gossip_put_u64(p + 4, 1);
+        p[12] = 1;
+        size_t len = 13;
+        if (n_alive + 1 < cap && next_id < POOL && model_rng_below(&rng, 2) == 0) {
+            uint32_t id = next_id++;
+            len += put_alive(p + len, 1000 + id, 0, "x");
+            assert_int_equal(deliver(s, GOSSIP_MSG_PING, 9999, p, len, now), GOSSIP_OK);
+            gossip_swim_member m;
+            if (gossip_swim_lookup(s, 1000 + id, &m) == GOSSIP_OK) {
+                alive[id] = 1;
+                n_alive++;
+            } else {
+                /* only when the table is full of live members */
+                assert_true(gossip_swim_stats_get(s)->table_full > 0);
+            }
+        } else if (n_alive > 0) {
+            uint32_t id;
+            do
+                id = (uint32_t)model_rng_below(&rng, next_id);
+            while (!alive[id]);
+            len += put_suspect(p + len, GOSSIP_MEMBER_DEAD, 1000 + id, 0, 1);
+            assert_int_equal(deliver(s, GOSSIP_MSG_PING, 9999, p, len, now), GOSSIP_OK);
+            alive[id] = 0;
+            n_alive--;
+        }
+        gossip_send o;
+        while (gossip_swim_poll_send(s, &o, now) == 1)
+            ;
+        if ((it & 15) == 0) {
+            gossip_swim_tick(s, now); /* probes fail: suspicions, deaths, reaping */
+            while (gossip_swim_poll_send(s, &o, now) == 1)
+                ;
+        }
+        gossip_view v;
+        gossip_swim_view(s, &v);
+        assert_true(v.n <= cap);
+        for (uint32_t k = 0; k < v.n; k++) {
+            gossip_swim_member m;
+            assert_int_equal(gossip_swim_lookup(s, v.ids[k], &m), GOSSIP_OK);
+            assert_true(m.state == GOSSIP_MEMBER_ALIVE || m.state == GOSSIP_MEMBER_SUSPECT);
+        }
+        for (uint32_t id = 0; id < next_id; id++) {
+            gossip_swim_member m;
+            int rc = gossip_swim_lookup(s, 1000 + id, &m);
+            if (alive[id] && rc != GOSSIP_OK)
+                fail_msg("seed %llu it %d: live member %u lost from the index",
+                         (unsigned long long)seed, it, id);
+            if (rc == GOSSIP_OK && m.state != GOSSIP_MEMBER_ALIVE &&
+                m.state != GOSSIP_MEMBER_SUSPECT)
+                alive[id] = 0; /* our own timers may kill it too */
+        }
+        n_alive = 0;
+        for (uint32_t id = 0; id < next_id; id++)
+            n_alive += alive[id];
+    }
+    assert_true(next_id > 100); /* the table was recycled many times over */
+    gossip_swim_destroy(s);
+    assert_int_equal(t.alloc.live, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -503,6 +583,7 @@ int main(void)
         cmocka_unit_test(bad_frames_counted),
         cmocka_unit_test(fuzz_never_crashes),
         cmocka_unit_test(bounded_table_and_messages),
+        cmocka_unit_test(table_churn_consistent),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
