@@ -128,14 +128,15 @@ clean:
 
 # `make fuzz`: every tests/fuzz/fuzz_*.c is a libFuzzer target built with
 # clang -fsanitize=fuzzer,address,undefined against the sans-IO core
-# (model/ and gossip/ sources, compiled with the same flags), then run for
-# FUZZ_SECONDS each (a short bounded run; corpora kept in build/fuzz/).
+# (model/ and gossip/ sources plus net/'s sans-IO channel, compiled with the
+# same flags), then run for FUZZ_SECONDS each (a short bounded run; corpora
+# kept in build/fuzz/).
 # Skipped with a message when clang is not installed.
 FUZZ_CC      ?= clang
 FUZZ_SECONDS ?= 20
 FUZZ_CFLAGS  := -std=c11 -D_DEFAULT_SOURCE -O1 -g -I. -fno-omit-frame-pointer \
                 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
-FUZZ_CORE    := $(wildcard model/*.c gossip/*.c)
+FUZZ_CORE    := $(wildcard model/*.c gossip/*.c) net/channel.c net/net.c
 
 .PHONY: fuzz
 fuzz:
