@@ -18,6 +18,9 @@
 
 #define SHARD_PATH_MAX 4096u
 
+static int write_catalog(const char *out_dir, const uint8_t *hashes, const uint32_t *samples,
+                         uint32_t shards, const char *data, double alpha, unsigned long long seed);
+
 static void shard_usage(FILE *out)
 {
     fprintf(out,
@@ -27,6 +30,8 @@ static void shard_usage(FILE *out)
             "Split a training set into S shard files DIR/shard-III-of-SSS.msh, each named\n"
             "inside by its BLAKE2b-256 content address, and print one line per shard\n"
             "(index, samples, per-class counts, hash, path). Deterministic for a seed.\n"
+            "Also writes DIR/catalog: the content addresses of all S shards, one per\n"
+            "line in index order, which every agent of a cluster needs (docs/AGENT.md).\n"
             "\n"
             "  --data D        fashion-mnist (%s, training set), a directory\n"
             "                  of IDX files, or a CSV file 'label,f1,...,fn' [fashion-mnist]\n"
@@ -155,7 +160,9 @@ int cmd_shard(int argc, char **argv)
     uint32_t *assign = malloc((size_t)d.count * sizeof *assign);
     uint32_t *rows = malloc((size_t)d.count * sizeof *rows);
     uint32_t *hist = malloc((size_t)d.classes * sizeof *hist);
-    if (!assign || !rows || !hist) {
+    uint8_t *hashes = malloc((size_t)shards * MODEL_SHARD_HASH_SIZE);
+    uint32_t *counts = malloc((size_t)shards * sizeof *counts);
+    if (!assign || !rows || !hist || !hashes || !counts) {
         fprintf(stderr, "murmur shard: out of memory\n");
         goto out;
     }
@@ -199,12 +206,51 @@ int cmd_shard(int argc, char **argv)
         for (uint32_t c = 0; c < d.classes; c++)
             printf("%s%u", c ? "," : "", hist[c]);
         printf(" hash=%s path=%s\n", hex, path);
+        memcpy(hashes + (size_t)s * MODEL_SHARD_HASH_SIZE, hash, MODEL_SHARD_HASH_SIZE);
+        counts[s] = n;
     }
+    if (write_catalog(out_dir, hashes, counts, shards, data, alpha, seed))
+        goto out;
     status = 0;
 out:
+    free(hashes);
+    free(counts);
     free(assign);
     free(rows);
     free(hist);
     model_data_free(&d);
     return status;
+}
+
+/* DIR/catalog (docs/AGENT.md): a comment line, then one line per shard in
+ * index order, "HASH INDEX SAMPLES". Written to a temp name and renamed. */
+static int write_catalog(const char *out_dir, const uint8_t *hashes, const uint32_t *samples,
+                         uint32_t shards, const char *data, double alpha, unsigned long long seed)
+{
+    char path[SHARD_PATH_MAX], tmp[SHARD_PATH_MAX + 8];
+    if ((size_t)snprintf(path, sizeof path, "%s/catalog", out_dir) >= sizeof path ||
+        (size_t)snprintf(tmp, sizeof tmp, "%s.tmp", path) >= sizeof tmp) {
+        fprintf(stderr, "murmur shard: output path too long\n");
+        return -1;
+    }
+    FILE *f = fopen(tmp, "w");
+    if (!f) {
+        fprintf(stderr, "murmur shard: cannot write %s: %s\n", tmp, strerror(errno));
+        return -1;
+    }
+    fprintf(f, "# murmur catalog v1 shards=%u data=%s alpha=%g seed=%llu\n", shards, data, alpha,
+            seed);
+    for (uint32_t s = 0; s < shards; s++) {
+        char hex[2 * MODEL_SHARD_HASH_SIZE + 1];
+        model_shard_hash_hex(hashes + (size_t)s * MODEL_SHARD_HASH_SIZE, hex);
+        fprintf(f, "%s %u %u\n", hex, s, samples[s]);
+    }
+    int bad = ferror(f);
+    if (fclose(f) || bad || rename(tmp, path)) {
+        fprintf(stderr, "murmur shard: cannot write %s: %s\n", path, strerror(errno));
+        remove(tmp);
+        return -1;
+    }
+    printf("catalog shards=%u path=%s\n", shards, path);
+    return 0;
 }
