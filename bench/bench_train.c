@@ -1,0 +1,114 @@
+/* bench_train — training throughput of the model layer, one BLAS thread.
+ *
+ * The MLP of the acceptance run (mlp:256,128,100 on 784 inputs, 10 classes)
+ * at batch 64 with SGD momentum 0.9 and weight decay 5e-4, exactly the
+ * per-step work of `murmur train`: gather a shuffled mini-batch of uint8
+ * pixels into normalised floats, forward, backward, SGD update. Data:
+ * Fashion-MNIST when installed, else random pixels (the arithmetic is the
+ * same). Each run times STEPS steps after a warm-up; the median of RUNS
+ * runs is printed in samples/s with min..max beside it, as
+ * "samples_per_s=N" (bench/extra_torch.sh parses that line).
+ *
+ *   make bench  or  build/bench/bench_train [runs] [steps] [spec]
+ */
+#include <cblas.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "model/net.h"
+#include "model/optim.h"
+
+#define RUNS_DEFAULT  7
+#define RUNS_MAX      101
+#define STEPS_DEFAULT 300
+#define WARMUP_STEPS  100
+#define BATCH         64
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+int main(int argc, char **argv)
+{
+    int runs = argc > 1 ? atoi(argv[1]) : RUNS_DEFAULT;
+    int steps = argc > 2 ? atoi(argv[2]) : STEPS_DEFAULT;
+    const char *spec = argc > 3 ? argv[3] : "mlp:256,128,100";
+    if (runs < 1 || runs > RUNS_MAX || steps < 1) {
+        fprintf(stderr, "usage: bench_train [runs 1..%d] [steps] [spec]\n", RUNS_MAX);
+        return 2;
+    }
+    openblas_set_num_threads(1);
+    char msg[MODEL_MSG_MAX] = "";
+    model_data train, test;
+    const char *source = "fashion-mnist";
+    if (model_fashion_load(&train, &test, NULL, msg, sizeof msg) != 0) {
+        source = "random";
+        model_rng r;
+        model_rng_seed(&r, 1, 0);
+        if (model_data_alloc(&train, 60000, 784, 10, MODEL_DTYPE_U8))
+            return 1;
+        for (size_t k = 0; k < (size_t)60000 * 784; k++)
+            train.x_u8[k] = (uint8_t)model_rng_u64(&r);
+        for (uint32_t i = 0; i < 60000; i++)
+            train.labels[i] = (uint16_t)model_rng_below(&r, 10);
+        memset(&test, 0, sizeof test);
+    }
+    model_norm norm;
+    model_net *net;
+    model_sgd sgd;
+    model_sgd_config cfg = {.momentum = 0.9f, .weight_decay = 5e-4f};
+    if (model_norm_fit(&norm, &train, MODEL_NORM_UNIT) ||
+        model_net_create(&net, spec, train.dim, train.classes, BATCH, msg, sizeof msg) ||
+        model_sgd_init(&sgd, model_net_param_count(net), &cfg)) {
+        fprintf(stderr, "bench_train: setup failed: %s\n", msg);
+        return 1;
+    }
+    model_rng r;
+    model_rng_seed(&r, 1, 0);
+    model_net_init(net, &r);
+    uint32_t *order = malloc(train.count * sizeof *order);
+    model_data_shuffle(order, train.count, &r);
+    float *x = model_net_input_buffer(net);
+    uint16_t *y = model_net_label_buffer(net);
+    uint32_t at = 0;
+    double t[RUNS_MAX];
+    for (int run = 0; run < runs; run++) {
+        double t0 = 0;
+        for (int s = 0; s < WARMUP_STEPS + steps; s++) {
+            if (s == WARMUP_STEPS)
+                t0 = now_s();
+            if (at + BATCH > train.count)
+                at = 0;
+            model_data_gather(&train, &norm, order + at, BATCH, x, y);
+            at += BATCH;
+            if (model_train_step(net, &sgd, x, y, BATCH, 0.01f, NULL))
+                return 1;
+        }
+        t[run] = now_s() - t0;
+    }
+    qsort(t, (size_t)runs, sizeof *t, cmp_d);
+    double n = (double)steps * BATCH;
+    printf("bench_train model=%s params=%zu batch=%d blas_threads=1 data=%s runs=%d steps=%d\n",
+           spec, model_net_param_count(net), BATCH, source, runs, steps);
+    printf("  samples_per_s=%.0f  (min %.0f .. max %.0f)  step_us=%.1f\n", n / t[runs / 2],
+           n / t[runs - 1], n / t[0], t[runs / 2] / steps * 1e6);
+    printf("  command: build/bench/bench_train %d %d %s\n", runs, steps, spec);
+    free(order);
+    model_sgd_free(&sgd);
+    model_net_destroy(net);
+    model_norm_free(&norm);
+    model_data_free(&train);
+    model_data_free(&test);
+    return 0;
+}
