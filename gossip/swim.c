@@ -36,6 +36,7 @@ typedef struct member {
     gossip_time_us state_at;         /* when the current state began */
     gossip_time_us suspect_deadline; /* SUSPECT only */
     gossip_time_us last_reconnect;   /* last sync started because it was dead to us */
+    gossip_time_us last_sync_reply;  /* last SYNC we answered (one a period) */
     uint32_t inc;
     uint32_t verify_seq; /* last-chance ping in flight (SUSPECT only), 0 = none */
     uint32_t queue_pos;  /* index + 1 in the piggyback queue, 0 = none */
@@ -488,7 +489,8 @@ static int read_record(gossip_reader *r, record *out)
     }
     if (r->err)
         return GOSSIP_ETRUNC;
-    if (out->id == 0)
+    /* id 0 is nobody; UINT32_MAX could not be refuted (no higher value) */
+    if (out->id == 0 || out->inc == UINT32_MAX)
         return GOSSIP_EMALFORMED;
     return GOSSIP_OK;
 }
@@ -1060,7 +1062,8 @@ int gossip_swim_leave(gossip_swim *s, gossip_time_us now)
     if (s->left)
         return GOSSIP_OK;
     member *self = &s->members[s->self_slot];
-    self->inc++;
+    if (self->inc < UINT32_MAX - 1)
+        self->inc++;
     set_state(s, self, GOSSIP_MEMBER_LEFT, now);
     s->left = 1;
     rebuild_view(s);
@@ -1223,13 +1226,22 @@ int gossip_swim_recv(gossip_swim *s, uint64_t from, const gossip_header *h, cons
         rl->target = target;
         rl->req_seq = seq;
         rl->our_seq = ++s->seq;
-        rl->deadline = now + wait;
+        /* a peer cannot pin a relay slot for longer than our longest period */
+        gossip_time_us wait_max = period_us(s) * s->cfg.awareness_max;
+        rl->deadline = now + (wait < wait_max ? wait : wait_max);
         o->seq = rl->our_seq;
         o->target = target;
         break;
     }
     case GOSSIP_MSG_SYNC:
     case GOSSIP_MSG_JOIN:
+        /* A full state is O(N) bytes: answer one SYNC per member and period
+         * (a JOIN always: a restarted process must learn its state). */
+        if (h->type == GOSSIP_MSG_SYNC && sm && sm->last_sync_reply &&
+            now - sm->last_sync_reply < period_us(s))
+            break;
+        if (sm)
+            sm->last_sync_reply = now ? now : 1;
         out_push(s, GOSSIP_MSG_SYNC_REPLY, sender);
         break;
     default:
