@@ -88,7 +88,7 @@ static void train_usage(FILE *out)
         "                       (train-/t10k-images-idx3-ubyte[.gz], ...-labels-idx1-ubyte[.gz])\n"
         "                       or a CSV file 'label,f1,...,fn' [fashion-mnist]\n"
         "  --test PATH          CSV test set for a CSV --data (default: hold out %g%% of\n"
-        "                       --data, chosen by the seed)\n"
+        "                       --data, chosen by the seed; required with --shards)\n"
         "  --shards FILE...     train on these shard files (from 'murmur shard'); the\n"
         "                       test set still comes from --data / --test\n"
         "  --norm M             none | unit (x/255) | global | feature (z-score fitted on\n"
@@ -278,6 +278,12 @@ static int load_data(const train_opts *o, model_data *train, model_data *test, c
         if (rc)
             return rc;
     } else {
+        if (o->shard_count && !o->test) {
+            /* shards cut from this CSV hold all of it: a held-out part would
+             * overlap the training data */
+            model_msgf(msg, msg_len, "training on shards of a CSV data set needs --test PATH");
+            return MODEL_EINVAL;
+        }
         rc = model_csv_load(&base_train, o->data, 0, msg, msg_len);
         if (rc)
             return rc;
@@ -388,7 +394,7 @@ int cmd_train(int argc, char **argv)
     if (rc) {
         fprintf(stderr, "murmur train: %s (%s)\n", msg[0] ? msg : "cannot load data",
                 model_strerror(rc));
-        return 1;
+        return rc == MODEL_EINVAL ? 2 : 1;
     }
     model_norm_mode mode =
         o.norm_set ? o.norm

@@ -36,8 +36,8 @@
  * is aborted and restarted elsewhere never waits for a slot. */
 #define AGENT_STORE_FILE_WRITES_MAX (2u * GOSSIP_SHARDS_FETCH_MAX)
 /* Longest directory name, including the NUL; the file name adds 74 bytes. */
-#define AGENT_STORE_FILE_DIR_MAX 1024u
-#define AGENT_STORE_FILE_NAME    (2u * GOSSIP_STORE_ID_SIZE + sizeof ".msh.part")
+#define AGENT_STORE_FILE_DIR_MAX  1024u
+#define AGENT_STORE_FILE_NAME     (2u * GOSSIP_STORE_ID_SIZE + sizeof ".msh.part")
 #define AGENT_STORE_FILE_PATH_MAX (AGENT_STORE_FILE_DIR_MAX + AGENT_STORE_FILE_NAME + 1u)
 #define AGENT_STORE_FILE_SUFFIX   ".msh"
 

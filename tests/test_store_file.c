@@ -182,9 +182,8 @@ static void test_bad_open(void **state)
     assert_int_equal(agent_store_file_open(&s, "", 1000, err, sizeof err), GOSSIP_EINVAL);
     assert_true(strlen(err) > 0);
     assert_int_equal(agent_store_file_open(&s, dir, 0, err, sizeof err), GOSSIP_EINVAL);
-    assert_int_equal(
-        agent_store_file_open(&s, "/nonexistent-murmur/a/b", 1000, err, sizeof err),
-        GOSSIP_ENOTFOUND);
+    assert_int_equal(agent_store_file_open(&s, "/nonexistent-murmur/a/b", 1000, err, sizeof err),
+                     GOSSIP_ENOTFOUND);
     assert_non_null(strstr(err, "/nonexistent-murmur/a/b"));
     assert_null(s.ctx);
     agent_store_file_close(&s); /* NULL ctx is fine */
