@@ -28,6 +28,9 @@ struct model_net {
     uint16_t *labels;             /* gather buffer: batch */
 };
 
+#define NET_BATCH_MAX  65536u
+#define NET_PARAMS_MAX (1ull << 31) /* floats: 8 GiB, far above any model here */
+
 static int parse_spec(const char *spec, uint32_t *widths, uint32_t *hidden, char *msg,
                       size_t msg_len)
 {
@@ -76,6 +79,37 @@ static int parse_spec(const char *spec, uint32_t *widths, uint32_t *hidden, char
 
 #define NET_BATCH_MAX  65536u
 #define NET_PARAMS_MAX (1ull << 31) /* floats: 8 GiB, far above any model here */
+
+int model_spec_param_count(const char *spec, uint32_t input_dim, uint32_t classes, size_t *count,
+                           char *msg, size_t msg_len)
+{
+    *count = 0;
+    uint32_t widths[MODEL_LAYERS_MAX], hidden;
+    int rc = parse_spec(spec, widths, &hidden, msg, msg_len);
+    if (rc)
+        return rc;
+    if (!input_dim || !classes) {
+        model_msgf(msg, msg_len, "input_dim and classes must be positive");
+        return MODEL_EINVAL;
+    }
+    if (input_dim > MODEL_DIM_MAX || classes > MODEL_CLASSES_MAX) {
+        model_msgf(msg, msg_len, "input %u or classes %u above its maximum", input_dim, classes);
+        return MODEL_ETOOBIG;
+    }
+    uint64_t n = 0, in = input_dim;
+    for (uint32_t l = 0; l <= hidden; l++) {
+        uint64_t o = l < hidden ? widths[l] : classes;
+        n += in * o + o;
+        in = o;
+    }
+    if (n > NET_PARAMS_MAX) {
+        model_msgf(msg, msg_len, "model spec '%s': %llu parameters, above the maximum", spec,
+                   (unsigned long long)n);
+        return MODEL_ETOOBIG;
+    }
+    *count = (size_t)n;
+    return MODEL_OK;
+}
 
 int model_net_create(model_net **out, const char *spec, uint32_t input_dim, uint32_t classes,
                      uint32_t batch_max, char *msg, size_t msg_len)

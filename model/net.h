@@ -48,6 +48,12 @@ int model_net_create(model_net **out, const char *spec, uint32_t input_dim, uint
                      uint32_t batch_max, char *msg, size_t msg_len);
 void model_net_destroy(model_net *net);
 
+/* Validate spec for input_dim/classes and give its parameter count without
+ * allocating (e.g. to check a checkpoint or a peer's vector length before
+ * creating a net). Errors: ESPEC, EINVAL, ETOOBIG, as model_net_create. */
+int model_spec_param_count(const char *spec, uint32_t input_dim, uint32_t classes, size_t *count,
+                           char *msg, size_t msg_len);
+
 /* The flat parameter and gradient vectors (layout above) and their length. */
 float *model_net_params(model_net *net);
 float *model_net_grads(model_net *net);

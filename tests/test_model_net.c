@@ -28,6 +28,15 @@ static void spec_parsing_and_layout(void **state)
     assert_int_equal(model_net_layer_width(net, 0), 256);
     assert_int_equal(model_net_layer_width(net, 3), 10);
     assert_int_equal(model_net_layer_width(net, 4), 0);
+    size_t count;
+    assert_int_equal(model_spec_param_count("mlp:256,128,100", 784, 10, &count, NULL, 0), 0);
+    assert_int_equal(count, model_net_param_count(net));
+    assert_int_equal(model_spec_param_count("softmax", 784, 10, &count, NULL, 0), 0);
+    assert_int_equal(count, 7850);
+    assert_int_equal(model_spec_param_count("mlp:0", 784, 10, &count, NULL, 0), MODEL_ESPEC);
+    assert_int_equal(model_spec_param_count("softmax", 0, 10, &count, NULL, 0), MODEL_EINVAL);
+    assert_int_equal(model_spec_param_count("mlp:65536,65536,65536", 784, 10, &count, NULL, 0),
+                     MODEL_ETOOBIG);
     assert_int_equal(model_net_input_dim(net), 784);
     assert_int_equal(model_net_classes(net), 10);
     model_net_destroy(net);
