@@ -30,6 +30,10 @@
  * penalty, keyed by the remote host address): its new connections are
  * closed on accept and counted as cut_off until the cut-off expires.
  *
+ * Thread safety: every function may be called from any thread, except
+ * net_transport_destroy, which must not race with other calls on the same
+ * transport and must not be called from an NNG callback.
+ *
  * Ownership: the caller's identity, network key and allow-list are copied
  * at create (the allow-list is copied too). Messages returned by
  * net_transport_recv own their buffer until net_message_release.
