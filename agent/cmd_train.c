@@ -25,7 +25,7 @@
 #include "model/shardfile.h"
 
 /* Defaults, measured on Fashion-MNIST (docs/BENCHMARKS.md, "train"):
- * SGD with Nesterov-free momentum 0.9 at lr 0.05 with a cosine decay to 0
+ * SGD with heavy-ball momentum 0.9 at lr 0.05 with a cosine decay to 0
  * over the run and one warm-up epoch reaches 0.89+ with mlp:256,128,100 and
  * 0.84+ with softmax in 20 epochs. Weight decay 5e-4 is the usual value for
  * this model size; it costs nothing on softmax and helps the MLP. */
