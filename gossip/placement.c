@@ -18,11 +18,22 @@ static inline uint64_t mix64(uint64_t z)
     return z;
 }
 
+/* The weight is mix64(shard_key ^ node_key): one finalizer per pair once
+ * node keys are computed (pass 1 does that once per view), and, mix64
+ * being a bijection, distinct nodes get distinct weights for a shard. */
+static inline uint64_t shard_key(const uint8_t id[GOSSIP_SHARD_ID_SIZE])
+{
+    return gossip_get_u64(id) ^ gossip_get_u64(id + 8);
+}
+
+static inline uint64_t node_key(uint64_t node)
+{
+    return mix64(node ^ 0x9e3779b97f4a7c15ULL);
+}
+
 uint64_t gossip_placement_weight(const uint8_t id[GOSSIP_SHARD_ID_SIZE], uint64_t node)
 {
-    /* mix64 is a bijection: distinct nodes get distinct weights per shard. */
-    uint64_t k0 = gossip_get_u64(id), k1 = gossip_get_u64(id + 8);
-    return mix64(k0 ^ mix64(node ^ k1 ^ 0x9e3779b97f4a7c15ULL));
+    return mix64(shard_key(id) ^ node_key(node));
 }
 
 uint32_t gossip_placement_width(uint32_t r, uint32_t n)
@@ -140,19 +151,20 @@ static cand next_after(const uint8_t *id, const gossip_view *view, cand after, i
 
 static void sort_row(uint64_t *row, const uint8_t *id, uint32_t width)
 {
-    /* Insertion sort by rank; width <= 8. */
+    /* Insertion sort by rank; width <= GOSSIP_PLACEMENT_R_MAX. */
+    uint64_t w[GOSSIP_PLACEMENT_R_MAX];
+    for (uint32_t i = 0; i < width; i++)
+        w[i] = gossip_placement_weight(id, row[i]);
     for (uint32_t i = 1; i < width; i++) {
-        uint64_t v = row[i];
-        uint64_t wv = gossip_placement_weight(id, v);
+        uint64_t v = row[i], wv = w[i];
         uint32_t j = i;
-        while (j > 0) {
-            uint64_t wp = gossip_placement_weight(id, row[j - 1]);
-            if (wp > wv || (wp == wv && row[j - 1] < v))
-                break;
+        while (j > 0 && (w[j - 1] < wv || (w[j - 1] == wv && row[j - 1] > v))) {
             row[j] = row[j - 1];
+            w[j] = w[j - 1];
             j--;
         }
         row[j] = v;
+        w[j] = wv;
     }
 }
 
@@ -190,17 +202,21 @@ int gossip_placement_compute(const gossip_env *env, const gossip_placement_confi
     uint8_t *count = gossip_calloc(env, n_shards, 1);
     uint8_t *cursor = gossip_calloc(env, n_shards, 1);
     hent *heap = bounded ? gossip_calloc(env, n_shards, sizeof *heap) : NULL;
-    if (!top || !load || !count || !cursor || (bounded && !heap)) {
+    uint64_t *nkey = gossip_calloc(env, n, sizeof *nkey);
+    if (!top || !load || !count || !cursor || (bounded && !heap) || !nkey) {
         rc = GOSSIP_ENOMEM;
         goto out;
     }
 
     /* Pass 1: each shard's top-k members by rank (insertion into k slots). */
+    for (uint32_t m = 0; m < n; m++)
+        nkey[m] = node_key(view->ids[m]);
     for (uint32_t s = 0; s < n_shards; s++) {
         cand *t = top + (size_t)s * k;
         uint32_t len = 0;
+        const uint64_t skey = shard_key(ids[s]);
         for (uint32_t m = 0; m < n; m++) {
-            cand c = {gossip_placement_weight(ids[s], view->ids[m]), m};
+            cand c = {mix64(skey ^ nkey[m]), m};
             if (len == k && !cand_before(c, t[k - 1]))
                 continue;
             uint32_t j = len < k ? len++ : k - 1;
@@ -295,5 +311,6 @@ out:
     gossip_free(env, count);
     gossip_free(env, cursor);
     gossip_free(env, heap);
+    gossip_free(env, nkey);
     return rc;
 }

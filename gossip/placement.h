@@ -12,7 +12,7 @@
  * Two modes:
  * - plain rendezvous (slack_permille = GOSSIP_PLACEMENT_UNBOUNDED): the
  *   holders of a shard are its top `width` members. Minimal movement; but with
- *   S = 8N shards and r = 3 the busiest agent holds about 40% more than the
+ *   S = 8N shards and r = 3 the busiest agent holds 33-54% more than the
  *   mean (balls in bins), so it fails the 10% balance target.
  * - bounded load (the default): every member may hold at most
  *   cap = max(ceil(S*width/N), floor(S*width*(1000+slack)/(1000*N)))

@@ -42,6 +42,7 @@ typedef struct driver {
     uint64_t *sizes;
     uint32_t s_count;
     gossip_shards_config cfg;
+    uint32_t store_max;    /* shards per agent's store */
     uint32_t corrupt_data; /* corrupt this many DATA chunks in flight */
     uint32_t corrupted;
     uint64_t frames, bytes;
@@ -174,7 +175,7 @@ static void node_add(driver *d)
     x->alive = x->member = 1;
     x->tick_at = GOSSIP_TIME_NEVER;
     assert_int_equal(
-        gossip_store_mem_create(&x->store, &d->t.env, 4 * d->s_count + 8, d->cfg.shard_bytes_max),
+        gossip_store_mem_create(&x->store, &d->t.env, d->store_max, d->cfg.shard_bytes_max),
         GOSSIP_OK);
     gossip_shards_config c = d->cfg;
     c.self = x->id;
@@ -219,6 +220,11 @@ static void driver_init(driver *d, uint64_t seed, uint32_t n, uint32_t cap, uint
     d->cfg.backoff_us = 100000;
     d->cfg.probe_us = 100000;
     d->cap = cap;
+    /* Room for an agent's share (at most 1.1x the mean) plus surplus
+     * replicas awaiting their drop: 4x the mean; the seeder holds all. */
+    d->store_max = placed ? 4 * (3 * s_count / n + 8) : s_count + 8;
+    if (d->store_max > s_count + 8)
+        d->store_max = s_count + 8;
     d->nodes = calloc(cap, sizeof *d->nodes);
     d->n = 0;
     for (uint32_t i = 0; i < n; i++)
