@@ -1,0 +1,370 @@
+/* gossip/allreduce — ring reduce-scatter then allgather over the view.
+ *
+ * N members ordered by id (the view), member p at position p. The vector is
+ * cut into N segments (segment k has dim/N values, plus one for k < dim % N)
+ * and every segment into ar_k chunks of at most chunk_values values (chunks of
+ * shorter segments may be empty). Steps s = 0 .. 2N-3 per chunk:
+ *
+ *   reduce-scatter, s <= N-2: p sends segment (p - s) mod N to p+1 and adds
+ *       the segment (p - s - 1) mod N it receives from p-1. At s = N-2 the
+ *       received segment (p + 1) mod N holds every member's contribution:
+ *       p owns it and divides it by N (the result is the mean).
+ *   allgather, a = s - (N-1): p sends segment (p + 1 - a) mod N (its own at
+ *       a = 0) and stores the segment (p - a) mod N it receives.
+ *
+ * The segment a member sends at step s is the one it received at step s-1,
+ * so chunk c of step s can leave as soon as chunk c of step s-1 has arrived:
+ * chunks pipeline around the ring. Every accepted chunk moves the deadline to
+ * now + step_timeout; a deadline that passes aborts the round and sends
+ * AR_ABORT to every member, which aborts them too (each also has its own
+ * timer). Rounds are numbered per epoch; a chunk of a later round from the
+ * predecessor is kept in `inbox` until the local start (only reduce-scatter
+ * steps can arrive early: the allgather needs our own contribution).
+ */
+#include "gossip/mix_internal.h"
+
+#include <string.h>
+
+#define AR_REASON_TIMEOUT 1u
+#define AR_REASON_MAX     3u
+
+static uint32_t seg_len(const gossip_mix *m, uint32_t k)
+{
+    return m->dim / m->n + (k < m->dim % m->n);
+}
+
+static uint32_t seg_off(const gossip_mix *m, uint32_t k)
+{
+    uint32_t base = m->dim / m->n, rem = m->dim % m->n;
+    return k * base + (k < rem ? k : rem);
+}
+
+/* Segment sent / received by this member at step s. */
+static uint32_t seg_send(const gossip_mix *m, uint32_t s)
+{
+    uint32_t n = m->n, p = m->me;
+    if (s < n - 1)
+        return (p + n - s % n) % n;
+    uint32_t a = s - (n - 1);
+    return (p + 1 + n - a % n) % n;
+}
+
+static uint32_t seg_recv(const gossip_mix *m, uint32_t s)
+{
+    uint32_t n = m->n, p = m->me;
+    if (s < n - 1)
+        return (p + 2 * n - s - 1) % n;
+    uint32_t a = s - (n - 1);
+    return (p + n - a) % n;
+}
+
+/* Value range of chunk c of segment k. */
+static void chunk_range(const gossip_mix *m, uint32_t k, uint32_t c, uint32_t *off, uint32_t *cnt)
+{
+    uint32_t len = seg_len(m, k);
+    uint64_t start = (uint64_t)c * m->cv;
+    if (start >= len) {
+        *off = seg_off(m, k) + len;
+        *cnt = 0;
+    } else {
+        *off = seg_off(m, k) + (uint32_t)start;
+        *cnt = len - (uint32_t)start < m->cv ? len - (uint32_t)start : m->cv;
+    }
+}
+
+static uint32_t steps(const gossip_mix *m)
+{
+    return 2 * m->n - 2;
+}
+
+static int running(const gossip_mix *m)
+{
+    return m->state == GOSSIP_MIX_RUNNING && m->algo == GOSSIP_MIX_ALLREDUCE;
+}
+
+static void reset_counts(gossip_mix *m)
+{
+    memset(m->ar_recv, 0, (size_t)m->ar_kmax * sizeof *m->ar_recv);
+    memset(m->ar_sent, 0, (size_t)m->ar_kmax * sizeof *m->ar_sent);
+    m->ar_cursor = 0;
+}
+
+static void reset_pre(gossip_mix *m, uint64_t round)
+{
+    memset(m->ar_pre, 0, (size_t)m->ar_kmax * sizeof *m->ar_pre);
+    m->ar_pre_round = round;
+    m->ar_pre_valid = 1;
+}
+
+void mix_ar_on_view(gossip_mix *m)
+{
+    if (running(m)) {
+        memcpy(m->work, m->orig, (size_t)m->dim * sizeof *m->work);
+        mix_finish(m, GOSSIP_EABORTED);
+    }
+    reset_counts(m);
+    m->ar_pre_valid = 0;
+    m->ar_round = 0;
+    m->ar_k = 1;
+    if (m->n >= 2) {
+        uint32_t maxseg = m->dim / m->n + (m->dim % m->n != 0);
+        m->ar_k = (maxseg + m->cv - 1) / m->cv;
+        if (m->ar_k == 0)
+            m->ar_k = 1;
+    }
+}
+
+/* Add (reduce-scatter) or store (allgather) chunk c received at step s. */
+static void apply(gossip_mix *m, uint32_t s, uint32_t c, const float *data)
+{
+    uint32_t off, cnt;
+    chunk_range(m, seg_recv(m, s), c, &off, &cnt);
+    float *w = m->work + off;
+    if (s < m->n - 1) {
+        for (uint32_t i = 0; i < cnt; i++)
+            w[i] += data[i];
+        if (s == m->n - 2) {
+            float n = (float)m->n;
+            for (uint32_t i = 0; i < cnt; i++)
+                w[i] /= n;
+        }
+    } else {
+        memcpy(w, data, (size_t)cnt * sizeof *w);
+    }
+}
+
+void mix_ar_abort(gossip_mix *m, int broadcast)
+{
+    if (!running(m))
+        return;
+    if (broadcast) {
+        m->abort_bcast = (mix_abort_bcast){
+            .active = 1, .epoch = m->epoch, .round = m->ar_round, .cursor = 0};
+    }
+    memcpy(m->work, m->orig, (size_t)m->dim * sizeof *m->work);
+    reset_counts(m);
+    m->ar_round++;
+    mix_finish(m, GOSSIP_EABORTED);
+}
+
+int mix_ar_start(gossip_mix *m, gossip_time_us now)
+{
+    reset_counts(m);
+    if (m->n < 2) {
+        m->ar_round++;
+        mix_finish(m, GOSSIP_OK);
+        return GOSSIP_OK;
+    }
+    if (m->ar_pre_valid && m->ar_pre_round > m->ar_round)
+        m->ar_round = m->ar_pre_round; /* the others are ahead: join their round */
+    if (m->ar_pre_valid && m->ar_pre_round == m->ar_round) {
+        /* Replay the chunks that arrived before we started, in step order. */
+        for (uint32_t c = 0; c < m->ar_k; c++) {
+            for (uint32_t s = 0; s < m->ar_pre[c]; s++) {
+                uint32_t off, cnt;
+                chunk_range(m, seg_recv(m, s), c, &off, &cnt);
+                apply(m, s, c, m->inbox + off);
+            }
+            m->ar_recv[c] = m->ar_pre[c];
+        }
+    }
+    m->ar_pre_valid = 0;
+    m->deadline = now + m->step_timeout;
+    return GOSSIP_OK;
+}
+
+int mix_ar_recv_chunk(gossip_mix *m, uint64_t from, const gossip_header *h, const uint8_t *p,
+                      size_t len, gossip_time_us now)
+{
+    if (m->algo != GOSSIP_MIX_ALLREDUCE)
+        return GOSSIP_ESTALE;
+    if (m->n < 2 || m->me == UINT32_MAX)
+        return GOSSIP_ENOTFOUND;
+    if (len < GOSSIP_MIX_AR_HEADER)
+        return GOSSIP_ETRUNC;
+    unsigned bits = p[0];
+    uint32_t reserved = ((uint32_t)p[1] << 16) | gossip_get_u16(p + 2);
+    uint32_t block = gossip_get_u32(p + 4), members = gossip_get_u32(p + 8);
+    uint32_t s = gossip_get_u32(p + 12), c = gossip_get_u32(p + 16);
+    uint32_t dim = gossip_get_u32(p + 20), off = gossip_get_u32(p + 24);
+    uint32_t cnt = gossip_get_u32(p + 28);
+    if (!gossip_codec_bits_valid(bits) || reserved || block != m->block || members != m->n ||
+        dim != m->dim || s >= steps(m) || c >= m->ar_k)
+        return GOSSIP_EMALFORMED;
+    if (from != m->ids[(m->me + m->n - 1) % m->n])
+        return GOSSIP_EMALFORMED; /* only the ring predecessor sends us chunks */
+    uint32_t want_off, want_cnt;
+    chunk_range(m, seg_recv(m, s), c, &want_off, &want_cnt);
+    size_t data = want_cnt ? gossip_codec_size(want_cnt, bits, m->block) : 0;
+    if (off != want_off || cnt != want_cnt || len != GOSSIP_MIX_AR_HEADER + data)
+        return GOSSIP_EMALFORMED;
+    if (h->epoch != m->epoch)
+        return GOSSIP_ESTALE;
+    const uint8_t *d = p + GOSSIP_MIX_AR_HEADER;
+
+    if (running(m) && h->round == m->ar_round) {
+        if (s != m->ar_recv[c])
+            return GOSSIP_EMALFORMED; /* out of order or duplicate */
+        /* An allgather chunk we forward (s < 2N-3) is relayed byte for byte,
+         * so every member decodes the owner's very bytes. Its slot is free
+         * once our send of step s has left (the caller drains poll_send
+         * after every call, so it always is). */
+        int relay = s >= m->n - 1 && s + 1 < steps(m);
+        if (relay && m->ar_sent[c] < s)
+            return GOSSIP_EFULL;
+        int rc = cnt ? gossip_codec_decode(d, data, cnt, bits, m->block, m->scratch) : 0;
+        if (!rc)
+            rc = mix_values_ok(m->scratch, cnt);
+        if (rc)
+            return rc;
+        if (relay) {
+            memcpy(m->ar_relay + (size_t)c * m->ar_relay_stride, d, data);
+            m->ar_relay_len[c] = (uint32_t)data;
+            m->ar_relay_bits[c] = (uint8_t)bits;
+        }
+        apply(m, s, c, m->scratch);
+        m->ar_recv[c]++;
+        m->deadline = now + m->step_timeout;
+        return GOSSIP_OK;
+    }
+    if (h->round < m->ar_round)
+        return GOSSIP_ESTALE;
+    if (running(m)) {
+        /* A later round while ours is not finished: the others gave up on
+         * ours. (If all our chunks are in, we only wait for our own sends.) */
+        int complete = 1;
+        for (uint32_t k = 0; k < m->ar_k && complete; k++)
+            complete = m->ar_recv[k] == steps(m);
+        if (!complete)
+            mix_ar_abort(m, 0);
+    }
+    if (!m->ar_pre_valid || m->ar_pre_round != h->round) {
+        if (m->ar_pre_valid && h->round < m->ar_pre_round)
+            return GOSSIP_ESTALE;
+        reset_pre(m, h->round);
+    }
+    if (s > m->n - 2 || s != m->ar_pre[c])
+        return GOSSIP_EMALFORMED;
+    int rc = cnt ? gossip_codec_decode(d, data, cnt, bits, m->block, m->inbox + off) : 0;
+    if (!rc)
+        rc = mix_values_ok(m->inbox + off, cnt);
+    if (rc)
+        return rc;
+    m->ar_pre[c]++;
+    return GOSSIP_OK;
+}
+
+int mix_ar_recv_abort(gossip_mix *m, uint64_t from, const gossip_header *h, const uint8_t *p,
+                      size_t len, gossip_time_us now)
+{
+    (void)from;
+    (void)now;
+    if (len < GOSSIP_MIX_ABORT_BYTES)
+        return GOSSIP_ETRUNC;
+    if (len != GOSSIP_MIX_ABORT_BYTES)
+        return GOSSIP_EMALFORMED;
+    uint32_t reason = gossip_get_u32(p), reserved = gossip_get_u32(p + 4);
+    if (reason == 0 || reason > AR_REASON_MAX || reserved)
+        return GOSSIP_EMALFORMED;
+    if (h->epoch != m->epoch || h->round < m->ar_round)
+        return GOSSIP_ESTALE;
+    m->stats.aborts_received++;
+    mix_ar_abort(m, 0);
+    if (h->round + 1 > m->ar_round)
+        m->ar_round = h->round + 1;
+    if (m->ar_pre_valid && m->ar_pre_round <= h->round)
+        m->ar_pre_valid = 0;
+    return GOSSIP_OK;
+}
+
+void mix_ar_tick(gossip_mix *m, gossip_time_us now)
+{
+    if (running(m) && now >= m->deadline)
+        mix_ar_abort(m, 1);
+}
+
+void mix_ar_check(gossip_mix *m)
+{
+    if (!running(m))
+        return;
+    uint32_t S = steps(m);
+    for (uint32_t c = 0; c < m->ar_k; c++)
+        if (m->ar_recv[c] != S || m->ar_sent[c] != S)
+            return;
+    reset_counts(m);
+    m->ar_round++;
+    mix_finish(m, GOSSIP_OK);
+}
+
+static int abort_poll(gossip_mix *m, gossip_send *out)
+{
+    mix_abort_bcast *b = &m->abort_bcast;
+    while (b->cursor < m->n && m->ids[b->cursor] == m->self)
+        b->cursor++;
+    if (b->cursor >= m->n) {
+        b->active = 0;
+        return 0;
+    }
+    uint8_t *f = m->frame;
+    mix_header(m, f, GOSSIP_MSG_AR_ABORT, b->epoch, b->round, GOSSIP_MIX_ABORT_BYTES);
+    gossip_put_u32(f + GOSSIP_HEADER_SIZE, AR_REASON_TIMEOUT);
+    gossip_put_u32(f + GOSSIP_HEADER_SIZE + 4, 0);
+    out->frame = f;
+    mix_sent(m, out, m->ids[b->cursor++], GOSSIP_HEADER_SIZE + GOSSIP_MIX_ABORT_BYTES);
+    m->stats.aborts_sent++;
+    return 1;
+}
+
+int mix_ar_poll(gossip_mix *m, gossip_send *out)
+{
+    if (m->abort_bcast.active && abort_poll(m, out))
+        return 1;
+    if (!running(m) || m->n < 2)
+        return 0;
+    uint32_t S = steps(m), K = m->ar_k;
+    for (uint32_t i = 0; i < K; i++) {
+        uint32_t c = (m->ar_cursor + i) % K;
+        uint32_t s = m->ar_sent[c];
+        if (s >= S || s > m->ar_recv[c])
+            continue;
+        uint32_t k = seg_send(m, s), off, cnt;
+        chunk_range(m, k, c, &off, &cnt);
+        uint8_t *f = m->frame, *p = f + GOSSIP_HEADER_SIZE;
+        size_t data = cnt ? gossip_codec_size(cnt, m->bits, m->block) : 0;
+        /* The owner's first allgather send fixes the segment's final value:
+         * it keeps exactly what the others decode, so all end up equal. */
+        int owner = s == m->n - 1;
+        unsigned bits = m->bits;
+        if (s >= m->n) { /* forward the bytes received at step s - 1 */
+            bits = m->ar_relay_bits[c];
+            data = m->ar_relay_len[c];
+            memcpy(p + GOSSIP_MIX_AR_HEADER, m->ar_relay + (size_t)c * m->ar_relay_stride, data);
+        } else if (cnt) {
+            int rc = gossip_codec_encode(m->env, m->work + off, cnt, m->bits, m->block,
+                                         p + GOSSIP_MIX_AR_HEADER, data,
+                                         owner ? m->scratch : NULL);
+            if (rc) { /* a non-finite sum: give up on the round everywhere */
+                mix_ar_abort(m, 1);
+                return abort_poll(m, out);
+            }
+            if (owner)
+                memcpy(m->work + off, m->scratch, (size_t)cnt * sizeof(float));
+        }
+        p[0] = (uint8_t)bits;
+        p[1] = p[2] = p[3] = 0;
+        gossip_put_u32(p + 4, m->block);
+        gossip_put_u32(p + 8, m->n);
+        gossip_put_u32(p + 12, s);
+        gossip_put_u32(p + 16, c);
+        gossip_put_u32(p + 20, m->dim);
+        gossip_put_u32(p + 24, off);
+        gossip_put_u32(p + 28, cnt);
+        mix_header(m, f, GOSSIP_MSG_AR_CHUNK, m->epoch, m->ar_round, GOSSIP_MIX_AR_HEADER + data);
+        out->frame = f;
+        mix_sent(m, out, m->ids[(m->me + 1) % m->n], GOSSIP_HEADER_SIZE + GOSSIP_MIX_AR_HEADER + data);
+        m->ar_sent[c]++;
+        m->ar_cursor = (c + 1) % K;
+        return 1;
+    }
+    return 0;
+}

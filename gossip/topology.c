@@ -1,0 +1,160 @@
+#include "gossip/topology.h"
+
+#include <string.h>
+
+static const char *const topo_names[GOSSIP_TOPO_COUNT] = {
+    [GOSSIP_TOPO_RANDOM] = "random",
+    [GOSSIP_TOPO_RING] = "ring",
+    [GOSSIP_TOPO_TORUS] = "torus",
+    [GOSSIP_TOPO_EXPONENTIAL] = "exponential",
+    [GOSSIP_TOPO_ONE_PEER_EXP] = "one-peer-exponential",
+};
+
+const char *gossip_topology_name(gossip_topology t)
+{
+    return (unsigned)t < GOSSIP_TOPO_COUNT ? topo_names[t] : "unknown";
+}
+
+int gossip_topology_parse(const char *name, gossip_topology *out)
+{
+    for (unsigned t = 0; t < GOSSIP_TOPO_COUNT; t++) {
+        if (name && strcmp(name, topo_names[t]) == 0) {
+            *out = (gossip_topology)t;
+            return GOSSIP_OK;
+        }
+    }
+    return GOSSIP_EINVAL;
+}
+
+int gossip_topology_is_static(gossip_topology t)
+{
+    return t == GOSSIP_TOPO_RING || t == GOSSIP_TOPO_TORUS || t == GOSSIP_TOPO_EXPONENTIAL;
+}
+
+int gossip_topology_has_graph(gossip_topology t)
+{
+    return t != GOSSIP_TOPO_RANDOM && (unsigned)t < GOSSIP_TOPO_COUNT;
+}
+
+void gossip_topology_torus_shape(uint32_t n, uint32_t *rows, uint32_t *cols)
+{
+    uint32_t r = 1;
+    for (uint32_t d = 1; (uint64_t)d * d <= n; d++)
+        if (n % d == 0)
+            r = d;
+    *rows = r;
+    *cols = n ? n / r : 0;
+}
+
+/* Append v to out unless it is self or already there. */
+static uint32_t add_unique(uint32_t *out, uint32_t k, uint32_t v, uint32_t self)
+{
+    if (v == self)
+        return k;
+    for (uint32_t j = 0; j < k; j++)
+        if (out[j] == v)
+            return k;
+    out[k] = v;
+    return k + 1;
+}
+
+/* floor(log2(x)) for x >= 1. */
+static uint32_t log2_floor(uint32_t x)
+{
+    uint32_t k = 0;
+    while (x >>= 1)
+        k++;
+    return k;
+}
+
+/* Number of exponents for one-peer-exponential: ceil(log2 n), n >= 2. */
+static uint32_t one_peer_period(uint32_t n)
+{
+    return log2_floor(n - 1) + 1;
+}
+
+/* sign = +1 for out-neighbours, -1 for in-neighbours (they differ only for
+ * the directed topologies). */
+static uint32_t neighbours(gossip_topology t, uint32_t n, uint32_t i, uint64_t round, int sign,
+                           uint32_t *out)
+{
+    if (n <= 1 || i >= n)
+        return 0;
+    uint32_t k = 0;
+    switch (t) {
+    case GOSSIP_TOPO_RING:
+        k = add_unique(out, k, (i + n - 1) % n, i);
+        k = add_unique(out, k, (i + 1) % n, i);
+        break;
+    case GOSSIP_TOPO_TORUS: {
+        uint32_t r, c;
+        gossip_topology_torus_shape(n, &r, &c);
+        uint32_t row = i / c, col = i % c;
+        k = add_unique(out, k, ((row + r - 1) % r) * c + col, i);
+        k = add_unique(out, k, ((row + 1) % r) * c + col, i);
+        k = add_unique(out, k, row * c + (col + c - 1) % c, i);
+        k = add_unique(out, k, row * c + (col + 1) % c, i);
+        break;
+    }
+    case GOSSIP_TOPO_EXPONENTIAL: {
+        uint32_t kmax = log2_floor(n - 1);
+        for (uint32_t e = 0; e <= kmax; e++) {
+            uint32_t step = (1u << e) % n;
+            uint32_t v = sign > 0 ? (i + step) % n : (i + n - step) % n;
+            k = add_unique(out, k, v, i);
+        }
+        break;
+    }
+    case GOSSIP_TOPO_ONE_PEER_EXP: {
+        uint32_t e = (uint32_t)(round % one_peer_period(n));
+        uint32_t step = (1u << e) % n;
+        uint32_t v = sign > 0 ? (i + step) % n : (i + n - step) % n;
+        k = add_unique(out, k, v, i);
+        break;
+    }
+    default:
+        return 0;
+    }
+    return k;
+}
+
+uint32_t gossip_topology_out(gossip_topology t, uint32_t n, uint32_t i, uint64_t round,
+                             uint32_t *out)
+{
+    return neighbours(t, n, i, round, +1, out);
+}
+
+uint32_t gossip_topology_in(gossip_topology t, uint32_t n, uint32_t i, uint64_t round,
+                            uint32_t *out)
+{
+    return neighbours(t, n, i, round, -1, out);
+}
+
+uint32_t gossip_topology_pick(gossip_topology t, const gossip_env *env, uint32_t n, uint32_t i,
+                              uint64_t round)
+{
+    if (n <= 1 || i >= n)
+        return UINT32_MAX;
+    if (t == GOSSIP_TOPO_RANDOM) {
+        uint32_t j = (uint32_t)gossip_random_below(env, n - 1);
+        return j >= i ? j + 1 : j;
+    }
+    uint32_t nb[GOSSIP_TOPOLOGY_DEGREE_MAX];
+    uint32_t d = gossip_topology_out(t, n, i, round, nb);
+    if (d == 0)
+        return UINT32_MAX;
+    return d == 1 ? nb[0] : nb[gossip_random_below(env, d)];
+}
+
+uint32_t gossip_view_index(const gossip_view *v, uint64_t id)
+{
+    uint32_t lo = 0, hi = v->n;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (v->ids[mid] < id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < v->n && v->ids[lo] == id ? lo : UINT32_MAX;
+}

@@ -1,0 +1,688 @@
+/* gossip_mix: dpsgd, gossip, push-sum, choco (allreduce: test_allreduce.c);
+ * the sim driver's determinism; hostile bytes; allocation failures. */
+#include "tests/test_mix_cluster.h"
+
+#include "gossip/topology.h"
+
+static gossip_mix_config base_config(gossip_mix_algo a, gossip_topology t)
+{
+    gossip_mix_config cfg = {.algo = a, .topology = t, .algos = 1u << a};
+    return cfg;
+}
+
+/* max over coordinates of |mean_after - mean_before| must stay within float
+ * rounding of the values involved. */
+static void assert_mean_kept(const double *before, const double *after, uint32_t dim,
+                             double scale, unsigned rounds, uint64_t seed, const char *what)
+{
+    for (uint32_t j = 0; j < dim; j++) {
+        double tol = 4e-7 * scale * (1 + rounds);
+        if (fabs(before[j] - after[j]) > tol)
+            fail_msg("seed %llu %s: mean[%u] moved %.3g -> %.3g (tol %.2g)",
+                     (unsigned long long)seed, what, j, before[j], after[j], tol);
+    }
+}
+
+/* ---- configuration and lifecycle --------------------------------------- */
+
+static void create_validates(void **state)
+{
+    (void)state;
+    test_env t;
+    test_env_init(&t, 1);
+    gossip_mix *m = NULL;
+    gossip_mix_config ok = {.self = 5, .dim = 10, .algo = GOSSIP_MIX_DPSGD,
+                            .topology = GOSSIP_TOPO_RING};
+    gossip_mix_config c = ok;
+    c.self = 0;
+    assert_int_equal(gossip_mix_create(&m, &t.env, &c), GOSSIP_EINVAL);
+    c = ok, c.dim = 0;
+    assert_int_equal(gossip_mix_create(&m, &t.env, &c), GOSSIP_EINVAL);
+    c = ok, c.bits = 3;
+    assert_int_equal(gossip_mix_create(&m, &t.env, &c), GOSSIP_EINVAL);
+    c = ok, c.topology = GOSSIP_TOPO_RANDOM; /* dpsgd needs a graph */
+    assert_int_equal(gossip_mix_create(&m, &t.env, &c), GOSSIP_EINVAL);
+    c = ok, c.algo = GOSSIP_MIX_CHOCO, c.topology = GOSSIP_TOPO_ONE_PEER_EXP;
+    assert_int_equal(gossip_mix_create(&m, &t.env, &c), GOSSIP_EINVAL);
+    c = ok, c.algos = 1u << GOSSIP_MIX_GOSSIP; /* initial algo not enabled */
+    assert_int_equal(gossip_mix_create(&m, &t.env, &c), GOSSIP_EINVAL);
+    c = ok, c.chunk_values = GOSSIP_MIX_CHUNK_VALUES_MAX + 1;
+    assert_int_equal(gossip_mix_create(&m, &t.env, &c), GOSSIP_EINVAL);
+    c = ok, c.choco_gamma = 1.5f;
+    assert_int_equal(gossip_mix_create(&m, &t.env, &c), GOSSIP_EINVAL);
+    assert_int_equal(t.alloc.live, 0);
+
+    assert_int_equal(gossip_mix_create(&m, &t.env, &ok), GOSSIP_OK);
+    float x[10] = {0};
+    assert_int_equal(gossip_mix_start(m, x, 0), GOSSIP_EINVAL); /* no view yet */
+    uint64_t ids[3] = {3, 5, 9}, bad[2] = {5, 5};
+    gossip_view v = {.epoch = 2, .n = 3, .ids = ids};
+    assert_int_equal(gossip_mix_set_view(m, &v, 0), GOSSIP_OK);
+    gossip_view vb = {.epoch = 3, .n = 2, .ids = bad};
+    assert_int_equal(gossip_mix_set_view(m, &vb, 0), GOSSIP_EINVAL);
+    v.epoch = 1;
+    assert_int_equal(gossip_mix_set_view(m, &v, 0), GOSSIP_ESTALE);
+    x[3] = NAN;
+    assert_int_equal(gossip_mix_start(m, x, 0), GOSSIP_ENONFINITE);
+    x[3] = 0;
+    assert_int_equal(gossip_mix_start(m, x, 0), GOSSIP_OK);
+    assert_int_equal(gossip_mix_start(m, x, 0), GOSSIP_EINVAL); /* already running */
+    assert_int_equal(gossip_mix_set_algo(m, GOSSIP_MIX_GOSSIP, GOSSIP_TOPO_RING, 32),
+                     GOSSIP_EINVAL); /* not idle */
+    float out[10];
+    int outcome;
+    assert_int_equal(gossip_mix_take(m, out, &outcome), GOSSIP_EINVAL); /* not done */
+    /* Nobody answers: the round aborts at its deadline and gives x back. */
+    assert_true(gossip_mix_deadline(m) != GOSSIP_TIME_NEVER);
+    assert_int_equal(gossip_mix_tick(m, gossip_mix_deadline(m)), GOSSIP_OK);
+    assert_int_equal(gossip_mix_get_state(m), GOSSIP_MIX_DONE);
+    assert_int_equal(gossip_mix_take(m, out, &outcome), GOSSIP_OK);
+    assert_int_equal(outcome, GOSSIP_EABORTED);
+    assert_memory_equal(out, x, sizeof x);
+    gossip_mix_destroy(m);
+    assert_int_equal(t.alloc.live, 0);
+
+    gossip_topology tp;
+    gossip_mix_algo al;
+    assert_int_equal(gossip_topology_parse("one-peer-exponential", &tp), GOSSIP_OK);
+    assert_int_equal(tp, GOSSIP_TOPO_ONE_PEER_EXP);
+    assert_int_equal(gossip_mix_algo_parse("push-sum", &al), GOSSIP_OK);
+    assert_int_equal(al, GOSSIP_MIX_PUSHSUM);
+    assert_int_equal(gossip_mix_algo_parse("nope", &al), GOSSIP_EINVAL);
+}
+
+static void alloc_failures_leave_nothing(void **state)
+{
+    (void)state;
+    const uint32_t dims[] = {1, 300};
+    for (size_t di = 0; di < 2; di++) {
+        gossip_mix_config cfg = {.self = 7, .dim = dims[di], .algo = GOSSIP_MIX_GOSSIP,
+                                 .topology = GOSSIP_TOPO_RANDOM, .chunk_values = 64};
+        test_env t;
+        test_env_init(&t, 3);
+        gossip_mix *m = NULL;
+        assert_int_equal(gossip_mix_create(&m, &t.env, &cfg), GOSSIP_OK);
+        long count = t.alloc.count;
+        gossip_mix_destroy(m);
+        assert_int_equal(t.alloc.live, 0);
+        assert_true(count > 10);
+        for (long n = 1; n <= count; n++) {
+            test_env_init(&t, 3);
+            t.alloc.fail_at = n;
+            m = (gossip_mix *)&t; /* must stay untouched on failure */
+            assert_int_equal(gossip_mix_create(&m, &t.env, &cfg), GOSSIP_ENOMEM);
+            assert_ptr_equal(m, (gossip_mix *)&t);
+            if (t.alloc.live != 0)
+                fail_msg("failing allocation %ld of %ld leaked %ld blocks", n, count,
+                         t.alloc.live);
+        }
+        /* And one past the count succeeds. */
+        test_env_init(&t, 3);
+        t.alloc.fail_at = count + 1;
+        assert_int_equal(gossip_mix_create(&m, &t.env, &cfg), GOSSIP_OK);
+        gossip_mix_destroy(m);
+        assert_int_equal(t.alloc.live, 0);
+    }
+}
+
+/* ---- exact averaging keeps the mean ------------------------------------ */
+
+static void dpsgd_and_gossip_keep_mean(void **state)
+{
+    (void)state;
+    uint64_t seed0 = test_seed(11);
+    const gossip_topology topos[] = {GOSSIP_TOPO_RING, GOSSIP_TOPO_TORUS,
+                                     GOSSIP_TOPO_EXPONENTIAL, GOSSIP_TOPO_ONE_PEER_EXP,
+                                     GOSSIP_TOPO_RANDOM};
+    for (uint64_t s = 0; s < 40; s++) {
+        uint64_t seed = seed0 + s;
+        model_rng rng;
+        model_rng_seed(&rng, seed, 99);
+        gossip_mix_algo algo = (s & 1) ? GOSSIP_MIX_GOSSIP : GOSSIP_MIX_DPSGD;
+        gossip_topology topo = topos[model_rng_below(&rng, algo == GOSSIP_MIX_DPSGD ? 4 : 5)];
+        uint32_t n = 2 + (uint32_t)model_rng_below(&rng, 19);
+        uint32_t dim = 1 + (uint32_t)model_rng_below(&rng, 40);
+        gossip_mix_config cfg = base_config(algo, topo);
+        cfg.chunk_values = 1 + (uint32_t)model_rng_below(&rng, 16); /* several chunks */
+        /* Pairwise gossip keeps the mean exactly even when quantized: both
+         * sides apply the same decoded correction. */
+        if (algo == GOSSIP_MIX_GOSSIP && (s & 2))
+            cfg.bits = 8;
+        cluster c;
+        cluster_init(&c, n, dim, &cfg, &(sim_driver_config){.seed = seed,
+                                                           .mode = SIM_MODE_ROUNDS,
+                                                           .round_us = 1000});
+        cluster_fill(&c, &rng, 3.0);
+        double *before = malloc(dim * sizeof *before), *after = malloc(dim * sizeof *after);
+        cluster_mean(&c, before);
+        double d0 = cluster_distance(&c);
+        unsigned rounds = 12;
+        for (unsigned r = 0; r < rounds; r++) {
+            uint32_t ok = cluster_round(&c);
+            if (ok != n)
+                fail_msg("seed %llu %s/%s n=%u: only %u of %u rounds completed",
+                         (unsigned long long)seed, gossip_mix_algo_name(algo),
+                         gossip_topology_name(topo), n, ok, n);
+        }
+        cluster_mean(&c, after);
+        assert_mean_kept(before, after, dim, max_abs(&c) + 3.0, rounds, seed,
+                         gossip_mix_algo_name(algo));
+        if (cfg.bits == 0 && !(cluster_distance(&c) < d0))
+            fail_msg("seed %llu: %s/%s n=%u dim=%u did not mix: %.3g -> %.3g",
+                     (unsigned long long)seed, gossip_mix_algo_name(algo),
+                     gossip_topology_name(topo), n, dim, d0, cluster_distance(&c));
+        free(before);
+        free(after);
+        cluster_free(&c);
+    }
+}
+
+/* A passive exchange while the answering member trains between rounds: the
+ * change is carried into its next round, so the sum of what the callers hold
+ * moves by exactly the local training updates. */
+static void gossip_passive_exchange_keeps_training(void **state)
+{
+    (void)state;
+    uint64_t seed = test_seed(21);
+    gossip_mix_config cfg = base_config(GOSSIP_MIX_GOSSIP, GOSSIP_TOPO_RING);
+    cluster c;
+    cluster_init(&c, 2, 5, &cfg, &(sim_driver_config){.seed = seed, .mode = SIM_MODE_ROUNDS});
+    model_rng rng;
+    model_rng_seed(&rng, seed, 1);
+    cluster_fill(&c, &rng, 0);
+    double *before = calloc(5, sizeof(double)), *after = calloc(5, sizeof(double));
+    cluster_mean(&c, before);
+    /* One round together, so both hold a vector. */
+    assert_int_equal(cluster_round(&c), 2);
+    cluster_mean(&c, before);
+    /* Only agent 0 runs a round; agent 1 is idle and answers passively. */
+    cluster_start(&c, 0);
+    sim_driver_run_round(c.d);
+    int outcome;
+    assert_int_equal(gossip_mix_take(c.m[0], c.x[0], &outcome), GOSSIP_OK);
+    assert_int_equal(outcome, GOSSIP_OK);
+    /* Agent 1 "trains": adds 1 to every value, then starts a round. */
+    for (int j = 0; j < 5; j++)
+        c.x[1][j] += 1.0f;
+    cluster_start(&c, 1);
+    sim_driver_run_round(c.d);
+    assert_int_equal(gossip_mix_take(c.m[1], c.x[1], &outcome), GOSSIP_OK);
+    assert_int_equal(outcome, GOSSIP_OK);
+    /* Agent 0's passive change is pending inside its mixer until it starts
+     * again: the callers' mean is off until then... */
+    cluster_mean(&c, after);
+    assert_true(fabs(after[0] - (before[0] + 0.5)) > 1e-3);
+    /* ...and right once both have run another round. */
+    assert_int_equal(cluster_round(&c), 2);
+    cluster_mean(&c, after);
+    for (int j = 0; j < 5; j++)
+        if (fabs(after[j] - (before[j] + 0.5)) > 1e-5)
+            fail_msg("seed %llu: mean[%d] %.7f, want %.7f", (unsigned long long)seed, j,
+                     after[j], before[j] + 0.5);
+    free(before);
+    free(after);
+    cluster_free(&c);
+}
+
+/* ---- push-sum: total mass with 10% loss -------------------------------- */
+
+static void pushsum_keeps_mass_under_loss(void **state)
+{
+    (void)state;
+    uint64_t seed0 = test_seed(31);
+    const gossip_topology topos[] = {GOSSIP_TOPO_RING, GOSSIP_TOPO_RANDOM,
+                                     GOSSIP_TOPO_EXPONENTIAL, GOSSIP_TOPO_ONE_PEER_EXP};
+    for (uint64_t s = 0; s < 24; s++) {
+        uint64_t seed = seed0 + s;
+        model_rng rng;
+        model_rng_seed(&rng, seed, 7);
+        uint32_t n = 3 + (uint32_t)model_rng_below(&rng, 14), dim = 1 + (uint32_t)model_rng_below(&rng, 30);
+        gossip_topology topo = topos[s % 4];
+        gossip_mix_config cfg = base_config(GOSSIP_MIX_PUSHSUM, topo);
+        cfg.chunk_values = 1 + (uint32_t)model_rng_below(&rng, 12);
+        cluster c;
+        cluster_init(&c, n, dim, &cfg,
+                     &(sim_driver_config){.seed = seed, .mode = SIM_MODE_ROUNDS, .loss = 0.10});
+        cluster_fill(&c, &rng, -2.0);
+        double *mean0 = malloc(dim * sizeof(double)), *mass = malloc(dim * sizeof(double));
+        double *one = malloc(dim * sizeof(double));
+        cluster_mean(&c, mean0);
+        for (int r = 0; r < 60; r++) {
+            assert_int_equal(cluster_round(&c), n);
+            /* Total mass: what members hold plus what is in flight on links. */
+            memset(mass, 0, dim * sizeof(double));
+            double w = 0;
+            for (uint32_t i = 0; i < n; i++) {
+                double wi;
+                assert_int_equal(gossip_mix_pushsum_mass(c.m[i], one, &wi), GOSSIP_OK);
+                for (uint32_t j = 0; j < dim; j++)
+                    mass[j] += one[j];
+                w += wi;
+            }
+            if (fabs(w - n) > 1e-9 * n)
+                fail_msg("seed %llu round %d: total weight %.12f, want %u",
+                         (unsigned long long)seed, r, w, n);
+            for (uint32_t j = 0; j < dim; j++)
+                if (fabs(mass[j] - mean0[j] * n) > 1e-9 * n * (2 + fabs(mean0[j])))
+                    fail_msg("seed %llu round %d: mass[%u] %.12f, want %.12f",
+                             (unsigned long long)seed, r, j, mass[j], mean0[j] * n);
+        }
+        assert_true(sim_driver_get_stats(c.d)->dropped > 0);
+        /* Heal: without loss the in-flight mass arrives and every estimate
+         * converges to the exact initial mean. */
+        sim_driver_set_loss(c.d, 0);
+        for (int r = 0; r < 400; r++)
+            assert_int_equal(cluster_round(&c), n);
+        for (uint32_t i = 0; i < n; i++)
+            for (uint32_t j = 0; j < dim; j++)
+                if (fabs(c.x[i][j] - mean0[j]) > 1e-4 * (1 + fabs(mean0[j])))
+                    fail_msg("seed %llu %s n=%u: agent %u value %u = %.6f, mean %.6f",
+                             (unsigned long long)seed, gossip_topology_name(topo), n, i, j,
+                             c.x[i][j], mean0[j]);
+        free(mean0);
+        free(mass);
+        free(one);
+        cluster_free(&c);
+    }
+}
+
+/* ---- dpsgd contraction rate = SLEM ------------------------------------- */
+
+/* Second-largest eigenvalue modulus of the dpsgd matrix W (uniform weights
+ * over self and in-neighbours) by power iteration on W - J/n. */
+static double slem(gossip_topology t, uint32_t n, uint64_t seed)
+{
+    double *W = calloc((size_t)n * n, sizeof *W), *v = malloc(n * sizeof *v),
+           *u = malloc(n * sizeof *u);
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t nb[GOSSIP_TOPOLOGY_DEGREE_MAX];
+        uint32_t d = gossip_topology_in(t, n, i, 0, nb);
+        W[(size_t)i * n + i] = 1.0 / (d + 1);
+        for (uint32_t k = 0; k < d; k++)
+            W[(size_t)i * n + nb[k]] = 1.0 / (d + 1);
+    }
+    model_rng rng;
+    model_rng_seed(&rng, seed, 5);
+    for (uint32_t i = 0; i < n; i++)
+        v[i] = model_rng_normal(&rng);
+    double lambda = 0;
+    for (int it = 0; it < 3000; it++) {
+        double mean = 0, norm_v = 0, norm_u = 0;
+        for (uint32_t i = 0; i < n; i++)
+            mean += v[i] / n;
+        for (uint32_t i = 0; i < n; i++)
+            v[i] -= mean;
+        for (uint32_t i = 0; i < n; i++) {
+            u[i] = 0;
+            for (uint32_t j = 0; j < n; j++)
+                u[i] += W[(size_t)i * n + j] * v[j];
+            norm_v += v[i] * v[i];
+        }
+        for (uint32_t i = 0; i < n; i++)
+            norm_u += u[i] * u[i];
+        lambda = sqrt(norm_u / norm_v);
+        for (uint32_t i = 0; i < n; i++)
+            v[i] = u[i] / sqrt(norm_u);
+    }
+    free(W);
+    free(v);
+    free(u);
+    return lambda;
+}
+
+static void dpsgd_contracts_at_slem(void **state)
+{
+    (void)state;
+    uint64_t seed0 = test_seed(41);
+    const struct {
+        gossip_topology t;
+        uint32_t n;
+    } cases[] = {{GOSSIP_TOPO_RING, 16},        {GOSSIP_TOPO_RING, 9},
+                 {GOSSIP_TOPO_TORUS, 16},       {GOSSIP_TOPO_TORUS, 30},
+                 {GOSSIP_TOPO_EXPONENTIAL, 16}, {GOSSIP_TOPO_EXPONENTIAL, 12}};
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        for (uint64_t s = 0; s < 3; s++) {
+            uint64_t seed = seed0 + 100 * k + s;
+            uint32_t n = cases[k].n, dim = 32;
+            double lambda = slem(cases[k].t, n, seed);
+            if (cases[k].t == GOSSIP_TOPO_RING) { /* closed form cross-check */
+                double closed = (1 + 2 * cos(2 * M_PI / n)) / 3;
+                assert_true(fabs(lambda - closed) < 1e-9);
+            }
+            gossip_mix_config cfg = base_config(GOSSIP_MIX_DPSGD, cases[k].t);
+            cluster c;
+            cluster_init(&c, n, dim, &cfg, &(sim_driver_config){.seed = seed,
+                                                               .mode = SIM_MODE_ROUNDS});
+            model_rng rng;
+            model_rng_seed(&rng, seed, 3);
+            cluster_fill(&c, &rng, 0);
+            /* Centre the population so float32 keeps its relative precision
+             * as the disagreement shrinks (no noise floor from the mean). */
+            double *mean = malloc(dim * sizeof *mean);
+            cluster_mean(&c, mean);
+            for (uint32_t i = 0; i < n; i++)
+                for (uint32_t j = 0; j < dim; j++)
+                    c.x[i][j] = (float)(c.x[i][j] - mean[j]);
+            free(mean);
+            double dist[1001];
+            dist[0] = cluster_distance(&c);
+            int T = 0;
+            while (T < 1000 && dist[T] > 1e-10 * dist[0]) {
+                assert_int_equal(cluster_round(&c), n);
+                T++;
+                dist[T] = cluster_distance(&c);
+            }
+            int B = T / 2;
+            double rate = pow(dist[T] / dist[B], 1.0 / (T - B));
+            if (fabs(rate - lambda) > 0.01 * lambda)
+                fail_msg("seed %llu %s n=%u: measured rate %.5f over rounds %d..%d, SLEM %.5f",
+                         (unsigned long long)seed, gossip_topology_name(cases[k].t), n, rate, B,
+                         T, lambda);
+            cluster_free(&c);
+        }
+    }
+}
+
+static void one_peer_exponential_exact_in_log2n(void **state)
+{
+    (void)state;
+    uint64_t seed0 = test_seed(51);
+    for (uint32_t logn = 1; logn <= 6; logn++) {
+        for (uint64_t s = 0; s < 4; s++) {
+            uint64_t seed = seed0 + 10 * logn + s;
+            uint32_t n = 1u << logn, dim = 7;
+            gossip_mix_config cfg = base_config(GOSSIP_MIX_DPSGD, GOSSIP_TOPO_ONE_PEER_EXP);
+            cfg.chunk_values = 3;
+            cluster c;
+            cluster_init(&c, n, dim, &cfg, &(sim_driver_config){.seed = seed,
+                                                               .mode = SIM_MODE_ROUNDS});
+            model_rng rng;
+            model_rng_seed(&rng, seed, 3);
+            cluster_fill(&c, &rng, 1.0);
+            double mean[7];
+            cluster_mean(&c, mean);
+            double spread = 0;
+            for (uint32_t r = 0; r < logn; r++) {
+                if (r == logn - 1)
+                    spread = cluster_distance(&c); /* one round short: not there yet */
+                assert_int_equal(cluster_round(&c), n);
+            }
+            assert_true(spread > 1e-3);
+            for (uint32_t i = 0; i < n; i++)
+                for (uint32_t j = 0; j < dim; j++)
+                    if (fabs(c.x[i][j] - mean[j]) > 2e-6 * (1 + fabs(mean[j])))
+                        fail_msg("seed %llu n=%u: agent %u value %u = %.8f, mean %.8f",
+                                 (unsigned long long)seed, n, i, j, c.x[i][j], mean[j]);
+            cluster_free(&c);
+        }
+    }
+}
+
+/* ---- choco vs naive quantized averaging -------------------------------- */
+
+/* sqrt(sum_i |x_i - target|^2): the distance to the exact average. */
+static double error_to(const cluster *c, const double *target)
+{
+    double s = 0;
+    for (uint32_t i = 0; i < c->n; i++)
+        for (uint32_t j = 0; j < c->dim; j++)
+            s += (c->x[i][j] - target[j]) * (c->x[i][j] - target[j]);
+    return sqrt(s);
+}
+
+/* Error to the initial average after `rounds`, relative to the initial one. */
+static double run_quantized(gossip_mix_algo algo, unsigned bits, uint64_t seed, int rounds,
+                            double *mean_drift)
+{
+    uint32_t n = 8, dim = 256;
+    gossip_mix_config cfg = base_config(algo, GOSSIP_TOPO_RING);
+    cfg.bits = bits;
+    cfg.block = bits == 1 ? 16 : 64;
+    cluster c;
+    cluster_init(&c, n, dim, &cfg, &(sim_driver_config){.seed = seed, .mode = SIM_MODE_ROUNDS});
+    model_rng rng;
+    model_rng_seed(&rng, seed, 3);
+    cluster_fill(&c, &rng, 1.0);
+    double m0[256], m1[256];
+    cluster_mean(&c, m0);
+    double d0 = error_to(&c, m0);
+    for (int r = 0; r < rounds; r++)
+        assert_int_equal(cluster_round(&c), n);
+    double d = error_to(&c, m0);
+    cluster_mean(&c, m1);
+    *mean_drift = 0;
+    for (uint32_t j = 0; j < dim; j++)
+        *mean_drift = fmax(*mean_drift, fabs(m1[j] - m0[j]));
+    cluster_free(&c);
+    return d / d0;
+}
+
+static void choco_reaches_consensus_naive_stalls(void **state)
+{
+    (void)state;
+    uint64_t seed0 = test_seed(61);
+    const unsigned bits[] = {4, 1};
+    const int rounds[] = {150, 600};
+    for (int b = 0; b < 2; b++) {
+        for (uint64_t s = 0; s < 3; s++) {
+            uint64_t seed = seed0 + 10 * b + s;
+            double drift_c, drift_n;
+            double rc = run_quantized(GOSSIP_MIX_CHOCO, bits[b], seed, rounds[b], &drift_c);
+            double rn = run_quantized(GOSSIP_MIX_DPSGD, bits[b], seed, rounds[b], &drift_n);
+            print_message("seed %llu %u bits: choco %.3g, naive %.3g of the initial distance\n",
+                          (unsigned long long)seed, bits[b], rc, rn);
+            if (!(rc < 1e-4))
+                fail_msg("seed %llu: choco at %u bits reached only %.3g", (unsigned long long)seed,
+                         bits[b], rc);
+            if (!(rn > 1e-4))
+                fail_msg("seed %llu: naive at %u bits reached %.3g", (unsigned long long)seed,
+                         bits[b], rn);
+            /* CHOCO keeps the mean (public copies are doubly stochastic). */
+            assert_true(drift_c < 1e-4);
+        }
+    }
+}
+
+/* ---- switching algorithms between rounds ------------------------------- */
+
+static void switch_algorithms_between_rounds(void **state)
+{
+    (void)state;
+    uint64_t seed = test_seed(71);
+    gossip_mix_config cfg = {.algo = GOSSIP_MIX_GOSSIP, .topology = GOSSIP_TOPO_RANDOM,
+                             .chunk_values = 5};
+    cluster c;
+    uint32_t n = 9, dim = 13;
+    cluster_init(&c, n, dim, &cfg, &(sim_driver_config){.seed = seed, .mode = SIM_MODE_ROUNDS});
+    model_rng rng;
+    model_rng_seed(&rng, seed, 3);
+    cluster_fill(&c, &rng, 0.5);
+    double before[13], after[13];
+    cluster_mean(&c, before);
+    const struct {
+        gossip_mix_algo a;
+        gossip_topology t;
+    } plan[] = {{GOSSIP_MIX_GOSSIP, GOSSIP_TOPO_RANDOM},   {GOSSIP_MIX_DPSGD, GOSSIP_TOPO_TORUS},
+                {GOSSIP_MIX_ALLREDUCE, GOSSIP_TOPO_RING}, {GOSSIP_MIX_PUSHSUM, GOSSIP_TOPO_RING},
+                {GOSSIP_MIX_CHOCO, GOSSIP_TOPO_EXPONENTIAL}, {GOSSIP_MIX_DPSGD, GOSSIP_TOPO_RING}};
+    for (size_t p = 0; p < sizeof plan / sizeof plan[0]; p++) {
+        for (uint32_t i = 0; i < n; i++)
+            assert_int_equal(gossip_mix_set_algo(c.m[i], plan[p].a, plan[p].t, 32), GOSSIP_OK);
+        for (int r = 0; r < 3; r++)
+            assert_int_equal(cluster_round(&c), n);
+    }
+    cluster_mean(&c, after);
+    assert_mean_kept(before, after, dim, max_abs(&c) + 1, 18, seed, "switching");
+    assert_true(cluster_distance(&c) < 1e-2);
+    cluster_free(&c);
+}
+
+/* ---- the driver --------------------------------------------------------- */
+
+static uint64_t traced_run(uint64_t seed, double loss)
+{
+    gossip_mix_config cfg = base_config(GOSSIP_MIX_GOSSIP, GOSSIP_TOPO_RANDOM);
+    cfg.bits = 4;
+    cluster c;
+    cluster_init(&c, 10, 20, &cfg,
+                 &(sim_driver_config){.seed = seed, .mode = SIM_MODE_ROUNDS, .loss = loss});
+    model_rng rng;
+    model_rng_seed(&rng, seed, 3);
+    cluster_fill(&c, &rng, 0);
+    for (int r = 0; r < 10; r++) {
+        cluster_start_all(&c);
+        sim_driver_run_round(c.d);
+        for (uint32_t i = 0; i < c.n; i++) /* lost frames: let the deadline pass */
+            if (gossip_mix_get_state(c.m[i]) == GOSSIP_MIX_RUNNING)
+                gossip_mix_tick(c.m[i], GOSSIP_TIME_NEVER - 1);
+        cluster_take_all(&c);
+    }
+    uint64_t h = sim_driver_trace_hash(c.d);
+    assert_true(sim_driver_get_stats(c.d)->delivered > 0);
+    cluster_free(&c);
+    return h;
+}
+
+static void driver_same_seed_same_trace(void **state)
+{
+    (void)state;
+    uint64_t seed = test_seed(81);
+    for (uint64_t s = 0; s < 5; s++) {
+        uint64_t a = traced_run(seed + s, 0.1), b = traced_run(seed + s, 0.1);
+        if (a != b)
+            fail_msg("seed %llu: trace %016llx vs %016llx", (unsigned long long)(seed + s),
+                     (unsigned long long)a, (unsigned long long)b);
+        assert_true(a != traced_run(seed + s + 1000, 0.1));
+    }
+}
+
+/* ---- hostile bytes ------------------------------------------------------ */
+
+typedef struct capture {
+    uint8_t frames[64][2048];
+    size_t len[64];
+    int n;
+} capture;
+
+static void fuzz_one(gossip_mix *m, model_rng *rng, const capture *cap, uint64_t from,
+                     uint64_t epoch)
+{
+    static const uint8_t types[] = {GOSSIP_MSG_MIX_PUSH, GOSSIP_MSG_MIX_REPLY,
+                                    GOSSIP_MSG_PUSHSUM, GOSSIP_MSG_AR_CHUNK, GOSSIP_MSG_AR_ABORT,
+                                    GOSSIP_MSG_PING};
+    uint8_t buf[2048];
+    size_t len;
+    gossip_header h = {.version = 1, .sender = from, .epoch = epoch};
+    if (cap->n && model_rng_below(rng, 3) != 0) {
+        /* A real frame with a few bytes flipped (or truncated). */
+        int k = (int)model_rng_below(rng, (uint64_t)cap->n);
+        len = cap->len[k] - GOSSIP_HEADER_SIZE;
+        memcpy(buf, cap->frames[k] + GOSSIP_HEADER_SIZE, len);
+        gossip_header_decode(cap->frames[k], cap->len[k], &h);
+        int flips = 1 + (int)model_rng_below(rng, 4);
+        for (int f = 0; f < flips && len; f++)
+            buf[model_rng_below(rng, len)] ^= (uint8_t)(1u << model_rng_below(rng, 8));
+        if (model_rng_below(rng, 4) == 0)
+            len = model_rng_below(rng, len + 1);
+        if (model_rng_below(rng, 4) == 0)
+            h.round += model_rng_below(rng, 3);
+    } else {
+        len = model_rng_below(rng, 200);
+        for (size_t i = 0; i < len; i++)
+            buf[i] = (uint8_t)model_rng_u64(rng);
+        h.type = types[model_rng_below(rng, sizeof types)];
+        h.round = model_rng_below(rng, 4);
+    }
+    h.payload_len = (uint32_t)len;
+    int rc = gossip_mix_recv(m, from, &h, buf, len, 0);
+    assert_true(rc >= 0 && rc < GOSSIP_ERR_COUNT);
+    gossip_send s;
+    for (int k = 0; k < 1000 && gossip_mix_poll_send(m, &s, 0) == 1; k++)
+        assert_true(s.len >= GOSSIP_HEADER_SIZE && s.frame != NULL);
+    gossip_mix_tick(m, 0);
+}
+
+static void random_bytes_never_crash(void **state)
+{
+    (void)state;
+    uint64_t seed = test_seed(91);
+    for (unsigned a = 0; a < GOSSIP_MIX_ALGO_COUNT; a++) {
+        gossip_topology t = a == GOSSIP_MIX_GOSSIP || a == GOSSIP_MIX_PUSHSUM
+                                ? GOSSIP_TOPO_RANDOM
+                                : GOSSIP_TOPO_RING;
+        /* Capture genuine frames of this algorithm from a 3-member run. */
+        gossip_mix_config cfg = {.algo = (gossip_mix_algo)a, .topology = t, .chunk_values = 4,
+                                 .bits = a == GOSSIP_MIX_CHOCO ? 4 : 32, .block = 8};
+        cluster c;
+        cluster_init(&c, 3, 10, &cfg, &(sim_driver_config){.seed = seed, .mode = SIM_MODE_ROUNDS});
+        model_rng rng;
+        model_rng_seed(&rng, seed, a);
+        cluster_fill(&c, &rng, 0);
+        capture *cap = calloc(1, sizeof *cap);
+        for (int r = 0; r < 2; r++) {
+            for (uint32_t i = 0; i < 3; i++)
+                assert_int_equal(gossip_mix_start(c.m[i], c.x[i], 0), GOSSIP_OK);
+            /* Pull agent 1's frames by hand and record them. */
+            gossip_send s;
+            while (gossip_mix_poll_send(c.m[1], &s, 0) == 1)
+                if (cap->n < 64 && s.len <= sizeof cap->frames[0]) {
+                    memcpy(cap->frames[cap->n], s.frame, s.len);
+                    cap->len[cap->n++] = s.len;
+                }
+            sim_driver_run_round(c.d);
+            for (uint32_t i = 0; i < 3; i++)
+                if (gossip_mix_get_state(c.m[i]) == GOSSIP_MIX_RUNNING)
+                    gossip_mix_tick(c.m[i], GOSSIP_TIME_NEVER - 1);
+            cluster_take_all(&c);
+        }
+        assert_true(cap->n > 0);
+        /* Feed hostile frames "from agent 1" to agent 0 (idle) and agent 2
+         * (mid-round), then check both still mix correctly. */
+        assert_int_equal(gossip_mix_start(c.m[2], c.x[2], 0), GOSSIP_OK);
+        for (int k = 0; k < 4000; k++) {
+            fuzz_one(c.m[k & 1 ? 2 : 0], &rng, cap, cluster_id(1), c.epoch);
+            if (gossip_mix_get_state(c.m[2]) == GOSSIP_MIX_DONE) {
+                int outcome;
+                assert_int_equal(gossip_mix_take(c.m[2], c.x[2], &outcome), GOSSIP_OK);
+                for (uint32_t j = 0; j < 10; j++) {
+                    assert_true(isfinite(c.x[2][j]));
+                    c.x[2][j] = (float)model_rng_normal(&rng);
+                }
+                assert_int_equal(gossip_mix_start(c.m[2], c.x[2], 0), GOSSIP_OK);
+            }
+        }
+        const gossip_mix_stats *st = gossip_mix_get_stats(c.m[0]);
+        assert_true(st->rejected > 0);
+        /* Values stay finite whatever was accepted. */
+        for (uint32_t i = 0; i < 3; i++) {
+            if (gossip_mix_get_state(c.m[i]) == GOSSIP_MIX_RUNNING)
+                gossip_mix_tick(c.m[i], GOSSIP_TIME_NEVER - 1);
+            if (gossip_mix_get_state(c.m[i]) == GOSSIP_MIX_DONE) {
+                int outcome;
+                assert_int_equal(gossip_mix_take(c.m[i], c.x[i], &outcome), GOSSIP_OK);
+            }
+            for (uint32_t j = 0; j < 10; j++)
+                assert_true(isfinite(c.x[i][j]));
+        }
+        free(cap);
+        cluster_free(&c);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(create_validates),
+        cmocka_unit_test(alloc_failures_leave_nothing),
+        cmocka_unit_test(dpsgd_and_gossip_keep_mean),
+        cmocka_unit_test(gossip_passive_exchange_keeps_training),
+        cmocka_unit_test(pushsum_keeps_mass_under_loss),
+        cmocka_unit_test(dpsgd_contracts_at_slem),
+        cmocka_unit_test(one_peer_exponential_exact_in_log2n),
+        cmocka_unit_test(choco_reaches_consensus_naive_stalls),
+        cmocka_unit_test(switch_algorithms_between_rounds),
+        cmocka_unit_test(driver_same_seed_same_trace),
+        cmocka_unit_test(random_bytes_never_crash),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
