@@ -138,8 +138,8 @@ void mix_ar_abort(gossip_mix *m, int broadcast)
     if (!running(m))
         return;
     if (broadcast) {
-        m->abort_bcast = (mix_abort_bcast){
-            .active = 1, .epoch = m->epoch, .round = m->ar_round, .cursor = 0};
+        m->abort_bcast =
+            (mix_abort_bcast){.active = 1, .epoch = m->epoch, .round = m->ar_round, .cursor = 0};
     }
     memcpy(m->work, m->orig, (size_t)m->dim * sizeof *m->work);
     reset_counts(m);
@@ -341,8 +341,7 @@ int mix_ar_poll(gossip_mix *m, gossip_send *out)
             memcpy(p + GOSSIP_MIX_AR_HEADER, m->ar_relay + (size_t)c * m->ar_relay_stride, data);
         } else if (cnt) {
             int rc = gossip_codec_encode(m->env, m->work + off, cnt, m->bits, m->block,
-                                         p + GOSSIP_MIX_AR_HEADER, data,
-                                         owner ? m->scratch : NULL);
+                                         p + GOSSIP_MIX_AR_HEADER, data, owner ? m->scratch : NULL);
             if (rc) { /* a non-finite sum: give up on the round everywhere */
                 mix_ar_abort(m, 1);
                 return abort_poll(m, out);
@@ -361,7 +360,8 @@ int mix_ar_poll(gossip_mix *m, gossip_send *out)
         gossip_put_u32(p + 28, cnt);
         mix_header(m, f, GOSSIP_MSG_AR_CHUNK, m->epoch, m->ar_round, GOSSIP_MIX_AR_HEADER + data);
         out->frame = f;
-        mix_sent(m, out, m->ids[(m->me + 1) % m->n], GOSSIP_HEADER_SIZE + GOSSIP_MIX_AR_HEADER + data);
+        mix_sent(m, out, m->ids[(m->me + 1) % m->n],
+                 GOSSIP_HEADER_SIZE + GOSSIP_MIX_AR_HEADER + data);
         m->ar_sent[c]++;
         m->ar_cursor = (c + 1) % K;
         return 1;

@@ -6,8 +6,8 @@
 #include <string.h>
 
 static const char *const algo_names[GOSSIP_MIX_ALGO_COUNT] = {
-    [GOSSIP_MIX_DPSGD] = "dpsgd",       [GOSSIP_MIX_GOSSIP] = "gossip",
-    [GOSSIP_MIX_PUSHSUM] = "push-sum",  [GOSSIP_MIX_CHOCO] = "choco",
+    [GOSSIP_MIX_DPSGD] = "dpsgd",         [GOSSIP_MIX_GOSSIP] = "gossip",
+    [GOSSIP_MIX_PUSHSUM] = "push-sum",    [GOSSIP_MIX_CHOCO] = "choco",
     [GOSSIP_MIX_ALLREDUCE] = "allreduce",
 };
 
@@ -300,8 +300,8 @@ int gossip_mix_create(gossip_mix **out, const gossip_env *env, const gossip_mix_
         ok = (m->txq = gossip_alloc(env, GOSSIP_MIX_TXQ_MAX * m->frame_cap)) &&
              (m->pend_bits = gossip_calloc(env, GOSSIP_MIX_PENDING_MAX, m->pend_bytes));
     }
-    if (ok && (a & ((1u << GOSSIP_MIX_GOSSIP) | (1u << GOSSIP_MIX_DPSGD) |
-                    (1u << GOSSIP_MIX_CHOCO))))
+    if (ok &&
+        (a & ((1u << GOSSIP_MIX_GOSSIP) | (1u << GOSSIP_MIX_DPSGD) | (1u << GOSSIP_MIX_CHOCO))))
         ok = (m->enc = gossip_alloc(env, enc_cap ? enc_cap : 1)) != NULL;
     if (ok && (a & ((1u << GOSSIP_MIX_DPSGD) | (1u << GOSSIP_MIX_CHOCO))))
         ok = (m->slot[0].acc = gossip_calloc(env, dim, sizeof(double))) &&
@@ -541,8 +541,7 @@ typedef struct push_hdr {
     size_t data_len;
 } push_hdr;
 
-static int parse_push(const gossip_mix *m, uint8_t type, const uint8_t *p, size_t len,
-                      push_hdr *ph)
+static int parse_push(const gossip_mix *m, uint8_t type, const uint8_t *p, size_t len, push_hdr *ph)
 {
     if (len < GOSSIP_MIX_PUSH_HEADER)
         return GOSSIP_ETRUNC;
@@ -813,8 +812,8 @@ static int gossip_recv_push(gossip_mix *m, uint64_t from, const gossip_header *h
     if (rc)
         return rc;
     mix_header(m, f, GOSSIP_MSG_MIX_REPLY, m->epoch, h->round, payload);
-    write_push_hdr(m, f + GOSSIP_HEADER_SIZE, GOSSIP_MIX_GOSSIP, ph->bits, 0, ph->offset,
-                   ph->count, 1.0f);
+    write_push_hdr(m, f + GOSSIP_HEADER_SIZE, GOSSIP_MIX_GOSSIP, ph->bits, 0, ph->offset, ph->count,
+                   1.0f);
     m->txq_len[slot] = GOSSIP_HEADER_SIZE + payload;
     m->txq_dest[slot] = from;
     m->txq_count++;
@@ -1010,8 +1009,9 @@ static int recv_frame(gossip_mix *m, uint64_t from, const gossip_header *h, cons
         return GOSSIP_EINVAL;
     if (h->sender != from || h->payload_len != len)
         return GOSSIP_EMALFORMED;
-    if (!m->has_view || gossip_view_index(&(gossip_view){m->epoch, m->n, m->ids}, from) ==
-                            UINT32_MAX || from == m->self)
+    if (!m->has_view ||
+        gossip_view_index(&(gossip_view){m->epoch, m->n, m->ids}, from) == UINT32_MAX ||
+        from == m->self)
         return GOSSIP_ENOTFOUND;
     push_hdr ph;
     int rc;

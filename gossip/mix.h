@@ -71,11 +71,11 @@ typedef enum gossip_mix_algo {
  * an allreduce of a few million parameters over tens of chunks. */
 #define GOSSIP_MIX_CHUNK_VALUES_DEFAULT (64u * 1024u)
 /* Payload headers (bytes before the vector data) of each message type. */
-#define GOSSIP_MIX_PUSH_HEADER  24u
-#define GOSSIP_MIX_PS_HEADER    16u
-#define GOSSIP_MIX_AR_HEADER    32u
-#define GOSSIP_MIX_ABORT_BYTES  8u
-#define GOSSIP_MIX_HEADER_MAX   32u
+#define GOSSIP_MIX_PUSH_HEADER 24u
+#define GOSSIP_MIX_PS_HEADER   16u
+#define GOSSIP_MIX_AR_HEADER   32u
+#define GOSSIP_MIX_ABORT_BYTES 8u
+#define GOSSIP_MIX_HEADER_MAX  32u
 /* Frames queued for replies (gossip answers) before pushes are refused:
  * one per chunk of a concurrent push; the caller drains poll_send after every
  * recv, so 8 leaves ample slack. */
@@ -105,27 +105,27 @@ _Static_assert(GOSSIP_MIX_CHUNK_VALUES_DEFAULT <= GOSSIP_MIX_CHUNK_VALUES_MAX, "
 _Static_assert(GOSSIP_MIX_LINKS_DEFAULT <= GOSSIP_MIX_LINKS_MAX, "default links");
 
 typedef struct gossip_mix_config {
-    uint64_t self;          /* own node id, != 0 */
-    uint32_t dim;           /* values per vector, 1..GOSSIP_CODEC_DIM_MAX */
-    uint32_t algos;         /* bitmask (1 << algo) that may run; buffers are
-                               sized for these; 0 = all */
-    gossip_mix_algo algo;   /* initial algorithm */
+    uint64_t self;        /* own node id, != 0 */
+    uint32_t dim;         /* values per vector, 1..GOSSIP_CODEC_DIM_MAX */
+    uint32_t algos;       /* bitmask (1 << algo) that may run; buffers are
+                             sized for these; 0 = all */
+    gossip_mix_algo algo; /* initial algorithm */
     gossip_topology topology;
-    unsigned bits;          /* codec bits for vector payloads; 0 = 32 (exact) */
-    uint32_t block;         /* codec block; 0 = GOSSIP_CODEC_BLOCK_DEFAULT */
-    uint32_t chunk_values;  /* values per frame; 0 = default; same on all members */
-    uint32_t members_max;   /* largest view; 0 = GOSSIP_MIX_MEMBERS_DEFAULT */
-    uint32_t links_max;     /* push-sum links per direction; 0 = default */
-    float choco_gamma;      /* CHOCO consensus step in (0, 1]; 0 = 0.5 */
-    float choco_scale;      /* CHOCO quantizer scale in (0, 1]; 0 = automatic */
+    unsigned bits;                  /* codec bits for vector payloads; 0 = 32 (exact) */
+    uint32_t block;                 /* codec block; 0 = GOSSIP_CODEC_BLOCK_DEFAULT */
+    uint32_t chunk_values;          /* values per frame; 0 = default; same on all members */
+    uint32_t members_max;           /* largest view; 0 = GOSSIP_MIX_MEMBERS_DEFAULT */
+    uint32_t links_max;             /* push-sum links per direction; 0 = default */
+    float choco_gamma;              /* CHOCO consensus step in (0, 1]; 0 = 0.5 */
+    float choco_scale;              /* CHOCO quantizer scale in (0, 1]; 0 = automatic */
     gossip_time_us step_timeout_us; /* per-step deadline; 0 = default */
 } gossip_mix_config;
 
 typedef struct gossip_mix_stats {
     uint64_t frames_sent, bytes_sent;
     uint64_t frames_received, bytes_received;
-    uint64_t rejected;                       /* frames refused, all causes */
-    uint64_t rejected_by[GOSSIP_ERR_COUNT];  /* by error code */
+    uint64_t rejected;                      /* frames refused, all causes */
+    uint64_t rejected_by[GOSSIP_ERR_COUNT]; /* by error code */
     uint64_t rounds_completed, rounds_aborted;
     uint64_t aborts_sent, aborts_received;
 } gossip_mix_stats;

@@ -27,7 +27,7 @@ typedef struct mix_slot {
     uint32_t nin;
     uint64_t in_id[GOSSIP_TOPOLOGY_DEGREE_MAX];
     uint32_t got[GOSSIP_TOPOLOGY_DEGREE_MAX]; /* next expected offset per in-neighbour */
-    double *acc; /* sum of the round's received vectors */
+    double *acc;                              /* sum of the round's received vectors */
 } mix_slot;
 
 typedef struct mix_pending {
@@ -103,14 +103,14 @@ struct gossip_mix {
 
     /* dpsgd / choco */
     mix_slot slot[2];
-    uint32_t run_nin; /* in-degree of the running round */
+    uint32_t run_nin;   /* in-degree of the running round */
     double *hat, *sacc; /* float64: see MIXING.md, "choco" */
 
     /* gossip */
     mix_pending pend[GOSSIP_MIX_PENDING_MAX];
     uint32_t pend_next, pend_cur;
-    uint8_t *pend_bits; /* GOSSIP_MIX_PENDING_MAX bitmaps of answered chunks */
-    size_t pend_bytes;  /* bytes per bitmap */
+    uint8_t *pend_bits;    /* GOSSIP_MIX_PENDING_MAX bitmaps of answered chunks */
+    size_t pend_bytes;     /* bytes per bitmap */
     uint64_t gossip_round; /* round of the running push (pend entry) */
 
     /* push-sum */
@@ -128,11 +128,11 @@ struct gossip_mix {
     size_t ar_relay_stride;
     uint32_t *ar_relay_len;
     uint8_t *ar_relay_bits;
-    uint64_t ar_pre_round;       /* round the early chunks belong to */
+    uint64_t ar_pre_round; /* round the early chunks belong to */
     int ar_pre_valid;
-    uint32_t ar_kmax;            /* capacity of ar_recv / ar_sent */
-    uint32_t ar_k;               /* chunks per segment in this view */
-    uint64_t ar_round;           /* running round, or the next one */
+    uint32_t ar_kmax;  /* capacity of ar_recv / ar_sent */
+    uint32_t ar_k;     /* chunks per segment in this view */
+    uint64_t ar_round; /* running round, or the next one */
     uint32_t ar_cursor;
 
     gossip_mix_stats stats;

@@ -149,7 +149,8 @@ int sim_driver_create(sim_driver **out, const sim_driver_config *cfg)
     d->agents = calloc(cfg->agents, sizeof *d->agents);
     d->by_id = calloc(cfg->agents, sizeof *d->by_id);
     d->pending = calloc(d->cfg.inflight_max, sizeof *d->pending);
-    if (!d->agents || !d->by_id || !d->pending || sim_evq_init(&d->q, 1024, 4 * d->cfg.inflight_max + 4 * cfg->agents) != 0) {
+    if (!d->agents || !d->by_id || !d->pending ||
+        sim_evq_init(&d->q, 1024, 4 * d->cfg.inflight_max + 4 * cfg->agents) != 0) {
         free(d->agents);
         free(d->by_id);
         free(d->pending);
@@ -275,8 +276,8 @@ static void drain(sim_driver *d, uint32_t i)
         if (d->cfg.mode == SIM_MODE_ROUNDS) {
             d->pending[d->n_pending++] = f;
         } else {
-            sim_event ev = {.time_us = d->now + d->cfg.latency_us, .kind = EV_DELIVER, .agent = to,
-                            .ptr = f};
+            sim_event ev = {
+                .time_us = d->now + d->cfg.latency_us, .kind = EV_DELIVER, .agent = to, .ptr = f};
             if (sim_evq_push(&d->q, &ev) != 0) {
                 free(f);
                 d->stats.overflow++;
@@ -289,8 +290,8 @@ static void drain(sim_driver *d, uint32_t i)
     if (dl != GOSSIP_TIME_NEVER && dl != a->tick_at) {
         a->tick_at = dl;
         if (d->cfg.mode == SIM_MODE_TIMED) {
-            sim_event ev = {.time_us = dl > d->now ? dl : d->now, .kind = EV_TICK, .agent = i,
-                            .a = dl};
+            sim_event ev = {
+                .time_us = dl > d->now ? dl : d->now, .kind = EV_TICK, .agent = i, .a = dl};
             (void)sim_evq_push(&d->q, &ev); /* the queue holds 4 per agent beyond frames */
         }
     }

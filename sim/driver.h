@@ -60,7 +60,7 @@ extern const sim_node_ops sim_ops_mix;
 typedef enum sim_mode { SIM_MODE_TIMED = 0, SIM_MODE_ROUNDS } sim_mode;
 
 typedef struct sim_driver_config {
-    uint32_t agents;          /* 1..SIM_DRIVER_AGENTS_MAX */
+    uint32_t agents; /* 1..SIM_DRIVER_AGENTS_MAX */
     uint64_t seed;
     sim_mode mode;
     gossip_time_us latency_us; /* timed mode: one-way delay of every frame */
@@ -70,13 +70,13 @@ typedef struct sim_driver_config {
 } sim_driver_config;
 
 typedef struct sim_driver_stats {
-    uint64_t sent;        /* frames pulled from the objects */
-    uint64_t delivered;   /* frames handed to recv */
-    uint64_t dropped;     /* lost by the loss model or the filter */
-    uint64_t dead;        /* addressed to a crashed or unknown agent */
-    uint64_t overflow;    /* refused because inflight_max frames were queued */
-    uint64_t rejected;    /* recv returned an error */
-    uint64_t bad_header;  /* did not decode as a frame */
+    uint64_t sent;       /* frames pulled from the objects */
+    uint64_t delivered;  /* frames handed to recv */
+    uint64_t dropped;    /* lost by the loss model or the filter */
+    uint64_t dead;       /* addressed to a crashed or unknown agent */
+    uint64_t overflow;   /* refused because inflight_max frames were queued */
+    uint64_t rejected;   /* recv returned an error */
+    uint64_t bad_header; /* did not decode as a frame */
     uint64_t bytes_delivered;
     uint64_t ticks;
 } sim_driver_stats;

@@ -31,8 +31,8 @@ static void assert_all_equal_mean(const cluster *c, const double *mean, double t
             if (fabs(c->x[i][j] - mean[j]) > tol)
                 fail_msg("seed %llu %s n=%u dim=%u: member %u value %u = %.9g, mean %.9g "
                          "(tol %.3g)",
-                         (unsigned long long)c->seed, what, c->n, c->dim, i, j, c->x[i][j],
-                         mean[j], tol);
+                         (unsigned long long)c->seed, what, c->n, c->dim, i, j, c->x[i][j], mean[j],
+                         tol);
     }
 }
 
@@ -195,9 +195,9 @@ static void killed_member_aborts_then_recovers(void **state)
         gossip_mix_config cfg = ar_config(16, 32);
         cfg.step_timeout_us = timeout;
         cluster c;
-        cluster_init(&c, n, dim, &cfg,
-                     &(sim_driver_config){.seed = seed0 + s, .mode = SIM_MODE_TIMED,
-                                          .latency_us = latency});
+        cluster_init(
+            &c, n, dim, &cfg,
+            &(sim_driver_config){.seed = seed0 + s, .mode = SIM_MODE_TIMED, .latency_us = latency});
         cluster_fill(&c, &rng, 1.0);
         float **start = malloc(n * sizeof *start);
         for (uint32_t i = 0; i < n; i++) {
@@ -286,9 +286,9 @@ static void stalled_member_aborts_round(void **state)
         uint32_t n = 2 + (uint32_t)model_rng_below(&rng, 10), dim = 64;
         gossip_mix_config cfg = ar_config(8, 32);
         cluster c;
-        cluster_init(&c, n, dim, &cfg,
-                     &(sim_driver_config){.seed = seed0 + s, .mode = SIM_MODE_TIMED,
-                                          .latency_us = 500});
+        cluster_init(
+            &c, n, dim, &cfg,
+            &(sim_driver_config){.seed = seed0 + s, .mode = SIM_MODE_TIMED, .latency_us = 500});
         cluster_fill(&c, &rng, 0);
         uint32_t slow = (uint32_t)model_rng_below(&rng, n);
         for (uint32_t i = 0; i < n; i++)

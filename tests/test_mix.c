@@ -12,8 +12,8 @@ static gossip_mix_config base_config(gossip_mix_algo a, gossip_topology t)
 
 /* max over coordinates of |mean_after - mean_before| must stay within float
  * rounding of the values involved. */
-static void assert_mean_kept(const double *before, const double *after, uint32_t dim,
-                             double scale, unsigned rounds, uint64_t seed, const char *what)
+static void assert_mean_kept(const double *before, const double *after, uint32_t dim, double scale,
+                             unsigned rounds, uint64_t seed, const char *what)
 {
     for (uint32_t j = 0; j < dim; j++) {
         double tol = 4e-7 * scale * (1 + rounds);
@@ -31,8 +31,8 @@ static void create_validates(void **state)
     test_env t;
     test_env_init(&t, 1);
     gossip_mix *m = NULL;
-    gossip_mix_config ok = {.self = 5, .dim = 10, .algo = GOSSIP_MIX_DPSGD,
-                            .topology = GOSSIP_TOPO_RING};
+    gossip_mix_config ok = {
+        .self = 5, .dim = 10, .algo = GOSSIP_MIX_DPSGD, .topology = GOSSIP_TOPO_RING};
     gossip_mix_config c = ok;
     c.self = 0;
     assert_int_equal(gossip_mix_create(&m, &t.env, &c), GOSSIP_EINVAL);
@@ -96,8 +96,11 @@ static void alloc_failures_leave_nothing(void **state)
     (void)state;
     const uint32_t dims[] = {1, 300};
     for (size_t di = 0; di < 2; di++) {
-        gossip_mix_config cfg = {.self = 7, .dim = dims[di], .algo = GOSSIP_MIX_GOSSIP,
-                                 .topology = GOSSIP_TOPO_RANDOM, .chunk_values = 64};
+        gossip_mix_config cfg = {.self = 7,
+                                 .dim = dims[di],
+                                 .algo = GOSSIP_MIX_GOSSIP,
+                                 .topology = GOSSIP_TOPO_RANDOM,
+                                 .chunk_values = 64};
         test_env t;
         test_env_init(&t, 3);
         gossip_mix *m = NULL;
@@ -113,8 +116,7 @@ static void alloc_failures_leave_nothing(void **state)
             assert_int_equal(gossip_mix_create(&m, &t.env, &cfg), GOSSIP_ENOMEM);
             assert_ptr_equal(m, (gossip_mix *)&t);
             if (t.alloc.live != 0)
-                fail_msg("failing allocation %ld of %ld leaked %ld blocks", n, count,
-                         t.alloc.live);
+                fail_msg("failing allocation %ld of %ld leaked %ld blocks", n, count, t.alloc.live);
         }
         /* And one past the count succeeds. */
         test_env_init(&t, 3);
@@ -131,9 +133,8 @@ static void dpsgd_and_gossip_keep_mean(void **state)
 {
     (void)state;
     uint64_t seed0 = test_seed(11);
-    const gossip_topology topos[] = {GOSSIP_TOPO_RING, GOSSIP_TOPO_TORUS,
-                                     GOSSIP_TOPO_EXPONENTIAL, GOSSIP_TOPO_ONE_PEER_EXP,
-                                     GOSSIP_TOPO_RANDOM};
+    const gossip_topology topos[] = {GOSSIP_TOPO_RING, GOSSIP_TOPO_TORUS, GOSSIP_TOPO_EXPONENTIAL,
+                                     GOSSIP_TOPO_ONE_PEER_EXP, GOSSIP_TOPO_RANDOM};
     for (uint64_t s = 0; s < 40; s++) {
         uint64_t seed = seed0 + s;
         model_rng rng;
@@ -149,9 +150,8 @@ static void dpsgd_and_gossip_keep_mean(void **state)
         if (algo == GOSSIP_MIX_GOSSIP && (s & 2))
             cfg.bits = 8;
         cluster c;
-        cluster_init(&c, n, dim, &cfg, &(sim_driver_config){.seed = seed,
-                                                           .mode = SIM_MODE_ROUNDS,
-                                                           .round_us = 1000});
+        cluster_init(&c, n, dim, &cfg,
+                     &(sim_driver_config){.seed = seed, .mode = SIM_MODE_ROUNDS, .round_us = 1000});
         cluster_fill(&c, &rng, 3.0);
         double *before = malloc(dim * sizeof *before), *after = malloc(dim * sizeof *after);
         cluster_mean(&c, before);
@@ -217,8 +217,8 @@ static void gossip_passive_exchange_keeps_training(void **state)
     cluster_mean(&c, after);
     for (int j = 0; j < 5; j++)
         if (fabs(after[j] - (before[j] + 0.5)) > 1e-5)
-            fail_msg("seed %llu: mean[%d] %.7f, want %.7f", (unsigned long long)seed, j,
-                     after[j], before[j] + 0.5);
+            fail_msg("seed %llu: mean[%d] %.7f, want %.7f", (unsigned long long)seed, j, after[j],
+                     before[j] + 0.5);
     free(before);
     free(after);
     cluster_free(&c);
@@ -230,13 +230,14 @@ static void pushsum_keeps_mass_under_loss(void **state)
 {
     (void)state;
     uint64_t seed0 = test_seed(31);
-    const gossip_topology topos[] = {GOSSIP_TOPO_RING, GOSSIP_TOPO_RANDOM,
-                                     GOSSIP_TOPO_EXPONENTIAL, GOSSIP_TOPO_ONE_PEER_EXP};
+    const gossip_topology topos[] = {GOSSIP_TOPO_RING, GOSSIP_TOPO_RANDOM, GOSSIP_TOPO_EXPONENTIAL,
+                                     GOSSIP_TOPO_ONE_PEER_EXP};
     for (uint64_t s = 0; s < 24; s++) {
         uint64_t seed = seed0 + s;
         model_rng rng;
         model_rng_seed(&rng, seed, 7);
-        uint32_t n = 3 + (uint32_t)model_rng_below(&rng, 14), dim = 1 + (uint32_t)model_rng_below(&rng, 30);
+        uint32_t n = 3 + (uint32_t)model_rng_below(&rng, 14),
+                 dim = 1 + (uint32_t)model_rng_below(&rng, 30);
         gossip_topology topo = topos[s % 4];
         gossip_mix_config cfg = base_config(GOSSIP_MIX_PUSHSUM, topo);
         cfg.chunk_values = 1 + (uint32_t)model_rng_below(&rng, 12);
@@ -351,8 +352,8 @@ static void dpsgd_contracts_at_slem(void **state)
             }
             gossip_mix_config cfg = base_config(GOSSIP_MIX_DPSGD, cases[k].t);
             cluster c;
-            cluster_init(&c, n, dim, &cfg, &(sim_driver_config){.seed = seed,
-                                                               .mode = SIM_MODE_ROUNDS});
+            cluster_init(&c, n, dim, &cfg,
+                         &(sim_driver_config){.seed = seed, .mode = SIM_MODE_ROUNDS});
             model_rng rng;
             model_rng_seed(&rng, seed, 3);
             cluster_fill(&c, &rng, 0);
@@ -376,8 +377,8 @@ static void dpsgd_contracts_at_slem(void **state)
             double rate = pow(dist[T] / dist[B], 1.0 / (T - B));
             if (fabs(rate - lambda) > 0.01 * lambda)
                 fail_msg("seed %llu %s n=%u: measured rate %.5f over rounds %d..%d, SLEM %.5f",
-                         (unsigned long long)seed, gossip_topology_name(cases[k].t), n, rate, B,
-                         T, lambda);
+                         (unsigned long long)seed, gossip_topology_name(cases[k].t), n, rate, B, T,
+                         lambda);
             cluster_free(&c);
         }
     }
@@ -394,8 +395,8 @@ static void one_peer_exponential_exact_in_log2n(void **state)
             gossip_mix_config cfg = base_config(GOSSIP_MIX_DPSGD, GOSSIP_TOPO_ONE_PEER_EXP);
             cfg.chunk_values = 3;
             cluster c;
-            cluster_init(&c, n, dim, &cfg, &(sim_driver_config){.seed = seed,
-                                                               .mode = SIM_MODE_ROUNDS});
+            cluster_init(&c, n, dim, &cfg,
+                         &(sim_driver_config){.seed = seed, .mode = SIM_MODE_ROUNDS});
             model_rng rng;
             model_rng_seed(&rng, seed, 3);
             cluster_fill(&c, &rng, 1.0);
@@ -489,8 +490,8 @@ static void switch_algorithms_between_rounds(void **state)
 {
     (void)state;
     uint64_t seed = test_seed(71);
-    gossip_mix_config cfg = {.algo = GOSSIP_MIX_GOSSIP, .topology = GOSSIP_TOPO_RANDOM,
-                             .chunk_values = 5};
+    gossip_mix_config cfg = {
+        .algo = GOSSIP_MIX_GOSSIP, .topology = GOSSIP_TOPO_RANDOM, .chunk_values = 5};
     cluster c;
     uint32_t n = 9, dim = 13;
     cluster_init(&c, n, dim, &cfg, &(sim_driver_config){.seed = seed, .mode = SIM_MODE_ROUNDS});
@@ -502,8 +503,8 @@ static void switch_algorithms_between_rounds(void **state)
     const struct {
         gossip_mix_algo a;
         gossip_topology t;
-    } plan[] = {{GOSSIP_MIX_GOSSIP, GOSSIP_TOPO_RANDOM},   {GOSSIP_MIX_DPSGD, GOSSIP_TOPO_TORUS},
-                {GOSSIP_MIX_ALLREDUCE, GOSSIP_TOPO_RING}, {GOSSIP_MIX_PUSHSUM, GOSSIP_TOPO_RING},
+    } plan[] = {{GOSSIP_MIX_GOSSIP, GOSSIP_TOPO_RANDOM},     {GOSSIP_MIX_DPSGD, GOSSIP_TOPO_TORUS},
+                {GOSSIP_MIX_ALLREDUCE, GOSSIP_TOPO_RING},    {GOSSIP_MIX_PUSHSUM, GOSSIP_TOPO_RING},
                 {GOSSIP_MIX_CHOCO, GOSSIP_TOPO_EXPONENTIAL}, {GOSSIP_MIX_DPSGD, GOSSIP_TOPO_RING}};
     for (size_t p = 0; p < sizeof plan / sizeof plan[0]; p++) {
         for (uint32_t i = 0; i < n; i++)
@@ -567,9 +568,8 @@ typedef struct capture {
 static void fuzz_one(gossip_mix *m, model_rng *rng, const capture *cap, uint64_t from,
                      uint64_t epoch)
 {
-    static const uint8_t types[] = {GOSSIP_MSG_MIX_PUSH, GOSSIP_MSG_MIX_REPLY,
-                                    GOSSIP_MSG_PUSHSUM, GOSSIP_MSG_AR_CHUNK, GOSSIP_MSG_AR_ABORT,
-                                    GOSSIP_MSG_PING};
+    static const uint8_t types[] = {GOSSIP_MSG_MIX_PUSH, GOSSIP_MSG_MIX_REPLY, GOSSIP_MSG_PUSHSUM,
+                                    GOSSIP_MSG_AR_CHUNK, GOSSIP_MSG_AR_ABORT,  GOSSIP_MSG_PING};
     uint8_t buf[2048];
     size_t len;
     gossip_header h = {.version = 1, .sender = from, .epoch = epoch};
@@ -607,12 +607,14 @@ static void random_bytes_never_crash(void **state)
     (void)state;
     uint64_t seed = test_seed(91);
     for (unsigned a = 0; a < GOSSIP_MIX_ALGO_COUNT; a++) {
-        gossip_topology t = a == GOSSIP_MIX_GOSSIP || a == GOSSIP_MIX_PUSHSUM
-                                ? GOSSIP_TOPO_RANDOM
-                                : GOSSIP_TOPO_RING;
+        gossip_topology t = a == GOSSIP_MIX_GOSSIP || a == GOSSIP_MIX_PUSHSUM ? GOSSIP_TOPO_RANDOM
+                                                                              : GOSSIP_TOPO_RING;
         /* Capture genuine frames of this algorithm from a 3-member run. */
-        gossip_mix_config cfg = {.algo = (gossip_mix_algo)a, .topology = t, .chunk_values = 4,
-                                 .bits = a == GOSSIP_MIX_CHOCO ? 4 : 32, .block = 8};
+        gossip_mix_config cfg = {.algo = (gossip_mix_algo)a,
+                                 .topology = t,
+                                 .chunk_values = 4,
+                                 .bits = a == GOSSIP_MIX_CHOCO ? 4 : 32,
+                                 .block = 8};
         cluster c;
         cluster_init(&c, 3, 10, &cfg, &(sim_driver_config){.seed = seed, .mode = SIM_MODE_ROUNDS});
         model_rng rng;

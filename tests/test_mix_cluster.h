@@ -53,7 +53,7 @@ static inline void cluster_view(cluster *c, const int *alive)
 }
 
 static inline void cluster_init(cluster *c, uint32_t n, uint32_t dim, const gossip_mix_config *base,
-                         const sim_driver_config *dcfg)
+                                const sim_driver_config *dcfg)
 {
     memset(c, 0, sizeof *c);
     c->n = n;

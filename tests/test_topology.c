@@ -42,8 +42,8 @@ static void names_round_trip(void **state)
 static void graphs_are_consistent(void **state)
 {
     (void)state;
-    const gossip_topology graphs[] = {GOSSIP_TOPO_RING, GOSSIP_TOPO_TORUS,
-                                      GOSSIP_TOPO_EXPONENTIAL, GOSSIP_TOPO_ONE_PEER_EXP};
+    const gossip_topology graphs[] = {GOSSIP_TOPO_RING, GOSSIP_TOPO_TORUS, GOSSIP_TOPO_EXPONENTIAL,
+                                      GOSSIP_TOPO_ONE_PEER_EXP};
     for (size_t g = 0; g < 4; g++) {
         gossip_topology t = graphs[g];
         for (uint32_t n = 1; n <= 70; n++) {
