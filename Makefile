@@ -128,27 +128,36 @@ clean:
 
 # `make fuzz`: every tests/fuzz/fuzz_*.c is a libFuzzer target built with
 # clang -fsanitize=fuzzer,address,undefined against the sans-IO core
-# (model/ and gossip/ sources plus net/'s sans-IO channel, compiled with the
-# same flags), then run for FUZZ_SECONDS each (a short bounded run; corpora
-# kept in build/fuzz/).
+# (model/ and gossip/ plus net/'s sans-IO channel, compiled once by clang
+# into build/fuzz/), then run for FUZZ_SECONDS each (a short bounded run;
+# corpora kept in build/fuzz/).
 # Skipped with a message when clang is not installed.
 FUZZ_CC      ?= clang
 FUZZ_SECONDS ?= 20
-FUZZ_CFLAGS  := -std=c11 -D_DEFAULT_SOURCE -O1 -g -I. -fno-omit-frame-pointer \
-                -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
+FUZZ_BUILD   := build/fuzz
+FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=undefined
+FUZZ_CFLAGS  := -std=c11 -D_DEFAULT_SOURCE -O1 -g -I. -fno-omit-frame-pointer $(PKG_CFLAGS)
 FUZZ_CORE    := $(wildcard model/*.c gossip/*.c) net/channel.c net/net.c
+FUZZ_OBJS    := $(FUZZ_CORE:%.c=$(FUZZ_BUILD)/%.o)
+FUZZ_BINS    := $(FUZZ_SRCS:tests/fuzz/%.c=$(FUZZ_BUILD)/%)
+
+$(FUZZ_BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) $(FUZZ_SAN) -fsanitize=fuzzer-no-link -c $< -o $@
+
+$(FUZZ_BUILD)/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_OBJS)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) $(FUZZ_SAN) -fsanitize=fuzzer $< $(FUZZ_OBJS) -o $@ $(PKG_LIBS) -lm
 
 .PHONY: fuzz
 fuzz:
 	@if ! command -v $(FUZZ_CC) >/dev/null 2>&1; then \
 	    echo "fuzz: $(FUZZ_CC) not found (apt-get install clang); skipped"; exit 0; fi; \
-	mkdir -p build/fuzz; \
-	for src in $(FUZZ_SRCS); do \
-	    name=$$(basename $$src .c); \
+	$(MAKE) --no-print-directory $(FUZZ_BINS) || exit 1; \
+	for bin in $(FUZZ_BINS); do \
+	    name=$$(basename $$bin); \
 	    echo "fuzz: $$name for $(FUZZ_SECONDS) s"; \
-	    $(FUZZ_CC) $(FUZZ_CFLAGS) $$src $(FUZZ_CORE) -o build/fuzz/$$name $(PKG_LIBS) -lm || exit 1; \
-	    mkdir -p build/fuzz/corpus-$$name; \
-	    build/fuzz/$$name -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
-	        build/fuzz/corpus-$$name 2>build/fuzz/$$name.log || { tail -n 40 build/fuzz/$$name.log; exit 1; }; \
-	    grep -E 'stat::number_of_executed_units|Done' build/fuzz/$$name.log | tail -n 2; \
+	    mkdir -p $(FUZZ_BUILD)/corpus-$$name; \
+	    $$bin -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
+	        $(FUZZ_BUILD)/corpus-$$name 2>$(FUZZ_BUILD)/$$name.log || { tail -n 40 $(FUZZ_BUILD)/$$name.log; exit 1; }; \
+	    grep -E 'stat::number_of_executed_units|Done' $(FUZZ_BUILD)/$$name.log | tail -n 2; \
 	done
