@@ -612,7 +612,12 @@ int gossip_shards_set_view(gossip_shards *sh, const gossip_view *view, gossip_ti
 
 static int serve_push(gossip_shards *sh, const serve *e)
 {
-    if (sh->n_serves >= GOSSIP_SHARDS_SERVE_MAX) {
+    /* One peer may hold at most GOSSIP_SHARDS_FETCH_MAX entries (one per
+     * fetch it can run), so a single peer cannot fill the queue. */
+    uint32_t mine = 0;
+    for (uint32_t i = 0; i < sh->n_serves; i++)
+        mine += sh->serves[i].peer == e->peer;
+    if (sh->n_serves >= GOSSIP_SHARDS_SERVE_MAX || mine >= GOSSIP_SHARDS_FETCH_MAX) {
         sh->c.serve_dropped++;
         return GOSSIP_EFULL;
     }

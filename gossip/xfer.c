@@ -373,6 +373,14 @@ static void on_start(gossip_xfer *x, uint64_t from, const gossip_xfer_msg *m, go
         s->last_used = now;
         return;
     }
+    /* A fetcher runs one transfer at a time: a START from a peer that
+     * already holds a slot replaces its old snapshot, so one peer never
+     * holds more than one slot. */
+    for (uint32_t i = 0; i < GOSSIP_XFER_SERVE_MAX && !s; i++)
+        if (x->snaps[i].active && x->snaps[i].peer == from) {
+            snap_release(x, &x->snaps[i]);
+            s = &x->snaps[i];
+        }
     for (uint32_t i = 0; i < GOSSIP_XFER_SERVE_MAX && !s; i++)
         if (!x->snaps[i].active)
             s = &x->snaps[i];

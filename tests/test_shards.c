@@ -776,7 +776,24 @@ static void wire_layout_golden(void **state)
     }
     assert_int_equal(sa.ops->has(sa.ctx, id[0]), 1);
     assert_int_equal(gossip_shards_counters_get(a)->fetched, 1);
-    /* 5. NACK: a WANT to a member that does not hold the shard. */
+    /* 5. One peer cannot fill B's answer queue: 40 manifest WANTs from A
+     * queue GOSSIP_SHARDS_FETCH_MAX answers; another peer is still served. */
+    memcpy(f, hdr_want, 32);
+    memcpy(f + 32, id[0], 32);
+    memcpy(f + 68, want_tail, 11);
+    assert_int_equal(gossip_header_decode(f, 32 + 47, &h), GOSSIP_OK);
+    for (uint32_t k = 0; k < 40; k++) {
+        gossip_put_u32(f + 64, k);
+        assert_int_equal(gossip_shards_recv(b, 0x0A, &h, f + 32, 47, 0), GOSSIP_OK);
+    }
+    assert_int_equal(gossip_shards_counters_get(b)->serve_dropped, 40 - GOSSIP_SHARDS_FETCH_MAX);
+    assert_int_equal(gossip_shards_recv(b, 0x0C, &h, f + 32, 47, 0), GOSSIP_OK);
+    assert_int_equal(gossip_shards_counters_get(b)->serve_dropped, 40 - GOSSIP_SHARDS_FETCH_MAX);
+    uint32_t answers = 0;
+    while (gossip_shards_poll_send(b, &out, 0) == 1)
+        answers++;
+    assert_int_equal(answers, GOSSIP_SHARDS_FETCH_MAX + 1);
+    /* 6. NACK: a WANT to a member that does not hold the shard. */
     assert_int_equal(sb.ops->drop(sb.ctx, id[0]), GOSSIP_OK);
     gossip_shards_destroy(b);
     assert_int_equal(gossip_shards_create(&b, &t.env, &cfg), GOSSIP_OK);

@@ -524,6 +524,46 @@ static void wire_layout_golden(void **state)
     assert_int_equal(t.alloc.live, 0);
 }
 
+/* One peer holds at most one snapshot slot: its repeated STARTs replace its
+ * snapshot, so a second peer is still served. */
+static void one_snapshot_slot_per_peer(void **state)
+{
+    (void)state;
+    test_env t;
+    test_env_init(&t, test_seed(41));
+    gossip_xfer_config c;
+    gossip_xfer_config_default(&c);
+    c.self = 0x0B;
+    c.dim = 3;
+    c.snapshot = fixed_model;
+    gossip_xfer *b;
+    assert_int_equal(gossip_xfer_create(&b, &t.env, &c), GOSSIP_OK);
+    long base = t.alloc.live;
+    uint8_t p[GOSSIP_XFER_WANT_SIZE] = {0};
+    gossip_header h = {.type = GOSSIP_MSG_MODEL_WANT, .payload_len = sizeof p};
+    for (uint32_t k = 0; k < 10; k++) {
+        gossip_put_u32(p, k);
+        assert_int_equal(gossip_xfer_recv(b, 0x0A, &h, p, sizeof p, 0), GOSSIP_OK);
+    }
+    assert_int_equal(t.alloc.live, base + 1); /* one snapshot for 0x0A */
+    gossip_put_u32(p, 99);
+    assert_int_equal(gossip_xfer_recv(b, 0x0C, &h, p, sizeof p, 0), GOSSIP_OK);
+    assert_int_equal(gossip_xfer_counters_get(b)->snapshots, 11);
+    assert_int_equal(gossip_xfer_counters_get(b)->serve_busy, 0);
+    /* Only the latest START of 0x0A and the one of 0x0C get an INFO. */
+    gossip_send out;
+    uint32_t infos = 0;
+    while (gossip_xfer_poll_send(b, &out, 0) == 1) {
+        assert_int_equal(out.frame[3], GOSSIP_MSG_MODEL_CHUNK);
+        uint32_t xfer = gossip_get_u32(out.frame + 32);
+        assert_true((out.dest == 0x0A && xfer == 9) || (out.dest == 0x0C && xfer == 99));
+        infos++;
+    }
+    assert_int_equal(infos, 2);
+    gossip_xfer_destroy(b);
+    assert_int_equal(t.alloc.live, 0);
+}
+
 static void create_survives_oom(void **state)
 {
     (void)state;
@@ -576,6 +616,7 @@ int main(void)
         cmocka_unit_test(resume_policy),
         cmocka_unit_test(source_busy_and_oom_nack),
         cmocka_unit_test(random_bytes_never_crash),
+        cmocka_unit_test(one_snapshot_slot_per_peer),
         cmocka_unit_test(create_survives_oom),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
