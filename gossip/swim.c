@@ -881,6 +881,8 @@ static void reconnect(gossip_swim *s)
     /* Ping a random tombstone (dead, not left): if it answers, the partition
      * that killed it has healed, and recv() starts a push-pull with it. */
     uint32_t dead = 0;
+    if (s->n_tomb == 0)
+        return; /* the common case, without touching the table */
     for (uint32_t i = 0; i < s->hw; i++)
         dead += s->members[i].state == GOSSIP_MEMBER_DEAD;
     if (dead == 0)
