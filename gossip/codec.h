@@ -54,7 +54,7 @@
 int gossip_codec_bits_valid(unsigned bits);
 
 /* Exact encoded size in bytes of n values; 0 if bits/block are invalid or n is
- * above GOSSIP_CODEC_DIM_MAX. */
+ * 0 or above GOSSIP_CODEC_DIM_MAX (every call below needs 1 <= n <= max). */
 size_t gossip_codec_size(uint32_t n, unsigned bits, uint32_t block);
 
 /* Quantize x[0..n) into out (cap bytes). Returns GOSSIP_OK, GOSSIP_EINVAL
