@@ -594,15 +594,37 @@ static void recompute(sim_net *n, uint64_t now, int force)
         n->nunf[l] = 0;
         n->ver[l]++;
     }
-    for (uint32_t i = 0; i < nf; i++) {
-        uint32_t fi = n->comp_flows[i];
-        set_finish(n, fi, now);
-        heap_update(n, fi);
+    if (nf > n->heap_len / 4) {
+        /* most of the heap changed: rebuilding it (Floyd, O(heap)) beats
+         * nf sift operations of O(log heap) each */
+        for (uint32_t i = 0; i < nf; i++)
+            set_finish(n, n->comp_flows[i], now);
+        for (uint32_t i = n->heap_len / 2; i-- > 0;)
+            heap_down(n, i);
+    } else {
+        for (uint32_t i = 0; i < nf; i++) {
+            uint32_t fi = n->comp_flows[i];
+            set_finish(n, fi, now);
+            heap_update(n, fi);
+        }
     }
+}
+
+/* Changes made at the current instant (flows started, finished, cancelled)
+ * leave their links in n->seeds; the rates are recomputed once, lazily, when
+ * they are needed: before time moves on, or when a rate or the next
+ * completion is asked. Many flows started at one instant (a gossip round)
+ * cost one recomputation, not one each. */
+static void flush(sim_net *n)
+{
+    if (n->nseeds)
+        recompute(n, n->now_us, 0);
 }
 
 static void add_seeds(sim_net *n, const flow *f)
 {
+    if (n->nseeds + 2 > 2 * n->slots_cap + 2) /* the seed array is full */
+        recompute(n, n->now_us, 0);
     n->seeds[n->nseeds++] = flow_link(f, 0);
     n->seeds[n->nseeds++] = flow_link(f, 1);
 }
@@ -617,6 +639,7 @@ int sim_net_set_bandwidth(sim_net *n, uint32_t agent, double up_bps, double down
     int rc = sim_net_advance(n, now_us);
     if (rc)
         return rc;
+    flush(n);
     /* bring the old component up to date at the old rates first: recompute
      * with the old capacities is exact for progress, then again with new. */
     n->seeds[n->nseeds++] = 2 * agent;
@@ -707,8 +730,7 @@ int sim_net_start_flow(sim_net *n, uint32_t src, uint32_t dst, uint64_t bytes, u
     link_add(n, fi);
     heap_insert(n, fi);
     n->active++;
-    add_seeds(n, f);
-    recompute(n, now_us, 0);
+    add_seeds(n, f); /* rates recomputed lazily, see flush() */
     return SIM_NET_OK;
 }
 
@@ -752,8 +774,9 @@ int sim_net_send(sim_net *n, uint32_t src, uint32_t dst, uint64_t bytes, uint64_
     return SIM_NET_QUEUED;
 }
 
-uint64_t sim_net_next_completion(const sim_net *n)
+uint64_t sim_net_next_completion(sim_net *n)
 {
+    flush(n);
     return n->heap_len ? n->flows[n->heap[0]].finish_us : UINT64_MAX;
 }
 
@@ -761,10 +784,16 @@ int sim_net_advance(sim_net *n, uint64_t now_us)
 {
     if (now_us < n->now_us)
         return SIM_NET_ETIME;
+    /* changes pending at this very instant stay pending (batched) */
+    if (now_us == n->now_us && n->nseeds)
+        return SIM_NET_OK;
+    flush(n);
     /* complete flows one finish time at a time, recomputing at that time, so
-     * the result does not depend on how coarsely the caller steps */
+     * the result does not depend on how coarsely the caller steps; the last
+     * recomputation, at now, is left pending for the caller's next changes */
     while (n->heap_len && n->flows[n->heap[0]].finish_us <= now_us) {
         uint64_t t = n->flows[n->heap[0]].finish_us;
+        n->now_us = t;
         while (n->heap_len && n->flows[n->heap[0]].finish_us == t) {
             uint32_t fi = n->heap[0];
             flow *f = &n->flows[fi];
@@ -782,6 +811,8 @@ int sim_net_advance(sim_net *n, uint64_t now_us)
             n->active--;
             n->stats.completed++;
         }
+        if (t == now_us)
+            break;
         recompute(n, t, 0);
     }
     n->now_us = now_us;
@@ -834,7 +865,6 @@ int sim_net_cancel(sim_net *n, uint64_t id, uint64_t now_us)
     if (n->flows[fi].state != FLOW_ACTIVE) /* it finished by now */
         return SIM_NET_ENOFLOW;
     cancel_slot(n, fi);
-    recompute(n, now_us, 0);
     return SIM_NET_OK;
 }
 
@@ -849,19 +879,16 @@ int sim_net_cancel_agent(sim_net *n, uint32_t agent, uint64_t now_us)
     for (int side = 0; side < 2; side++) {
         uint32_t l = 2 * agent + (uint32_t)side;
         while (n->head[l] != NIL) {
-            /* seeds hold 2 per cancelled flow; flush before they overflow */
-            if (n->nseeds + 2 > 2 * n->slots_cap)
-                recompute(n, now_us, 0);
             cancel_slot(n, n->head[l]);
             cancelled++;
         }
     }
-    recompute(n, now_us, 0);
     return cancelled;
 }
 
-double sim_net_flow_rate(const sim_net *n, uint64_t id)
+double sim_net_flow_rate(sim_net *n, uint64_t id)
 {
+    flush(n);
     uint32_t fi;
     if (flow_lookup(n, id, &fi) || n->flows[fi].state != FLOW_ACTIVE)
         return -1;

@@ -19,7 +19,9 @@
  *   only inside the connected component of the flow-link graph that the
  *   change touches: max-min allocations of different components are
  *   independent. Cost of one recomputation: O((F + L) log L) for a component
- *   of F flows and L limited links (a lazy heap over links).
+ *   of F flows and L limited links (a lazy heap over links). Changes at one
+ *   instant are batched: rates are recomputed once, lazily, before time
+ *   moves on or when sim_net_next_completion / sim_net_flow_rate is asked.
  * - Delivery time = completion of the transfer + latency(src, dst). A flow
  *   whose both links are unlimited (or of 0 bytes) takes no transfer time and
  *   costs no bookkeeping: sim_net_send answers DELIVER at now + latency.
@@ -185,7 +187,7 @@ int sim_net_start_flow(sim_net *n, uint32_t src, uint32_t dst, uint64_t bytes, u
 
 /* Earliest time (us) at which a flow in flight finishes; UINT64_MAX if none.
  * Flows already finished and waiting in the pop list do not count. */
-uint64_t sim_net_next_completion(const sim_net *n);
+uint64_t sim_net_next_completion(sim_net *n);
 
 /* Move time to now: every flow finishing at or before now is moved, in
  * order of (finish time, id), to the finished list, and rates of the
@@ -203,7 +205,7 @@ int sim_net_cancel(sim_net *n, uint64_t id, uint64_t now_us);
 int sim_net_cancel_agent(sim_net *n, uint32_t agent, uint64_t now_us);
 
 /* Current rate of a flow in bits/s (for tests and traces); < 0 if unknown. */
-double sim_net_flow_rate(const sim_net *n, uint64_t id);
+double sim_net_flow_rate(sim_net *n, uint64_t id);
 /* Flows in flight. */
 size_t sim_net_flows_active(const sim_net *n);
 void sim_net_get_stats(const sim_net *n, sim_net_stats *out);
