@@ -88,6 +88,30 @@ static void two_flows_share_uplink(void **state)
     sim_net_destroy(n);
 }
 
+/* Flows started at one instant cost one recomputation, done lazily. */
+static void one_instant_one_recomputation(void **state)
+{
+    (void)state;
+    sim_net *n = make_net(101, 1e6, 0, 0);
+    sim_net_delivery d;
+    for (uint32_t i = 1; i <= 100; i++)
+        assert_int_equal(sim_net_send(n, 0, i, 1000, i, 50, &d), SIM_NET_QUEUED);
+    sim_net_stats st;
+    sim_net_get_stats(n, &st);
+    assert_int_equal(st.recomputes, 0);
+    /* 100 flows of 8000 bits at 1e6/100 each: all end at 50 + 800000 us */
+    assert_int_equal(sim_net_next_completion(n), 50 + 800000);
+    sim_net_get_stats(n, &st);
+    assert_int_equal(st.recomputes, 1);
+    assert_int_equal(st.recompute_flows, 100);
+    assert_int_equal(sim_net_advance(n, 800050), 0);
+    int k = 0;
+    while (sim_net_pop(n, &d))
+        assert_int_equal(d.done_us, 800050), k++;
+    assert_int_equal(k, 100);
+    sim_net_destroy(n);
+}
+
 static void late_joiner_timeline(void **state)
 {
     (void)state;
@@ -541,6 +565,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(single_flow_exact),
         cmocka_unit_test(two_flows_share_uplink),
+        cmocka_unit_test(one_instant_one_recomputation),
         cmocka_unit_test(late_joiner_timeline),
         cmocka_unit_test(classic_max_min),
         cmocka_unit_test(bandwidth_change_mid_flow),
