@@ -574,6 +574,140 @@ static void table_churn_consistent(void **state)
     assert_int_equal(t.alloc.live, 0);
 }
 
+/* Feed a member "two" (id 2) into s through a SYNC_REPLY. */
+static void know(gossip_swim *s, uint64_t id, const char *addr)
+{
+    uint8_t p[80];
+    gossip_put_u32(p, 1);
+    size_t len = 4 + put_alive(p + 4, id, 0, addr);
+    assert_int_equal(deliver(s, GOSSIP_MSG_SYNC_REPLY, id, p, len, 0), GOSSIP_OK);
+}
+
+/* PING_REQ: the relay pings the target under its own sequence number and
+ * forwards the target's ACK under the requester's; a silent target earns
+ * the requester a NACK once the requested wait is over. */
+static void relays_ack_and_nack(void **state)
+{
+    (void)state;
+    test_env t;
+    test_env_init(&t, 13);
+    gossip_swim *s = make(&t, 1, "one", 16);
+    know(s, 2, "two");
+    know(s, 3, "three");
+    gossip_send o;
+    while (gossip_swim_poll_send(s, &o, 0) == 1)
+        ;
+    for (int round = 0; round < 2; round++) {
+        uint8_t p[17];
+        gossip_put_u32(p, 500 + round);
+        gossip_put_u64(p + 4, 3);
+        gossip_put_u32(p + 12, 200000); /* wait 200 ms */
+        p[16] = 0;
+        gossip_time_us now = 1000 + (gossip_time_us)round * 1000000;
+        assert_int_equal(deliver(s, GOSSIP_MSG_PING_REQ, 2, p, sizeof p, now), GOSSIP_OK);
+        assert_int_equal(gossip_swim_poll_send(s, &o, now), 1);
+        assert_int_equal(o.frame[3], GOSSIP_MSG_PING);
+        assert_true(o.dest == 3);
+        assert_string_equal(o.dest_addr, "three");
+        const uint8_t *q = o.frame + GOSSIP_HEADER_SIZE;
+        uint32_t relay_seq = gossip_get_u32(q);
+        assert_true(gossip_get_u64(q + 4) == 3);
+        if (round == 0) {
+            uint8_t a[5];
+            gossip_put_u32(a, relay_seq);
+            a[4] = 0;
+            assert_int_equal(deliver(s, GOSSIP_MSG_ACK, 3, a, sizeof a, now + 10), GOSSIP_OK);
+            assert_int_equal(gossip_swim_poll_send(s, &o, now + 10), 1);
+            assert_int_equal(o.frame[3], GOSSIP_MSG_ACK);
+        } else {
+            /* the relay's deadline is among the next ones */
+            assert_true(gossip_swim_deadline(s) <= now + 200000);
+            gossip_swim_tick(s, now + 200000);
+            int found = 0;
+            while (gossip_swim_poll_send(s, &o, now + 200000) == 1)
+                if (o.frame[3] == GOSSIP_MSG_NACK) {
+                    found = 1;
+                    break;
+                }
+            assert_true(found);
+        }
+        assert_true(o.dest == 2);
+        assert_int_equal(gossip_get_u32(o.frame + GOSSIP_HEADER_SIZE), 500 + round);
+    }
+    gossip_swim_destroy(s);
+}
+
+/* Lifeguard LHM: failed probes raise the score and stretch the probe
+ * period to (score + 1) intervals; successful probes bring it back. */
+static void local_health_stretches_period(void **state)
+{
+    (void)state;
+    test_env t;
+    test_env_init(&t, 14);
+    /* a long suspicion, so the silent member stays probed throughout */
+    gossip_swim_config c = {
+        .self_id = 1, .self_addr = "one", .members_max = 16, .suspicion_mult = 100};
+    gossip_swim *s = NULL;
+    assert_int_equal(gossip_swim_create(&s, &t.env, &c), GOSSIP_OK);
+    know(s, 2, "two");
+    gossip_time_us now = 0, at[10] = {0};
+    uint32_t health[10] = {0};
+    int pings = 0;
+    /* nobody answers: every probe fails (no relays, so +1 each) */
+    while (pings < 10) {
+        gossip_time_us d = gossip_swim_deadline(s);
+        now = d > now ? d : now;
+        gossip_swim_tick(s, now);
+        gossip_send o;
+        while (gossip_swim_poll_send(s, &o, now) == 1)
+            if (o.frame[3] == GOSSIP_MSG_PING && pings < 10) {
+                at[pings] = now;
+                health[pings++] = gossip_swim_health(s);
+            }
+    }
+    /* the score climbs to its cap (awareness_max - 1 = 7) and each probe
+     * period lasts (score + 1) intervals */
+    for (int i = 0; i + 1 < pings; i++) {
+        assert_int_equal(health[i], i < 7 ? i : 7);
+        assert_int_equal(at[i + 1] - at[i], (health[i] + 1u) * PERIOD);
+    }
+    gossip_swim_destroy(s);
+
+    /* and answered probes bring the score down again */
+    test_env_init(&t, 15);
+    s = make(&t, 1, "one", 16);
+    know(s, 2, "two");
+    uint8_t p[13 + GOSSIP_SWIM_SUSPECT_RECORD_SIZE];
+    p[12] = 1;
+    gossip_put_u32(p, 1);
+    gossip_put_u64(p + 4, 1);
+    size_t len = 13 + put_suspect(p + 13, GOSSIP_MEMBER_SUSPECT, 1, 0, 2);
+    assert_int_equal(deliver(s, GOSSIP_MSG_PING, 2, p, len, 0), GOSSIP_OK); /* refute: +1 */
+    assert_int_equal(gossip_swim_health(s), 1);
+    now = 0;
+    for (int k = 0; k < 40 && gossip_swim_health(s) > 0; k++) {
+        gossip_time_us d = gossip_swim_deadline(s);
+        now = d > now ? d : now;
+        gossip_swim_tick(s, now);
+        gossip_send o;
+        uint32_t seq = 0;
+        while (gossip_swim_poll_send(s, &o, now) == 1)
+            if (o.frame[3] == GOSSIP_MSG_PING)
+                seq = gossip_get_u32(o.frame + GOSSIP_HEADER_SIZE);
+        if (seq) {
+            uint8_t a[5];
+            gossip_put_u32(a, seq);
+            a[4] = 0;
+            assert_int_equal(deliver(s, GOSSIP_MSG_ACK, 2, a, sizeof a, now + 100), GOSSIP_OK);
+        }
+    }
+    assert_int_equal(gossip_swim_health(s), 0);
+    gossip_swim_member m;
+    assert_int_equal(gossip_swim_lookup(s, 2, &m), GOSSIP_OK);
+    assert_int_equal(m.state, GOSSIP_MEMBER_ALIVE);
+    gossip_swim_destroy(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -589,6 +723,8 @@ int main(void)
         cmocka_unit_test(fuzz_never_crashes),
         cmocka_unit_test(bounded_table_and_messages),
         cmocka_unit_test(table_churn_consistent),
+        cmocka_unit_test(relays_ack_and_nack),
+        cmocka_unit_test(local_health_stretches_period),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
