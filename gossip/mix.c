@@ -156,8 +156,8 @@ static void clear_slot(mix_slot *s, uint32_t dim)
 
 static void reset_sync(gossip_mix *m)
 {
-    for (int k = 0; k < 2; k++)
-        clear_slot(&m->slot[k], m->dim);
+    for (uint32_t k = 0; m->slots && k < m->sync_window; k++)
+        clear_slot(&m->slots[k], m->dim);
     if (m->hat) {
         memset(m->hat, 0, (size_t)m->dim * sizeof *m->hat);
         memset(m->sacc, 0, (size_t)m->dim * sizeof *m->sacc);
@@ -191,8 +191,8 @@ void gossip_mix_destroy(gossip_mix *m)
     gossip_free(env, m->frame);
     gossip_free(env, m->txq);
     gossip_free(env, m->enc);
-    gossip_free(env, m->slot[0].acc);
-    gossip_free(env, m->slot[1].acc);
+    gossip_free(env, m->slots);
+    gossip_free(env, m->slot_mem);
     gossip_free(env, m->hat);
     gossip_free(env, m->sacc);
     gossip_free(env, m->pend_bits);
@@ -227,6 +227,8 @@ static int cfg_check(const gossip_mix_config *c, uint32_t algos, unsigned bits, 
         return GOSSIP_EINVAL;
     if (c->members_max > GOSSIP_MEMBERS_MAX || c->links_max > GOSSIP_MIX_LINKS_MAX)
         return GOSSIP_EINVAL;
+    if (c->sync_window == 1 || c->sync_window > GOSSIP_MIX_SYNC_WINDOW_MAX)
+        return GOSSIP_EINVAL;
     if (!(c->choco_gamma >= 0 && c->choco_gamma <= 1) ||
         !(c->choco_scale >= 0 && c->choco_scale <= 1))
         return GOSSIP_EINVAL;
@@ -260,6 +262,7 @@ int gossip_mix_create(gossip_mix **out, const gossip_env *env, const gossip_mix_
     m->nchunks = (uint32_t)(((uint64_t)cfg->dim + cv - 1) / cv);
     m->members_max = cfg->members_max ? cfg->members_max : GOSSIP_MIX_MEMBERS_DEFAULT;
     m->links_max = cfg->links_max ? cfg->links_max : GOSSIP_MIX_LINKS_DEFAULT;
+    m->sync_window = cfg->sync_window ? cfg->sync_window : GOSSIP_MIX_SYNC_WINDOW_DEFAULT;
     m->gamma = cfg->choco_gamma > 0 ? cfg->choco_gamma : 0.5f;
     m->scale_cfg = cfg->choco_scale;
     m->step_timeout =
@@ -303,9 +306,12 @@ int gossip_mix_create(gossip_mix **out, const gossip_env *env, const gossip_mix_
     if (ok &&
         (a & ((1u << GOSSIP_MIX_GOSSIP) | (1u << GOSSIP_MIX_DPSGD) | (1u << GOSSIP_MIX_CHOCO))))
         ok = (m->enc = gossip_alloc(env, enc_cap ? enc_cap : 1)) != NULL;
-    if (ok && (a & ((1u << GOSSIP_MIX_DPSGD) | (1u << GOSSIP_MIX_CHOCO))))
-        ok = (m->slot[0].acc = gossip_calloc(env, dim, sizeof(double))) &&
-             (m->slot[1].acc = gossip_calloc(env, dim, sizeof(double)));
+    if (ok && (a & ((1u << GOSSIP_MIX_DPSGD) | (1u << GOSSIP_MIX_CHOCO)))) {
+        ok = (m->slots = gossip_calloc(env, m->sync_window, sizeof(mix_slot))) &&
+             (m->slot_mem = gossip_calloc(env, (size_t)m->sync_window * dim, sizeof(double)));
+        for (uint32_t k = 0; ok && k < m->sync_window; k++)
+            m->slots[k].acc = m->slot_mem + (size_t)k * dim;
+    }
     if (ok && (a & (1u << GOSSIP_MIX_CHOCO)))
         ok = (m->hat = gossip_calloc(env, dim, sizeof(double))) &&
              (m->sacc = gossip_calloc(env, dim, sizeof(double)));
@@ -516,6 +522,14 @@ uint64_t gossip_mix_round(const gossip_mix *m)
     }
 }
 
+int gossip_mix_pending(const gossip_mix *m, float *out)
+{
+    if (!m || !out)
+        return GOSSIP_EINVAL;
+    memcpy(out, m->pending, (size_t)m->dim * sizeof *out);
+    return GOSSIP_OK;
+}
+
 const gossip_mix_stats *gossip_mix_get_stats(const gossip_mix *m)
 {
     return &m->stats;
@@ -625,7 +639,7 @@ static void stream_begin(gossip_mix *m, uint8_t type, uint8_t algo, uint64_t rou
  * initialised with r's in-neighbours on first use. */
 static mix_slot *sync_slot(gossip_mix *m, uint64_t r)
 {
-    mix_slot *s = &m->slot[r & 1];
+    mix_slot *s = &m->slots[r % m->sync_window];
     if (s->used && s->round == r)
         return s;
     clear_slot(s, m->dim);
@@ -688,7 +702,7 @@ static int sync_recv(gossip_mix *m, uint64_t from, const gossip_header *h, const
         return GOSSIP_EMALFORMED;
     if (h->epoch != m->epoch)
         return GOSSIP_ESTALE;
-    if (h->round != m->sync_round && h->round != m->sync_round + 1)
+    if (h->round < m->sync_round || h->round - m->sync_round >= m->sync_window)
         return GOSSIP_ESTALE;
     mix_slot *s = sync_slot(m, h->round);
     uint32_t k = 0;
@@ -712,7 +726,7 @@ static int sync_recv(gossip_mix *m, uint64_t from, const gossip_header *h, const
 
 static void sync_check(gossip_mix *m)
 {
-    mix_slot *s = &m->slot[m->sync_round & 1];
+    mix_slot *s = &m->slots[m->sync_round % m->sync_window];
     if (m->stream.active || !s->used || s->round != m->sync_round)
         return;
     for (uint32_t k = 0; k < s->nin; k++)
@@ -735,7 +749,7 @@ static void sync_check(gossip_mix *m)
 
 static void sync_abort(gossip_mix *m)
 {
-    clear_slot(&m->slot[m->sync_round & 1], m->dim);
+    clear_slot(&m->slots[m->sync_round % m->sync_window], m->dim);
     m->stream.active = 0;
     memcpy(m->work, m->orig, (size_t)m->dim * sizeof *m->work);
     m->sync_round++;
@@ -777,8 +791,6 @@ static int gossip_recv_push(gossip_mix *m, uint64_t from, const gossip_header *h
 {
     if (m->algo != GOSSIP_MIX_GOSSIP || ph->scale != 1.0f)
         return GOSSIP_EMALFORMED;
-    if (!m->has_vector)
-        return GOSSIP_ENOTFOUND;
     if (m->txq_count == GOSSIP_MIX_TXQ_MAX)
         return GOSSIP_EFULL;
     uint32_t slot = (m->txq_head + m->txq_count) % GOSSIP_MIX_TXQ_MAX;
@@ -786,9 +798,10 @@ static int gossip_recv_push(gossip_mix *m, uint64_t from, const gossip_header *h
     /* Crossing pushes (we push to `from` while it pushes to us): the two
      * exchanges would each use the other's stale value and swap rather than
      * average. The member with the smaller id refuses; the other answers. */
+    /* A member that has no vector yet (never started) refuses the same way. */
     const mix_pending *own = &m->pend[m->pend_cur];
-    if (m->state == GOSSIP_MIX_RUNNING && m->algo == GOSSIP_MIX_GOSSIP && own->used &&
-        own->peer == from && own->got < m->dim && m->self < from) {
+    if (!m->has_vector || (m->state == GOSSIP_MIX_RUNNING && m->algo == GOSSIP_MIX_GOSSIP &&
+                           own->used && own->peer == from && own->got < m->dim && m->self < from)) {
         mix_header(m, f, GOSSIP_MSG_MIX_REPLY, m->epoch, h->round, GOSSIP_MIX_PUSH_HEADER);
         write_push_hdr(m, f + GOSSIP_HEADER_SIZE, GOSSIP_MIX_GOSSIP, ph->bits, MIX_FLAG_BUSY,
                        ph->offset, ph->count, 1.0f);
@@ -1021,7 +1034,7 @@ static int recv_frame(gossip_mix *m, uint64_t from, const gossip_header *h, cons
             return rc;
         if (ph.algo == GOSSIP_MIX_GOSSIP)
             return m->txq ? gossip_recv_push(m, from, h, &ph) : GOSSIP_EMALFORMED;
-        if (is_sync((gossip_mix_algo)ph.algo) && m->slot[0].acc)
+        if (is_sync((gossip_mix_algo)ph.algo) && m->slots)
             return sync_recv(m, from, h, &ph);
         return GOSSIP_EMALFORMED;
     case GOSSIP_MSG_MIX_REPLY:

@@ -90,6 +90,13 @@ typedef enum gossip_mix_algo {
  * one 256 KiB chunk at 10 Mbit/s (0.2 s). */
 #define GOSSIP_MIX_STEP_TIMEOUT_DEFAULT_US 2000000u
 #define GOSSIP_MIX_MEMBERS_DEFAULT         1024u
+/* dpsgd/choco rounds accepted ahead of the local one (the window counts the
+ * current round): 2 suffices for undirected graphs (a neighbour cannot finish
+ * round r without our round-r frame); directed graphs (exponential,
+ * one-peer-exponential) let a member run further ahead, at one float64
+ * vector of memory per extra round. */
+#define GOSSIP_MIX_SYNC_WINDOW_DEFAULT 2u
+#define GOSSIP_MIX_SYNC_WINDOW_MAX     16u
 /* Largest magnitude accepted in a received value. Sums over a whole view
  * (GOSSIP_MEMBERS_MAX = 2^14 terms) of such values stay below FLT_MAX
  * (3.4e38), so no accepted frame can make a vector non-finite. */
@@ -116,6 +123,8 @@ typedef struct gossip_mix_config {
     uint32_t chunk_values;          /* values per frame; 0 = default; same on all members */
     uint32_t members_max;           /* largest view; 0 = GOSSIP_MIX_MEMBERS_DEFAULT */
     uint32_t links_max;             /* push-sum links per direction; 0 = default */
+    uint32_t sync_window;           /* dpsgd/choco rounds buffered, 2..GOSSIP_MIX_SYNC_WINDOW_MAX;
+                                       0 = GOSSIP_MIX_SYNC_WINDOW_DEFAULT */
     float choco_gamma;              /* CHOCO consensus step in (0, 1]; 0 = 0.5 */
     float choco_scale;              /* CHOCO quantizer scale in (0, 1]; 0 = automatic */
     gossip_time_us step_timeout_us; /* per-step deadline; 0 = default */
@@ -186,6 +195,12 @@ int gossip_mix_recv(gossip_mix *m, uint64_t from, const gossip_header *h, const 
 int gossip_mix_tick(gossip_mix *m, gossip_time_us now);
 int gossip_mix_poll_send(gossip_mix *m, gossip_send *out, gossip_time_us now);
 gossip_time_us gossip_mix_deadline(const gossip_mix *m);
+
+/* Passive changes (pairwise-gossip answers given while idle) not yet handed to
+ * the caller, into out[dim]; the next start adds them. A caller that stops
+ * mixing (shutdown, checkpoint) adds them to its vector itself. Returns
+ * GOSSIP_OK or GOSSIP_EINVAL. */
+int gossip_mix_pending(const gossip_mix *m, float *out);
 
 const gossip_mix_stats *gossip_mix_get_stats(const gossip_mix *m);
 /* Round number of the running round (or of the next one when idle). */

@@ -10,7 +10,7 @@
  *   enc       the encoded vector of the round (dpsgd, gossip push, choco q)
  *   frame     one outgoing frame built by poll_send
  *   txq       GOSSIP_MIX_TXQ_MAX encoded reply frames
- *   slot[2]   dpsgd/choco accumulators for the current and the next round
+ *   slots     dpsgd/choco accumulators for rounds sync_round .. + window - 1
  *   hat, sacc choco public copy x^_i and s_i = sum_j w_ij x^_j
  *   ps        push-sum numerator (dim values) and weight, float64
  *   links     push-sum running sums per out- and in-link, (dim + 1) float64
@@ -102,7 +102,9 @@ struct gossip_mix {
     size_t enc_cap;
 
     /* dpsgd / choco */
-    mix_slot slot[2];
+    mix_slot *slots; /* sync_window entries */
+    uint32_t sync_window;
+    double *slot_mem;
     uint32_t run_nin;   /* in-degree of the running round */
     double *hat, *sacc; /* float64: see MIXING.md, "choco" */
 

@@ -286,8 +286,12 @@ static void drain(sim_driver *d, uint32_t i)
         }
         d->inflight++;
     }
+    /* One tick event per agent at the earliest deadline seen: a deadline
+     * that moves later is picked up when that event fires (tick is then a
+     * no-op and drain reschedules), so the queue holds at most one live tick
+     * per agent plus the stale ones of deadlines that moved earlier. */
     gossip_time_us dl = a->ops->deadline(a->node);
-    if (dl != GOSSIP_TIME_NEVER && dl != a->tick_at) {
+    if (dl != GOSSIP_TIME_NEVER && dl < a->tick_at) {
         a->tick_at = dl;
         if (d->cfg.mode == SIM_MODE_TIMED) {
             sim_event ev = {

@@ -102,7 +102,8 @@ gossip_time_us sim_driver_now(const sim_driver *d);
 void sim_driver_set_loss(sim_driver *d, double loss);
 void sim_driver_set_filter(sim_driver *d, sim_drop_fn fn, void *ctx);
 
-/* Crash agent i at virtual time at (now if at <= now). Returns 0 or -1. */
+/* Crash agent i at virtual time at (now if at <= now, and always now in
+ * rounds mode). Returns 0 or -1. */
 int sim_driver_crash(sim_driver *d, uint32_t i, gossip_time_us at);
 int sim_driver_alive(const sim_driver *d, uint32_t i);
 

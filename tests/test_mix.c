@@ -518,6 +518,91 @@ static void switch_algorithms_between_rounds(void **state)
     cluster_free(&c);
 }
 
+/* ---- asynchronous rounds in continuous time ----------------------------- */
+
+/* Members start their rounds at random times over a network with latency
+ * (timed mode): dpsgd neighbours run up to a round ahead (their frames wait
+ * in the next-round slot), gossip exchanges cross and overlap, idle members
+ * answer passively. Every round completes and the mean is kept. */
+static void async_rounds_keep_mean(void **state)
+{
+    (void)state;
+    uint64_t seed0 = test_seed(75);
+    const gossip_topology topos[] = {GOSSIP_TOPO_RING, GOSSIP_TOPO_TORUS, GOSSIP_TOPO_EXPONENTIAL,
+                                     GOSSIP_TOPO_ONE_PEER_EXP, GOSSIP_TOPO_RANDOM};
+    for (uint64_t s = 0; s < 24; s++) {
+        uint64_t seed = seed0 + s;
+        model_rng rng;
+        model_rng_seed(&rng, seed, 5);
+        gossip_mix_algo algo = (s & 1) ? GOSSIP_MIX_GOSSIP : GOSSIP_MIX_DPSGD;
+        gossip_topology topo = topos[model_rng_below(&rng, algo == GOSSIP_MIX_DPSGD ? 4 : 5)];
+        uint32_t n = 2 + (uint32_t)model_rng_below(&rng, 11);
+        uint32_t dim = 1 + (uint32_t)model_rng_below(&rng, 20);
+        gossip_mix_config cfg = base_config(algo, topo);
+        cfg.chunk_values = 1 + (uint32_t)model_rng_below(&rng, 8);
+        cfg.step_timeout_us = 10000000; /* no round may time out here */
+        /* Directed graphs let a member run several rounds ahead. */
+        if (topo == GOSSIP_TOPO_EXPONENTIAL || topo == GOSSIP_TOPO_ONE_PEER_EXP)
+            cfg.sync_window = GOSSIP_MIX_SYNC_WINDOW_MAX;
+        gossip_time_us latency = 100 + model_rng_below(&rng, 2000);
+        cluster c;
+        cluster_init(
+            &c, n, dim, &cfg,
+            &(sim_driver_config){.seed = seed, .mode = SIM_MODE_TIMED, .latency_us = latency});
+        cluster_fill(&c, &rng, 1.0);
+        double *before = malloc(dim * sizeof *before), *after = malloc(dim * sizeof *after);
+        cluster_mean(&c, before);
+        double d0 = cluster_distance(&c);
+        const unsigned R = 15;
+        unsigned rounds[16] = {0};
+        gossip_time_us next[16];
+        for (uint32_t i = 0; i < n; i++)
+            next[i] = model_rng_below(&rng, 3000);
+        unsigned finished = 0;
+        for (int step = 0; step < 100000 && finished < n; step++) {
+            gossip_time_us now = sim_driver_now(c.d);
+            for (uint32_t i = 0; i < n; i++) {
+                gossip_mix_state st = gossip_mix_get_state(c.m[i]);
+                if (st == GOSSIP_MIX_DONE) {
+                    int outcome;
+                    assert_int_equal(gossip_mix_take(c.m[i], c.x[i], &outcome), GOSSIP_OK);
+                    if (outcome != GOSSIP_OK)
+                        fail_msg("seed %llu %s/%s: member %u round %u aborted",
+                                 (unsigned long long)seed, gossip_mix_algo_name(algo),
+                                 gossip_topology_name(topo), i, rounds[i]);
+                    if (++rounds[i] == R)
+                        finished++;
+                    next[i] = now + model_rng_below(&rng, 3000);
+                } else if (st == GOSSIP_MIX_IDLE && rounds[i] < R && now >= next[i]) {
+                    cluster_start(&c, i);
+                }
+            }
+            sim_driver_run_until(c.d, now + 250, NULL, NULL);
+        }
+        if (finished != n)
+            fail_msg("seed %llu %s/%s: only %u of %u members finished %u rounds",
+                     (unsigned long long)seed, gossip_mix_algo_name(algo),
+                     gossip_topology_name(topo), finished, n, R);
+        sim_driver_run_until(c.d, sim_driver_now(c.d) + 100 * latency, NULL, NULL);
+        /* What callers hold plus what is pending in their mixers. */
+        float *p = malloc(dim * sizeof *p);
+        for (uint32_t i = 0; i < n; i++) {
+            assert_int_equal(gossip_mix_pending(c.m[i], p), GOSSIP_OK);
+            for (uint32_t j = 0; j < dim; j++)
+                c.x[i][j] += p[j];
+        }
+        free(p);
+        cluster_mean(&c, after);
+        assert_mean_kept(before, after, dim, max_abs(&c) + 1.0, R, seed, "async");
+        if (!(cluster_distance(&c) < d0))
+            fail_msg("seed %llu %s/%s: did not mix", (unsigned long long)seed,
+                     gossip_mix_algo_name(algo), gossip_topology_name(topo));
+        free(before);
+        free(after);
+        cluster_free(&c);
+    }
+}
+
 /* ---- the driver --------------------------------------------------------- */
 
 static uint64_t traced_run(uint64_t seed, double loss)
@@ -683,6 +768,7 @@ int main(void)
         cmocka_unit_test(one_peer_exponential_exact_in_log2n),
         cmocka_unit_test(choco_reaches_consensus_naive_stalls),
         cmocka_unit_test(switch_algorithms_between_rounds),
+        cmocka_unit_test(async_rounds_keep_mean),
         cmocka_unit_test(driver_same_seed_same_trace),
         cmocka_unit_test(random_bytes_never_crash),
     };
