@@ -1,6 +1,9 @@
 /* sim/scenario — see scenario.h for the format, docs/SIMULATOR.md for keys. */
 #include "sim/scenario.h"
 
+#include "gossip/mix.h"
+#include "gossip/topology.h"
+
 #include <assert.h>
 #include <ctype.h>
 #include <errno.h>
@@ -27,7 +30,7 @@ static const char *const MODEL_KINDS[] = {"mlp", "softmax", "consensus", "quadra
 static const char *const ALGORITHMS[] = {"dpsgd",     "gossip", "push-sum", "choco",
                                          "allreduce", "ps",     NULL};
 static const char *const TOPOLOGIES[] = {
-    "random", "ring", "torus", "exponential", "one-peer-exponential", "complete", NULL};
+    "random", "ring", "torus", "exponential", "one-peer-exponential", NULL};
 static const char *const LATENCY_DISTS[] = {"const",     "uniform", "normal",
                                             "lognormal", "matrix",  NULL};
 static const char *const STRAGGLER_MODELS[] = {"none",   "fixed",     "random",
@@ -40,6 +43,21 @@ _Static_assert(SIM_NET_LAT_CONST == 0 && SIM_NET_LAT_UNIFORM == 1 && SIM_NET_LAT
 _Static_assert(SIM_COMPUTE_NONE == 0 && SIM_COMPUTE_FIXED == 1 && SIM_COMPUTE_RANDOM == 2 &&
                    SIM_COMPUTE_PARETO == 3 && SIM_COMPUTE_LOGNORMAL == 4,
                "straggler_model words follow sim_compute_model");
+/* the mixing words and values are the core's (gossip/mix.h, gossip/topology.h),
+ * so the simulator can cast; ps (parameter server) is the simulator's own */
+_Static_assert((int)SIM_MIX_DPSGD == (int)GOSSIP_MIX_DPSGD &&
+                   (int)SIM_MIX_GOSSIP == (int)GOSSIP_MIX_GOSSIP &&
+                   (int)SIM_MIX_PUSH_SUM == (int)GOSSIP_MIX_PUSHSUM &&
+                   (int)SIM_MIX_CHOCO == (int)GOSSIP_MIX_CHOCO &&
+                   (int)SIM_MIX_ALLREDUCE == (int)GOSSIP_MIX_ALLREDUCE &&
+                   (int)SIM_MIX_PS == (int)GOSSIP_MIX_ALGO_COUNT,
+               "mixing.algorithm follows gossip_mix_algo");
+_Static_assert((int)SIM_TOPO_RANDOM == (int)GOSSIP_TOPO_RANDOM &&
+                   (int)SIM_TOPO_RING == (int)GOSSIP_TOPO_RING &&
+                   (int)SIM_TOPO_TORUS == (int)GOSSIP_TOPO_TORUS &&
+                   (int)SIM_TOPO_EXPONENTIAL == (int)GOSSIP_TOPO_EXPONENTIAL &&
+                   (int)SIM_TOPO_ONE_PEER_EXPONENTIAL == (int)GOSSIP_TOPO_ONE_PEER_EXP,
+               "mixing.topology follows gossip_topology");
 _Static_assert(sizeof(sim_run_mode) == sizeof(int) && sizeof(sim_net_latency_kind) == sizeof(int),
                "enums are stored as int");
 
@@ -630,7 +648,19 @@ int sim_scenario_check(const sim_scenario *sc, char *err, size_t errlen)
             return SIM_SCENARIO_ERANGE;
         }
     }
-    if (sc->run.mode == SIM_MODE_TIMED && !(sc->run.duration_s > 0)) {
+    if (sc->mixing.algorithm != SIM_MIX_PS &&
+        !gossip_mix_combination_valid((gossip_mix_algo)sc->mixing.algorithm,
+                                      (gossip_topology)sc->mixing.topology)) {
+        char a[32], t[32];
+        sim_scenario_get(sc, "mixing.algorithm", a, sizeof a);
+        sim_scenario_get(sc, "mixing.topology", t, sizeof t);
+        set_err(err, errlen,
+                "mixing.algorithm = %s (%s) cannot run on mixing.topology = %s (%s): dpsgd "
+                "needs a graph (not random), choco a static one (ring, torus, exponential)",
+                a, origin_of(sc, "mixing.algorithm"), t, origin_of(sc, "mixing.topology"));
+        return SIM_SCENARIO_EVALUE;
+    }
+    if (sc->run.mode == SIM_RUN_TIMED && !(sc->run.duration_s > 0)) {
         set_err(err, errlen, "run.duration_s = 0 (%s): mode timed needs a duration",
                 origin_of(sc, "run.duration_s"));
         return SIM_SCENARIO_ERANGE;

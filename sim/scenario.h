@@ -80,7 +80,9 @@ typedef enum sim_scenario_err {
     SIM_SCENARIO_ETOOMANY = -7, /* too many event lines, sweep axes, values or runs */
 } sim_scenario_err;
 
-typedef enum sim_run_mode { SIM_MODE_ROUNDS = 0, SIM_MODE_TIMED } sim_run_mode;
+/* run.mode (named apart from sim/driver.h's sim_mode, which the main loop
+ * also includes) */
+typedef enum sim_run_mode { SIM_RUN_ROUNDS = 0, SIM_RUN_TIMED } sim_run_mode;
 typedef enum sim_model_kind {
     SIM_MODEL_MLP = 0,
     SIM_MODEL_SOFTMAX,
@@ -101,7 +103,6 @@ typedef enum sim_topology {
     SIM_TOPO_TORUS,
     SIM_TOPO_EXPONENTIAL,
     SIM_TOPO_ONE_PEER_EXPONENTIAL,
-    SIM_TOPO_COMPLETE,
 } sim_topology;
 
 typedef struct sim_scenario {
@@ -213,7 +214,8 @@ int sim_scenario_set(sim_scenario *sc, const char *assignment, char *err, size_t
 /* Cross-key checks after all overrides: shards.replication <= run.agents,
  * shards.count >= 1, mixing.bits in {1,2,4,8,16,32}, latency_min_ms <=
  * latency_max_ms, a matrix file for latency_dist = matrix (and run.agents
- * within its limit), up/download -1 or >= 0, fault lines valid for
+ * within its limit), up/download -1 or >= 0, a mixing algorithm that can
+ * run on the topology (gossip_mix_combination_valid), fault lines valid for
  * run.agents. Errors: _ERANGE, _EVALUE, with the key(s) and their origin. */
 int sim_scenario_check(const sim_scenario *sc, char *err, size_t errlen);
 

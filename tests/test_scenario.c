@@ -10,6 +10,8 @@
 #include <unistd.h>
 
 #include "sim/scenario.h"
+/* the simulator includes both: their names must not clash */
+#include "sim/driver.h"
 
 static sim_scenario *new_sc(void)
 {
@@ -27,7 +29,7 @@ static void defaults_are_valid(void **state)
     assert_int_equal(sim_scenario_check(sc, err, sizeof err), 0);
     assert_int_equal(sc->run.seed, 1);
     assert_int_equal(sc->run.agents, 16);
-    assert_int_equal(sc->run.mode, SIM_MODE_ROUNDS);
+    assert_int_equal(sc->run.mode, SIM_RUN_ROUNDS);
     assert_int_equal(sc->model.kind, SIM_MODEL_CONSENSUS);
     assert_int_equal(sc->mixing.algorithm, SIM_MIX_GOSSIP);
     assert_int_equal(sc->mixing.bits, 32);
@@ -95,7 +97,7 @@ static void parses_a_full_file(void **state)
     assert_int_equal(sim_scenario_parse(sc, FULL, "full.ini", err, sizeof err), 0);
     assert_int_equal(sc->run.seed, 42);
     assert_int_equal(sc->run.agents, 100);
-    assert_int_equal(sc->run.mode, SIM_MODE_TIMED);
+    assert_int_equal(sc->run.mode, SIM_RUN_TIMED);
     assert_true(sc->run.duration_s == 12.5);
     assert_int_equal(sc->model.kind, SIM_MODEL_MLP);
     assert_int_equal(sc->model.dim, 784);
@@ -314,6 +316,8 @@ static void every_check_error(void **state)
         {"[run]\nagents = 3000\n[network]\nlatency_dist = matrix\nlatency_file = m.txt\n",
          "a latency matrix supports at most 2048"},
         {"[run]\nmode = timed\nduration_s = 0\n", "mode timed needs a duration"},
+        {"[mixing]\nalgorithm = dpsgd\n",
+         "mixing.algorithm = dpsgd (c.ini:2) cannot run on mixing.topology = random (default)"},
         {"[faults]\nevent = 1 heal\nevent = 5 crash 3,40\n",
          "c.ini:3: faults.event = 5 crash 3,40: agent 40 out of range (0..15)"},
     };
@@ -380,7 +384,7 @@ static void sweep_enumeration(void **state)
         assert_int_equal(sim_sweep_apply(&sw, r, sc, err, sizeof err), 0);
         assert_true(sc->network.latency_ms == lat[r]);
         assert_int_equal(sc->mixing.bits, bits[r]);
-        assert_int_equal(sc->run.mode, SIM_MODE_TIMED);
+        assert_int_equal(sc->run.mode, SIM_RUN_TIMED);
         assert_int_equal(sim_sweep_value_index(&sw, r, 0), r / 2);
         assert_string_equal(sc->origin[14], "--sweep mixing.bits"); /* mixing.bits is key 14 */
     }
