@@ -926,3 +926,18 @@ int sim_sweep_apply(const sim_sweep *sw, uint64_t r, sim_scenario *sc, char *err
     }
     return SIM_SCENARIO_OK;
 }
+
+void sim_sweep_label(const sim_sweep *sw, uint64_t r, char *buf, size_t len)
+{
+    size_t used = 0;
+    if (!len)
+        return;
+    buf[0] = 0;
+    for (uint32_t a = 0; a < sw->naxes && used + 1 < len; a++) {
+        int n = snprintf(buf + used, len - used, "%s%s=%s", a ? " " : "", sw->axes[a].key,
+                         sw->axes[a].values[sim_sweep_value_index(sw, r, a)]);
+        if (n < 0)
+            break;
+        used += (size_t)n < len - used ? (size_t)n : len - used - 1;
+    }
+}

@@ -32,7 +32,9 @@
  * takes value (r / stride_i) % n_i on axis i, stride of the last axis 1.
  *
  * Ownership: sim_scenario and sim_sweep are plain values (no pointers);
- * copy them freely. Units are in the key names (_ms, _s, _mbps, _per_s).
+ * copy them freely. They are large (about 100 KB and 33 KB: fixed-size
+ * fault lines and sweep values), so allocate them rather than putting
+ * several on a thread's stack. Units are in the key names (_ms, _s, _mbps, _per_s).
  */
 #ifndef SIM_SCENARIO_H
 #define SIM_SCENARIO_H
@@ -268,5 +270,9 @@ int sim_sweep_apply(const sim_sweep *sw, uint64_t r, sim_scenario *sc, char *err
 
 /* Index of run r's value on axis a. */
 uint32_t sim_sweep_value_index(const sim_sweep *sw, uint64_t r, uint32_t a);
+
+/* Run r's point as "key=value key=value" (empty without axes), truncated
+ * to len - 1 characters; for summary labels and log lines. */
+void sim_sweep_label(const sim_sweep *sw, uint64_t r, char *buf, size_t len);
 
 #endif

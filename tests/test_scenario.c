@@ -372,6 +372,9 @@ static void sweep_enumeration(void **state)
     char err[512];
     assert_int_equal(sim_sweep_runs(&sw), 1);
     assert_int_equal(sim_sweep_apply(&sw, 0, sc, err, sizeof err), 0);
+    char none[8] = "x";
+    sim_sweep_label(&sw, 0, none, sizeof none);
+    assert_string_equal(none, "");
     assert_int_equal(sim_sweep_add(&sw, base, "network.latency_ms=1, 10,100", err, sizeof err), 0);
     assert_int_equal(sim_sweep_add(&sw, base, "mixing.bits=8,32", err, sizeof err), 0);
     assert_int_equal(sim_sweep_add(&sw, base, "run.mode=timed", err, sizeof err), 0);
@@ -389,6 +392,11 @@ static void sweep_enumeration(void **state)
         assert_string_equal(sc->origin[14], "--sweep mixing.bits"); /* mixing.bits is key 14 */
     }
     assert_int_equal(sim_sweep_apply(&sw, 6, sc, err, sizeof err), SIM_SCENARIO_ERANGE);
+    char label[128];
+    sim_sweep_label(&sw, 3, label, sizeof label);
+    assert_string_equal(label, "network.latency_ms=10 mixing.bits=32 run.mode=timed");
+    sim_sweep_label(&sw, 3, label, 12); /* truncated, still terminated */
+    assert_string_equal(label, "network.lat");
 
     struct {
         const char *spec;
