@@ -14,7 +14,7 @@
 #include "model/shardfile.h"
 #include "sim/evq.h"
 
-enum { EV_DELIVER = 1, EV_TICK = 2 };
+enum { EV_DELIVER = 1, EV_TICK = 2, EV_VIEW = 3 };
 
 #define LATENCY_US      500u
 #define BW_BYTES_PER_US 10u /* 10 MB/s upload per agent */
@@ -129,6 +129,15 @@ static void run_until(driver *d, uint64_t until)
                 flush(d, ev.agent);
             }
             free(f);
+        } else if (ev.kind == EV_VIEW) {
+            /* ptr: a malloc'd copy of the view's ids; a = epoch, b = n */
+            if (x->alive) {
+                gossip_view v = {ev.a, (uint32_t)ev.b, ev.ptr};
+                int rc = gossip_shards_set_view(x->sh, &v, d->now);
+                assert_true(rc == GOSSIP_OK || rc == GOSSIP_ESTALE);
+                flush(d, ev.agent);
+            }
+            free(ev.ptr);
         } else if (ev.kind == EV_TICK) {
             if (!x->alive || x->tick_at != ev.a)
                 continue;
@@ -403,6 +412,72 @@ static void run_until_exact(driver *d, uint64_t limit_us)
 }
 
 /* ------------------------------------------------------------------------ */
+
+/* Views that arrive at different agents at different times (up to 30 ms
+ * apart) while agents die and join: no shard is ever lost, and once every
+ * agent has the last view the cluster converges to exactly r replicas. */
+static void churn_with_staggered_views(void **state)
+{
+    (void)state;
+    uint64_t seed = test_seed(18);
+    driver d;
+    driver_init(&d, seed, 24, 40, 192, 3000, 1024, 1);
+    uint32_t *counts = malloc(d.s_count * sizeof *counts);
+    for (uint32_t step = 0; step < 12; step++) {
+        uint32_t what = (uint32_t)model_rng_below(&d.t.rng, 3);
+        if (what == 0 && d.n < d.cap) {
+            node_add(&d);
+        } else {
+            /* kill one or (what == 2) two random members */
+            for (uint32_t k = 0; k < (what == 2 ? 2u : 1u); k++) {
+                uint32_t live = 0;
+                for (uint32_t i = 0; i < d.n; i++)
+                    live += d.nodes[i].member;
+                uint32_t pick = (uint32_t)model_rng_below(&d.t.rng, live);
+                for (uint32_t i = 0; i < d.n; i++)
+                    if (d.nodes[i].member && pick-- == 0) {
+                        d.nodes[i].alive = d.nodes[i].member = 0;
+                        break;
+                    }
+            }
+        }
+        /* The new view reaches each live agent after 0..30 ms. */
+        uint32_t k = 0;
+        uint64_t *ids = malloc(d.n * sizeof *ids);
+        for (uint32_t i = 0; i < d.n; i++)
+            if (d.nodes[i].member)
+                ids[k++] = d.nodes[i].id;
+        qsort(ids, k, sizeof *ids, cmp_u64);
+        d.epoch++;
+        for (uint32_t i = 0; i < d.n; i++) {
+            if (!d.nodes[i].alive)
+                continue;
+            uint64_t *copy = malloc(k * sizeof *copy);
+            memcpy(copy, ids, k * sizeof *copy);
+            sim_event ev = {.time_us = d.now + model_rng_below(&d.t.rng, 30000),
+                            .kind = EV_VIEW,
+                            .agent = i,
+                            .a = d.epoch,
+                            .b = k,
+                            .ptr = copy};
+            assert_int_equal(sim_evq_push(&d.q, &ev), 0);
+        }
+        free(ids);
+        /* 300 ms between changes, checking every millisecond. */
+        for (uint32_t ms = 0; ms < 300; ms++) {
+            run_until(&d, d.now + 1000);
+            if (census(&d, counts))
+                fail_msg("seed %llu step %u: a shard was lost at t=%llu", (unsigned long long)seed,
+                         step, (unsigned long long)d.now);
+        }
+    }
+    free(counts);
+    run_to_convergence(&d, 1000, 30000000);
+    run_until_exact(&d, 30000000);
+    check_primaries(&d, 1);
+    check_content(&d);
+    driver_free(&d);
+}
 
 static void bootstrap_from_one_seeder(void **state)
 {
@@ -1056,6 +1131,7 @@ int main(void)
         cmocka_unit_test(kill_two_holders_n64),
         cmocka_unit_test(kill_two_holders_n256),
         cmocka_unit_test(join_moves_only_what_placement_moves),
+        cmocka_unit_test(churn_with_staggered_views),
         cmocka_unit_test(corrupted_chunk_rejected_and_refetched),
         cmocka_unit_test(lying_holder_caught_by_whole_hash),
         cmocka_unit_test(silent_source_times_out),
