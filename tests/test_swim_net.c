@@ -319,6 +319,28 @@ static void partition_heal(void **state)
         free(side);
         swimnet_destroy(net);
     }
+    /* a partition that outlives the tombstones (120 periods): each side has
+     * forgotten the other, and only the syncs with seed addresses bring the
+     * halves together (seeds 0 and 2 are on one side, 1 on the other) */
+    const uint32_t n = 64;
+    swimnet *net = make_net(n, seed + 9, 0.0);
+    converge(net, 400, seed);
+    int side[64];
+    for (uint32_t i = 0; i < n; i++)
+        side[i] = i % 2;
+    swimnet_partition(net, side);
+    swimnet_run_until(net, net->now + 250u * PERIOD_US);
+    uint32_t forgotten = 0;
+    for (uint32_t i = 0; i < n; i++)
+        for (uint32_t j = 0; j < n; j++)
+            forgotten += side[i] != side[j] && swimnet_state(net, i, j) == GOSSIP_MEMBER_NONE;
+    assert_true(forgotten > 0);
+    swimnet_heal(net);
+    uint32_t p = converge(net, 3u * HEAL_BOUND_PERIODS, seed);
+    printf("n=%u: partition of 250 periods (%u cross-side entries forgotten); views complete "
+           "%u periods after heal\n",
+           n, forgotten, p);
+    swimnet_destroy(net);
 }
 
 /* A graceful leave is seen as LEFT everywhere, and nobody declares a death. */
