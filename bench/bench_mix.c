@@ -105,8 +105,8 @@ static int run_case(const bench_case *bc, uint32_t dim, int runs)
         bytes1 += gossip_mix_get_stats(m[i])->bytes_sent;
     double per_member = (double)(bytes1 - bytes0) / runs / N;
     printf("| %-34s | %8.2f | %8.2f | %12.0f | %5.2f | %d/%d |\n", bc->name,
-           median(wall, runs) * 1e3, median(cpu, runs) * 1e3, per_member,
-           per_member / (4.0 * dim), completed, runs * (int)N);
+           median(wall, runs) * 1e3, median(cpu, runs) * 1e3, per_member, per_member / (4.0 * dim),
+           completed, runs * (int)N);
     for (uint32_t i = 0; i < N; i++) {
         gossip_mix_destroy(m[i]);
         free(x[i]);
