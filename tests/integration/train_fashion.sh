@@ -2,7 +2,7 @@
 # Acceptance: with its defaults, `murmur train` reaches >= 0.88 test accuracy
 # on Fashion-MNIST with mlp:256,128,100 in 20 epochs (published single-machine
 # result 0.883) and >= 0.83 with softmax regression. Measured on the 2-core
-# development machine: MLP 0.8997, softmax 0.8436, about 20 s in all.
+# development machine: MLP 0.8968, softmax 0.8436, about 25 s in all.
 #
 # Under a sanitizer build (BUILD contains "san-") the same command runs with
 # 2 epochs on the first 20000 training samples and lower bars (0.80 / 0.78):
