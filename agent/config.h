@@ -123,6 +123,8 @@ typedef struct agent_config {
     uint64_t warmup_steps;                    /* linear warm-up length, 0 = none */
     double min_lr;                            /* cosine floor */
     uint64_t init_seed;                       /* seed of the initial parameters */
+    uint64_t eval_every_steps;                /* local steps between test evaluations */
+    uint32_t eval_samples;                    /* test samples evaluated, 0 = all */
     /* [mixing] */
     agent_mixing_algorithm algorithm;
     agent_topology topology;
@@ -144,7 +146,8 @@ typedef struct agent_config {
     /* [metrics] */
     char metrics_listen[AGENT_CONFIG_ADDR_MAX]; /* "host:port", "" = no HTTP server */
     /* [log] */
-    int log_level; /* agent_log_level */
+    int log_level;                 /* agent_log_level */
+    uint32_t progress_interval_ms; /* between two event=progress lines */
     /* [limits] */
     uint32_t max_peers;
     uint32_t send_queue_len;  /* frames queued per peer link */

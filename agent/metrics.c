@@ -469,6 +469,16 @@ size_t agent_status_json(const agent_status *st, char *buf, size_t cap)
     j_u64(&j, "shards_held", st->shards_held);
     j_u64(&j, "shards_primary", st->shards_primary);
     j_double(&j, "uptime_s", st->uptime_s);
+    if (st->state[0]) { /* the agent's fields; absent from a bare server's answer */
+        j_string(&j, "state", st->state);
+        j_u64(&j, "round", st->round);
+        j_u64(&j, "mixing_rounds", st->mixing_rounds);
+        j_u64(&j, "round_aborts", st->round_aborts);
+        j_u64(&j, "bytes_sent", st->bytes_sent);
+        j_u64(&j, "bytes_received", st->bytes_received);
+        j_double(&j, "consensus_distance", st->consensus_distance);
+        j_double(&j, "test_loss", st->test_loss);
+    }
     j_put(&j, "}\n");
     return j.full ? 0 : j.len;
 }

@@ -131,6 +131,7 @@ int agent_metrics_std_reject(const agent_metrics_std *s, const char *cause);
 
 #define AGENT_STATUS_ADDR_MAX   GOSSIP_ADDR_MAX
 #define AGENT_STATUS_MIXING_MAX 24u
+#define AGENT_STATUS_STATE_MAX  24u
 /* Longest /status document: a dozen fields of bounded size. */
 #define AGENT_STATUS_JSON_MAX 1024u
 
@@ -145,6 +146,14 @@ typedef struct agent_status {
     char mixing[AGENT_STATUS_MIXING_MAX]; /* "gossip", "allreduce", ... */
     uint32_t shards_held, shards_primary;
     double uptime_s;
+    /* Written after uptime_s, in this order. */
+    char state[AGENT_STATUS_STATE_MAX];  /* "joining", "waiting_shards", "training", "leaving" */
+    uint64_t round;                      /* mixing rounds (carried over by state transfer) */
+    uint64_t mixing_rounds;              /* rounds completed by this process */
+    uint64_t round_aborts;               /* rounds aborted */
+    uint64_t bytes_sent, bytes_received; /* frames, header included, all types */
+    double consensus_distance; /* ||mixed - own|| / ||own|| of recent rounds (moving average) */
+    double test_loss;          /* latest test-set loss */
 } agent_status;
 
 /* Called on an NNG thread for every GET /status; fills *out, which arrives

@@ -1,0 +1,1274 @@
+/* agent/agent — see agent.h. */
+#include "agent/agent.h"
+
+#include <cblas.h>
+#include <dirent.h>
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sodium.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent/checkpoint.h"
+#include "agent/keys.h"
+#include "agent/log.h"
+#include "agent/metrics.h"
+#include "agent/store_file.h"
+#include "gossip/node.h"
+#include "model/data.h"
+#include "model/net.h"
+#include "model/optim.h"
+#include "model/rng.h"
+#include "model/shardfile.h"
+#include "net/transport.h"
+
+/* Largest shard file the agent imports or fetches (gossip/shards default). */
+#define AGENT_SHARD_BYTES_MAX GOSSIP_SHARDS_SHARD_BYTES_DEFAULT
+/* Status and metrics refresh period of the loop. */
+#define AGENT_STATUS_EVERY_US 250000u
+/* Frames taken from the inbox per loop pass before timers and sends run. */
+#define AGENT_RECV_BATCH 256u
+/* Moving average weights: training loss per step, consensus per round. */
+#define AGENT_LOSS_EWMA      0.02
+#define AGENT_CONSENSUS_EWMA 0.2
+
+typedef struct trainer {
+    model_net *net;
+    model_sgd sgd;
+    model_schedule sched;
+    model_norm norm;
+    model_data data; /* concatenation of the primary shards */
+    uint32_t *order;
+    uint32_t order_cap, at;
+    model_rng rng;
+    float *sent; /* parameters handed to mixing, for the correction */
+    int inflight;
+    uint64_t step, since_mix;
+    uint64_t gen; /* primary list generation loaded */
+    double loss_avg;
+    int loss_init;
+    double acc, test_loss;
+    uint64_t sps_step;
+    uint64_t sps_t_us;
+} trainer;
+
+struct agent_runtime {
+    agent_config cfg;
+    net_identity id;
+    uint8_t network_key[NET_NETWORK_KEY_SIZE];
+    uint8_t *allow;
+    size_t allow_n;
+    net_transport *t;
+    char addr[GOSSIP_ADDR_MAX];
+    agent_metrics *reg;
+    agent_metrics_std ms;
+    agent_metrics_server *srv;
+    agent_metric *rejections_net[NET_REJECT_COUNT], *rejections_core[GOSSIP_ERR_COUNT];
+    uint64_t last_net[NET_REJECT_COUNT], last_core[GOSSIP_ERR_COUNT];
+    uint64_t start_us;
+
+    model_data test;
+    uint32_t input_dim, classes;
+    uint8_t (*catalog)[GOSSIP_SHARD_ID_SIZE];
+    uint32_t n_catalog;
+    gossip_store store;
+
+    model_rng env_rng;
+    gossip_env env;
+    gossip_node *node;
+    uint32_t dim;
+    float *latest;   /* loop: the model served to joiners */
+    float *mix_sent; /* loop: vector given to gossip_mix_start */
+    float *mix_out;  /* loop: vector from gossip_mix_take */
+    int mixing;      /* loop: a round is running */
+    uint64_t epoch;
+    uint64_t *view_ids;
+    uint32_t view_n;
+    uint64_t mixing_rounds, round_aborts, bytes_sent, bytes_received;
+    double consensus;
+    int consensus_init;
+    uint32_t *primary_scratch;
+    uint32_t primary_count, held_count;
+    uint64_t shards_fetched_seen;
+    uint64_t next_status_us, next_progress_us;
+    _Atomic uint64_t round;
+
+    /* shared with the trainer under mu */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    float *out_vec;
+    int out_ready;
+    float *in_vec;
+    int in_ready, in_replace;
+    uint32_t *primary;
+    uint32_t n_primary;
+    uint64_t primary_gen;
+    int model_ready;
+    int trainer_stop;
+
+    trainer tr;
+    float *init_params; /* from init or checkpoint, before the trainer starts */
+    float *init_momentum;
+    int have_ckpt;
+    uint64_t ckpt_step, ckpt_round;
+    pthread_t trainer_thread;
+    int trainer_started;
+
+    pthread_mutex_t st_mu;
+    agent_status st;
+
+    volatile sig_atomic_t stop;
+};
+
+static uint64_t mono_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+static void errf(char *err, size_t len, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, len, fmt, ap);
+    va_end(ap);
+}
+
+static void *env_alloc(void *ctx, size_t size)
+{
+    (void)ctx;
+    return malloc(size);
+}
+
+static void env_free(void *ctx, void *p)
+{
+    (void)ctx;
+    free(p);
+}
+
+/* Short snake_case cause names of the core's rejections (the cause label). */
+static const char *core_cause(int err)
+{
+    switch (err) {
+    case GOSSIP_ENOMEM:
+        return "no_memory";
+    case GOSSIP_EINVAL:
+        return "invalid";
+    case GOSSIP_ETRUNC:
+        return "truncated";
+    case GOSSIP_EMAGIC:
+        return "bad_magic";
+    case GOSSIP_EVERSION:
+        return "bad_version";
+    case GOSSIP_ETYPE:
+        return "bad_type";
+    case GOSSIP_ETOOBIG:
+        return "too_big";
+    case GOSSIP_EMALFORMED:
+        return "malformed";
+    case GOSSIP_ENONFINITE:
+        return "nonfinite";
+    case GOSSIP_ESTALE:
+        return "stale";
+    case GOSSIP_EFULL:
+        return "queue_full";
+    case GOSSIP_ENOTFOUND:
+        return "unknown_peer";
+    case GOSSIP_ESPACE:
+        return "no_space";
+    case GOSSIP_EABORTED:
+        return "aborted";
+    default:
+        return "other";
+    }
+}
+
+/* ---- catalog and shard import ---- */
+
+static int catalog_load(agent_runtime *a, char *err, size_t errlen)
+{
+    char path[AGENT_CONFIG_PATH_MAX + 16];
+    snprintf(path, sizeof path, "%s/catalog", a->cfg.shards_dir);
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        errf(err, errlen,
+             "%s: %s; copy the catalog that 'murmur shard --out DIR' wrote (DIR/catalog) "
+             "into the shards directory (shards.dir)",
+             path, strerror(errno));
+        return -1;
+    }
+    a->catalog = calloc(AGENT_CATALOG_MAX, GOSSIP_SHARD_ID_SIZE);
+    if (!a->catalog) {
+        fclose(f);
+        errf(err, errlen, "out of memory for the shard catalog");
+        return -1;
+    }
+    char line[512];
+    unsigned lineno = 0;
+    int rc = 0;
+    while (fgets(line, sizeof line, f)) {
+        lineno++;
+        char *p = line;
+        while (*p == ' ' || *p == '\t')
+            p++;
+        if (*p == '#' || *p == '\n' || *p == 0)
+            continue;
+        char hex[80];
+        unsigned idx;
+        if (sscanf(p, "%79s %u", hex, &idx) != 2 || strlen(hex) != 64 ||
+            agent_keys_unhex(hex, 64, a->catalog[a->n_catalog]) || idx != a->n_catalog) {
+            errf(err, errlen,
+                 "%s:%u: not a catalog line 'HASH INDEX SAMPLES' with index %u; was it written "
+                 "by 'murmur shard'?",
+                 path, lineno, a->n_catalog);
+            rc = -1;
+            break;
+        }
+        if (++a->n_catalog == AGENT_CATALOG_MAX) {
+            errf(err, errlen, "%s: more than %u shards", path, AGENT_CATALOG_MAX);
+            rc = -1;
+            break;
+        }
+    }
+    fclose(f);
+    if (!rc && a->n_catalog == 0) {
+        errf(err, errlen, "%s: lists no shard", path);
+        rc = -1;
+    }
+    return rc;
+}
+
+static long catalog_find(const agent_runtime *a, const uint8_t id[GOSSIP_SHARD_ID_SIZE])
+{
+    for (uint32_t i = 0; i < a->n_catalog; i++)
+        if (!memcmp(a->catalog[i], id, GOSSIP_SHARD_ID_SIZE))
+            return i;
+    return -1;
+}
+
+static int is_hex_name(const char *name)
+{
+    size_t n = strlen(name);
+    if (n != 64 + strlen(AGENT_STORE_FILE_SUFFIX) || strcmp(name + 64, AGENT_STORE_FILE_SUFFIX))
+        return 0;
+    for (size_t i = 0; i < 64; i++)
+        if (!((name[i] >= '0' && name[i] <= '9') || (name[i] >= 'a' && name[i] <= 'f')))
+            return 0;
+    return 1;
+}
+
+/* Shard files of the catalog under another name (shard-III-of-SSS.msh from
+ * `murmur shard`) get a hard link under their content address, the name
+ * the file store uses. Files that do not verify are left alone. */
+static void shards_import(agent_runtime *a)
+{
+    DIR *d = opendir(a->cfg.shards_dir);
+    if (!d)
+        return;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        size_t n = strlen(e->d_name);
+        if (n < 5 || strcmp(e->d_name + n - 4, AGENT_STORE_FILE_SUFFIX) || is_hex_name(e->d_name))
+            continue;
+        char path[AGENT_STORE_FILE_PATH_MAX + 256];
+        snprintf(path, sizeof path, "%s/%s", a->cfg.shards_dir, e->d_name);
+        FILE *f = fopen(path, "rb");
+        if (!f)
+            continue;
+        uint8_t *buf = NULL;
+        long size = -1;
+        if (!fseek(f, 0, SEEK_END) && (size = ftell(f)) > 0 &&
+            size <= (long)AGENT_SHARD_BYTES_MAX && !fseek(f, 0, SEEK_SET) &&
+            (buf = malloc((size_t)size)) && fread(buf, 1, (size_t)size, f) == (size_t)size) {
+            uint8_t id[MODEL_SHARD_HASH_SIZE];
+            char msg[MODEL_MSG_MAX];
+            if (!model_shard_verify(buf, (size_t)size, NULL, msg, sizeof msg) &&
+                !model_shard_hash(buf, (size_t)size, id) && catalog_find(a, id) >= 0) {
+                char target[AGENT_STORE_FILE_PATH_MAX];
+                struct stat st;
+                if (!agent_store_file_path(a->cfg.shards_dir, id, target, sizeof target) &&
+                    stat(target, &st) != 0) {
+                    if (link(path, target) == 0)
+                        agent_log(AGENT_LOG_INFO, "shard_imported", "file", path, "as", target,
+                                  NULL);
+                    else
+                        agent_log(AGENT_LOG_WARN, "shard_import_failed", "file", path, "why",
+                                  strerror(errno), NULL);
+                }
+            }
+        }
+        free(buf);
+        fclose(f);
+    }
+    closedir(d);
+}
+
+/* ---- test set ---- */
+
+static int is_dir(const char *p)
+{
+    struct stat st;
+    return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+static int load_test_set(agent_runtime *a, char *err, size_t errlen)
+{
+    char msg[MODEL_MSG_MAX] = "";
+    int rc;
+    const char *ds = a->cfg.dataset;
+    if (!strcmp(ds, "fashion-mnist") || is_dir(ds)) {
+        const char *dir = strcmp(ds, "fashion-mnist") ? ds : MODEL_FASHION_DIR;
+        char img[AGENT_CONFIG_PATH_MAX + 40], lab[AGENT_CONFIG_PATH_MAX + 40];
+        snprintf(img, sizeof img, "%s/t10k-images-idx3-ubyte.gz", dir);
+        snprintf(lab, sizeof lab, "%s/t10k-labels-idx1-ubyte.gz", dir);
+        if (access(img, R_OK)) {
+            snprintf(img, sizeof img, "%s/t10k-images-idx3-ubyte", dir);
+            snprintf(lab, sizeof lab, "%s/t10k-labels-idx1-ubyte", dir);
+        }
+        rc = model_idx_load(&a->test, img, lab, 0, msg, sizeof msg);
+    } else {
+        rc = model_csv_load(&a->test, ds, 0, msg, sizeof msg);
+    }
+    if (rc) {
+        errf(err, errlen, "test set %s: %s (%s)", ds, msg[0] ? msg : "cannot load",
+             model_strerror(rc));
+        return -1;
+    }
+    if (a->cfg.eval_samples && a->cfg.eval_samples < a->test.count)
+        a->test.count = a->cfg.eval_samples; /* arrays keep their size */
+    a->input_dim = a->test.dim;
+    a->classes = a->test.classes < 10 ? 10 : a->test.classes;
+    return 0;
+}
+
+/* ---- the training thread ---- */
+
+static void trainer_publish(agent_runtime *a)
+{
+    trainer *tr = &a->tr;
+    uint64_t now = mono_us();
+    pthread_mutex_lock(&a->st_mu);
+    a->st.step = tr->step;
+    a->st.loss = tr->loss_init ? tr->loss_avg : NAN;
+    a->st.accuracy = tr->acc;
+    a->st.test_loss = tr->test_loss;
+    if (now > tr->sps_t_us + 1000000u) {
+        double s = (double)(now - tr->sps_t_us) / 1e6;
+        if (tr->sps_t_us)
+            a->st.samples_per_second = (double)(tr->step - tr->sps_step) * a->cfg.batch / s;
+        tr->sps_t_us = now;
+        tr->sps_step = tr->step;
+    }
+    pthread_mutex_unlock(&a->st_mu);
+    agent_metric_set(a->ms.loss, a->st.loss);
+    agent_metric_set(a->ms.accuracy, tr->acc);
+    agent_metric_set(a->ms.samples_per_second, a->st.samples_per_second);
+}
+
+/* Load the primary shards listed in ids[0..n) into tr->data. */
+static void trainer_load(agent_runtime *a, const uint32_t *ids, uint32_t n)
+{
+    trainer *tr = &a->tr;
+    model_data_free(&tr->data);
+    memset(&tr->data, 0, sizeof tr->data);
+    if (!n)
+        return;
+    model_data *parts = calloc(n, sizeof *parts);
+    if (!parts)
+        return;
+    uint32_t ok = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        char path[AGENT_STORE_FILE_PATH_MAX], msg[MODEL_MSG_MAX] = "";
+        if (agent_store_file_path(a->cfg.shards_dir, a->catalog[ids[i]], path, sizeof path))
+            continue;
+        int rc = model_shard_load(&parts[ok], NULL, path, msg, sizeof msg);
+        if (!rc && (parts[ok].dim != a->input_dim || parts[ok].classes > a->classes ||
+                    parts[ok].dtype != a->test.dtype)) {
+            snprintf(msg, sizeof msg, "%u features (%u classes), the test set %u (%u)",
+                     parts[ok].dim, parts[ok].classes, a->input_dim, a->classes);
+            model_data_free(&parts[ok]);
+            rc = MODEL_EDIM;
+        }
+        if (rc) {
+            agent_log(AGENT_LOG_WARN, "shard_unusable", "file", path, "why", msg, NULL);
+            continue;
+        }
+        ok++;
+    }
+    char msg[MODEL_MSG_MAX];
+    if (ok && model_data_concat(&tr->data, parts, ok, msg, sizeof msg))
+        memset(&tr->data, 0, sizeof tr->data);
+    for (uint32_t i = 0; i < ok; i++)
+        model_data_free(&parts[i]);
+    free(parts);
+    if (tr->data.count > tr->order_cap) {
+        free(tr->order);
+        tr->order = malloc((size_t)tr->data.count * sizeof *tr->order);
+        tr->order_cap = tr->order ? tr->data.count : 0;
+        if (!tr->order) {
+            model_data_free(&tr->data);
+            memset(&tr->data, 0, sizeof tr->data);
+        }
+    }
+    tr->at = tr->data.count; /* reshuffle at the next step */
+    agent_log_line l;
+    agent_log_begin(&l, AGENT_LOG_INFO, "training_data");
+    agent_log_u64(&l, "shards", ok);
+    agent_log_u64(&l, "samples", tr->data.count);
+    agent_log_end(&l);
+}
+
+static void trainer_checkpoint(agent_runtime *a, const char *why)
+{
+    trainer *tr = &a->tr;
+    agent_checkpoint ck = {.spec = a->cfg.model_spec,
+                           .dim = a->dim,
+                           .step = tr->step,
+                           .round = atomic_load(&a->round),
+                           .epoch = a->epoch,
+                           .params = model_net_params(tr->net),
+                           .momentum = tr->sgd.velocity};
+    char err[256] = "";
+    if (agent_checkpoint_save(a->cfg.checkpoint_path, &ck, err, sizeof err)) {
+        agent_metric_inc(a->ms.checkpoint_failures);
+        agent_log(AGENT_LOG_WARN, "checkpoint_failed", "why", err, NULL);
+        return;
+    }
+    agent_metric_inc(a->ms.checkpoints);
+    agent_log_line l;
+    agent_log_begin(&l, AGENT_LOG_INFO, "checkpoint_written");
+    agent_log_str(&l, "path", a->cfg.checkpoint_path);
+    agent_log_u64(&l, "step", tr->step);
+    agent_log_u64(&l, "round", ck.round);
+    agent_log_str(&l, "reason", why);
+    agent_log_end(&l);
+}
+
+static void trainer_evaluate(agent_runtime *a)
+{
+    trainer *tr = &a->tr;
+    double loss, acc;
+    if (model_net_evaluate(tr->net, &a->test, &tr->norm, &loss, &acc) == MODEL_OK) {
+        tr->acc = acc;
+        tr->test_loss = loss;
+    }
+}
+
+static void *trainer_main(void *arg)
+{
+    agent_runtime *a = arg;
+    trainer *tr = &a->tr;
+    float *params = model_net_params(tr->net);
+    float *xb = model_net_input_buffer(tr->net);
+    uint16_t *yb = model_net_label_buffer(tr->net);
+    uint32_t *ids = malloc((size_t)a->n_catalog * sizeof *ids);
+    if (!ids) {
+        agent_log(AGENT_LOG_ERROR, "trainer_failed", "why", "out of memory", NULL);
+        return NULL;
+    }
+    uint64_t last_publish = 0;
+    for (;;) {
+        int ready = 0, reload = 0, replaced = 0;
+        uint32_t n_ids = 0;
+        pthread_mutex_lock(&a->mu);
+        if (a->trainer_stop) {
+            pthread_mutex_unlock(&a->mu);
+            break;
+        }
+        if (a->in_ready) {
+            if (a->in_replace) {
+                memcpy(params, a->in_vec, a->dim * sizeof *params);
+                replaced = 1;
+            } else if (tr->inflight) {
+                for (uint32_t k = 0; k < a->dim; k++)
+                    params[k] += a->in_vec[k] - tr->sent[k];
+            }
+            tr->inflight = 0;
+            a->in_ready = a->in_replace = 0;
+        }
+        if (a->primary_gen != tr->gen) {
+            tr->gen = a->primary_gen;
+            n_ids = a->n_primary;
+            memcpy(ids, a->primary, n_ids * sizeof *ids);
+            reload = 1;
+        }
+        ready = a->model_ready;
+        pthread_mutex_unlock(&a->mu);
+        if (replaced)
+            model_sgd_reset(&tr->sgd);
+        if (reload)
+            trainer_load(a, ids, n_ids);
+        if (!ready || tr->data.count == 0) {
+            pthread_mutex_lock(&a->mu);
+            if (!a->trainer_stop && !a->in_ready && a->primary_gen == tr->gen) {
+                struct timespec ts;
+                clock_gettime(CLOCK_REALTIME, &ts);
+                ts.tv_nsec += 100000000;
+                if (ts.tv_nsec >= 1000000000) {
+                    ts.tv_sec++;
+                    ts.tv_nsec -= 1000000000;
+                }
+                pthread_cond_timedwait(&a->cv, &a->mu, &ts);
+            }
+            pthread_mutex_unlock(&a->mu);
+            continue;
+        }
+        /* one local step */
+        uint32_t n = a->cfg.batch;
+        if (tr->at + n > tr->data.count) {
+            model_data_shuffle(tr->order, tr->data.count, &tr->rng);
+            tr->at = 0;
+            if (n > tr->data.count)
+                n = tr->data.count;
+        }
+        model_data_gather(&tr->data, &tr->norm, tr->order + tr->at, n, xb, yb);
+        tr->at += n;
+        float lr = model_schedule_lr(&tr->sched, tr->step);
+        float loss;
+        if (model_train_step(tr->net, &tr->sgd, xb, yb, n, lr, &loss) != MODEL_OK ||
+            !isfinite(loss)) {
+            agent_log(AGENT_LOG_ERROR, "training_diverged", "why",
+                      "non-finite loss; lower model.lr", NULL);
+            a->stop = 1;
+            break;
+        }
+        tr->step++;
+        tr->since_mix++;
+        tr->loss_avg =
+            tr->loss_init ? (1 - AGENT_LOSS_EWMA) * tr->loss_avg + AGENT_LOSS_EWMA * loss : loss;
+        tr->loss_init = 1;
+        agent_metric_inc(a->ms.steps);
+        agent_metric_add(a->ms.samples, n);
+        if (tr->since_mix >= a->cfg.interval_steps && !tr->inflight) {
+            memcpy(tr->sent, params, a->dim * sizeof *params);
+            pthread_mutex_lock(&a->mu);
+            memcpy(a->out_vec, params, a->dim * sizeof *params);
+            a->out_ready = 1;
+            pthread_mutex_unlock(&a->mu);
+            tr->inflight = 1;
+            tr->since_mix = 0;
+            net_transport_wake(a->t);
+        }
+        if (tr->step % a->cfg.eval_every_steps == 0 || tr->step == 1)
+            trainer_evaluate(a);
+        if (a->cfg.checkpoint_every_steps && tr->step % a->cfg.checkpoint_every_steps == 0)
+            trainer_checkpoint(a, "periodic");
+        uint64_t now = mono_us();
+        if (now - last_publish > 100000u) {
+            trainer_publish(a);
+            last_publish = now;
+        }
+    }
+    trainer_publish(a);
+    free(ids);
+    return NULL;
+}
+
+/* ---- the event loop ---- */
+
+static int snapshot_fn(void *ctx, float *out, uint32_t dim, uint64_t *round)
+{
+    agent_runtime *a = ctx;
+    if (!a->node || gossip_node_model_state(a->node) != GOSSIP_NODE_READY || dim != a->dim)
+        return -1;
+    memcpy(out, a->latest, dim * sizeof *out);
+    *round = atomic_load(&a->round);
+    return 0;
+}
+
+static void flush_sends(agent_runtime *a, uint64_t now)
+{
+    gossip_send s;
+    while (gossip_node_poll_send(a->node, &s, now) == 1) {
+        int rc = net_transport_send(a->t, s.dest, s.dest_addr, s.frame, s.len);
+        if (rc == NET_OK) {
+            a->bytes_sent += s.len;
+            agent_metrics_std_message(&a->ms, true, s.len > 3 ? s.frame[3] : 0, s.len);
+        }
+    }
+}
+
+static void on_view(agent_runtime *a)
+{
+    gossip_view v;
+    gossip_node_view(a->node, &v);
+    if (v.epoch == a->epoch)
+        return;
+    a->epoch = v.epoch;
+    gossip_swim *sw = gossip_node_swim(a->node);
+    /* joined: in v, not in the previous view */
+    for (uint32_t i = 0; i < v.n; i++) {
+        uint64_t id = v.ids[i];
+        if (id == a->id.node_id)
+            continue;
+        int known = 0;
+        for (uint32_t k = 0; k < a->view_n && !known; k++)
+            known = a->view_ids[k] == id;
+        if (known)
+            continue;
+        gossip_swim_member m;
+        if (gossip_swim_lookup(sw, id, &m) == GOSSIP_OK && m.addr[0])
+            net_transport_set_addr(a->t, id, m.addr);
+        agent_log_line l;
+        agent_log_begin(&l, AGENT_LOG_INFO, "peer_joined");
+        agent_log_hex64(&l, "peer", id);
+        agent_log_str(&l, "addr", m.addr);
+        agent_log_u64(&l, "epoch", v.epoch);
+        agent_log_end(&l);
+    }
+    for (uint32_t k = 0; k < a->view_n; k++) {
+        uint64_t id = a->view_ids[k];
+        int still = 0;
+        for (uint32_t i = 0; i < v.n && !still; i++)
+            still = v.ids[i] == id;
+        if (still)
+            continue;
+        net_transport_forget(a->t, id);
+        gossip_swim_member m;
+        const char *why = "gone";
+        if (gossip_swim_lookup(sw, id, &m) == GOSSIP_OK)
+            why = m.state == GOSSIP_MEMBER_LEFT ? "left" : "dead";
+        agent_log_line l;
+        agent_log_begin(&l, AGENT_LOG_INFO, "peer_left");
+        agent_log_hex64(&l, "peer", id);
+        agent_log_str(&l, "why", why);
+        agent_log_u64(&l, "epoch", v.epoch);
+        agent_log_end(&l);
+    }
+    uint32_t n = v.n <= a->cfg.max_peers + 1 ? v.n : a->cfg.max_peers + 1;
+    memcpy(a->view_ids, v.ids, n * sizeof *v.ids);
+    a->view_n = n;
+    agent_metric_set(a->ms.peers, v.n ? v.n - 1 : 0);
+    agent_metric_set(a->ms.view_epoch, (double)v.epoch);
+}
+
+/* Publish the primary shard list to the trainer when it changed. */
+static void on_shards(agent_runtime *a)
+{
+    gossip_shards *sh = gossip_node_shards(a->node);
+    uint32_t np = gossip_shards_primary(sh, a->primary_scratch, a->n_catalog);
+    if (np > a->n_catalog)
+        np = a->n_catalog;
+    uint32_t held = gossip_shards_held_count(sh);
+    agent_metric_set(a->ms.shards_held, held);
+    agent_metric_set(a->ms.shards_primary, np);
+    a->held_count = held;
+    pthread_mutex_lock(&a->mu);
+    int same = np == a->n_primary &&
+               !memcmp(a->primary, a->primary_scratch, np * sizeof *a->primary_scratch);
+    if (!same) {
+        memcpy(a->primary, a->primary_scratch, np * sizeof *a->primary);
+        a->n_primary = np;
+        a->primary_gen++;
+        pthread_cond_broadcast(&a->cv);
+    }
+    pthread_mutex_unlock(&a->mu);
+    a->primary_count = np;
+    if (!same) {
+        agent_log_line l;
+        agent_log_begin(&l, AGENT_LOG_INFO, "shards_assigned");
+        agent_log_u64(&l, "primary", np);
+        agent_log_u64(&l, "held", held);
+        agent_log_u64(&l, "pending", gossip_shards_primary_pending(sh));
+        agent_log_u64(&l, "epoch", a->epoch);
+        agent_log_end(&l);
+    }
+}
+
+static void on_model_state(agent_runtime *a)
+{
+    gossip_node_model st = gossip_node_model_state(a->node);
+    if (st == GOSSIP_NODE_JOINING || st == GOSSIP_NODE_READY)
+        return;
+    const char *how = "own";
+    uint64_t round = atomic_load(&a->round);
+    if (st == GOSSIP_NODE_FETCHED) {
+        if (gossip_node_model_result(a->node, a->latest, &round) != GOSSIP_OK)
+            return;
+        atomic_store(&a->round, round);
+        how = "state_transfer";
+        pthread_mutex_lock(&a->mu);
+        memcpy(a->in_vec, a->latest, a->dim * sizeof *a->latest);
+        a->in_ready = a->in_replace = 1;
+        pthread_mutex_unlock(&a->mu);
+    } else if (st == GOSSIP_NODE_RESUME) {
+        how = "checkpoint";
+    } else if (a->have_ckpt) {
+        how = "checkpoint";
+    }
+    gossip_node_model_adopt(a->node);
+    pthread_mutex_lock(&a->mu);
+    a->model_ready = 1;
+    pthread_cond_broadcast(&a->cv);
+    pthread_mutex_unlock(&a->mu);
+    agent_log_line l;
+    agent_log_begin(&l, AGENT_LOG_INFO, "model_ready");
+    agent_log_str(&l, "source", how);
+    agent_log_u64(&l, "round", round);
+    agent_log_end(&l);
+}
+
+static void on_mixing(agent_runtime *a, uint64_t now)
+{
+    gossip_mix *m = gossip_node_mix(a->node);
+    if (a->mixing && gossip_mix_get_state(m) == GOSSIP_MIX_DONE) {
+        int outcome = GOSSIP_EABORTED;
+        if (gossip_mix_take(m, a->mix_out, &outcome) == GOSSIP_OK) {
+            a->mixing = 0;
+            if (outcome == GOSSIP_OK) {
+                a->mixing_rounds++;
+                atomic_fetch_add(&a->round, 1);
+                agent_metric_inc(a->ms.mixing_rounds);
+                double d2 = 0, n2 = 0;
+                for (uint32_t k = 0; k < a->dim; k++) {
+                    double d = (double)a->mix_out[k] - a->mix_sent[k];
+                    d2 += d * d;
+                    n2 += (double)a->mix_sent[k] * a->mix_sent[k];
+                }
+                double c = n2 > 0 ? sqrt(d2 / n2) : 0;
+                a->consensus = a->consensus_init ? (1 - AGENT_CONSENSUS_EWMA) * a->consensus +
+                                                       AGENT_CONSENSUS_EWMA * c
+                                                 : c;
+                a->consensus_init = 1;
+            } else {
+                a->round_aborts++;
+                agent_metric_inc(a->ms.round_aborts);
+            }
+            memcpy(a->latest, a->mix_out, a->dim * sizeof *a->latest);
+            pthread_mutex_lock(&a->mu);
+            memcpy(a->in_vec, a->mix_out, a->dim * sizeof *a->mix_out);
+            a->in_ready = 1;
+            pthread_cond_broadcast(&a->cv);
+            pthread_mutex_unlock(&a->mu);
+        }
+    }
+    if (a->mixing || gossip_node_model_state(a->node) != GOSSIP_NODE_READY ||
+        gossip_mix_get_state(m) != GOSSIP_MIX_IDLE)
+        return;
+    int have = 0;
+    pthread_mutex_lock(&a->mu);
+    if (a->out_ready && !a->in_ready) {
+        memcpy(a->mix_sent, a->out_vec, a->dim * sizeof *a->out_vec);
+        a->out_ready = 0;
+        have = 1;
+    }
+    pthread_mutex_unlock(&a->mu);
+    if (!have)
+        return;
+    memcpy(a->latest, a->mix_sent, a->dim * sizeof *a->latest);
+    if (gossip_mix_start(m, a->mix_sent, now) == GOSSIP_OK) {
+        a->mixing = 1;
+        return;
+    }
+    /* No round possible (alone in the view): hand the vector back as is. */
+    pthread_mutex_lock(&a->mu);
+    memcpy(a->in_vec, a->mix_sent, a->dim * sizeof *a->mix_sent);
+    a->in_ready = 1;
+    pthread_cond_broadcast(&a->cv);
+    pthread_mutex_unlock(&a->mu);
+}
+
+static const char *state_name(agent_runtime *a)
+{
+    if (a->stop)
+        return "leaving";
+    if (gossip_node_model_state(a->node) != GOSSIP_NODE_READY)
+        return "joining";
+    if (a->primary_count == 0)
+        return "waiting_shards";
+    return "training";
+}
+
+static void sync_metrics(agent_runtime *a)
+{
+    net_transport_stats ts;
+    net_transport_stats_get(a->t, &ts);
+    for (int r = 0; r < NET_REJECT_COUNT; r++) {
+        uint64_t d = ts.rejects[r] - a->last_net[r];
+        if (!d)
+            continue;
+        if (!a->rejections_net[r])
+            agent_metrics_counter(a->reg, "murmur_rejections_total",
+                                  "input rejected and dropped, by cause", "cause",
+                                  net_reject_name(r), &a->rejections_net[r]);
+        agent_metric_add(a->rejections_net[r], d);
+        a->last_net[r] = ts.rejects[r];
+    }
+    const gossip_node_stats *ns = gossip_node_stats_get(a->node);
+    for (int e = 1; e < GOSSIP_ERR_COUNT; e++) {
+        uint64_t d = ns->rejected[e] - a->last_core[e];
+        if (!d)
+            continue;
+        if (!a->rejections_core[e])
+            agent_metrics_counter(a->reg, "murmur_rejections_total",
+                                  "input rejected and dropped, by cause", "cause", core_cause(e),
+                                  &a->rejections_core[e]);
+        agent_metric_add(a->rejections_core[e], d);
+        a->last_core[e] = ns->rejected[e];
+    }
+    uint64_t now = mono_us();
+    agent_metric_set(a->ms.uptime_seconds, (double)(now - a->start_us) / 1e6);
+    gossip_view v;
+    gossip_node_view(a->node, &v);
+    pthread_mutex_lock(&a->st_mu);
+    a->st.peers = v.n ? v.n - 1 : 0;
+    a->st.view_epoch = v.epoch;
+    a->st.shards_held = a->held_count;
+    a->st.shards_primary = a->primary_count;
+    snprintf(a->st.state, sizeof a->st.state, "%s", state_name(a));
+    a->st.round = atomic_load(&a->round);
+    a->st.mixing_rounds = a->mixing_rounds;
+    a->st.round_aborts = a->round_aborts;
+    a->st.bytes_sent = a->bytes_sent;
+    a->st.bytes_received = a->bytes_received;
+    a->st.consensus_distance = a->consensus_init ? a->consensus : NAN;
+    a->st.uptime_s = (double)(now - a->start_us) / 1e6;
+    pthread_mutex_unlock(&a->st_mu);
+}
+
+static void status_fn(void *ctx, agent_status *out)
+{
+    agent_runtime *a = ctx;
+    pthread_mutex_lock(&a->st_mu);
+    *out = a->st;
+    pthread_mutex_unlock(&a->st_mu);
+}
+
+static void log_progress(agent_runtime *a)
+{
+    agent_status s;
+    status_fn(a, &s);
+    agent_log_line l;
+    agent_log_begin(&l, AGENT_LOG_INFO, "progress");
+    agent_log_u64(&l, "step", s.step);
+    agent_log_f64(&l, "loss", s.loss);
+    agent_log_f64(&l, "accuracy", s.accuracy);
+    agent_log_f64(&l, "test_loss", s.test_loss);
+    agent_log_u64(&l, "peers", s.peers);
+    agent_log_u64(&l, "epoch", s.view_epoch);
+    agent_log_u64(&l, "round", s.round);
+    agent_log_u64(&l, "mixing_rounds", s.mixing_rounds);
+    agent_log_u64(&l, "round_aborts", s.round_aborts);
+    agent_log_f64(&l, "consensus", s.consensus_distance);
+    agent_log_u64(&l, "bytes_sent", s.bytes_sent);
+    agent_log_u64(&l, "bytes_received", s.bytes_received);
+    agent_log_u64(&l, "shards_primary", s.shards_primary);
+    agent_log_u64(&l, "shards_held", s.shards_held);
+    agent_log_f64(&l, "samples_per_s", s.samples_per_second);
+    agent_log_str(&l, "state", s.state);
+    agent_log_end(&l);
+}
+
+/* One pass: inbox, timers, model state, mixing, sends. */
+static void loop_pass(agent_runtime *a)
+{
+    uint64_t now = mono_us();
+    net_message msg;
+    for (uint32_t k = 0; k < AGENT_RECV_BATCH && net_transport_recv(a->t, &msg) == NET_OK; k++) {
+        int rc = gossip_node_recv_frame(a->node, msg.from, msg.data, msg.len, now);
+        if (rc == GOSSIP_OK) {
+            a->bytes_received += msg.len;
+            agent_metrics_std_message(&a->ms, false, msg.len > 3 ? msg.data[3] : 0, msg.len);
+        }
+        net_message_release(&msg);
+        flush_sends(a, now);
+    }
+    if (gossip_node_deadline(a->node) <= now)
+        gossip_node_tick(a->node, now);
+    on_view(a);
+    on_model_state(a);
+    on_mixing(a, now);
+    flush_sends(a, now);
+    on_mixing(a, now); /* a round may have completed by draining its frames */
+    flush_sends(a, now);
+    gossip_shards *sh = gossip_node_shards(a->node);
+    const gossip_shards_counters *sc = gossip_shards_counters_get(sh);
+    if (now >= a->next_status_us || sc->fetched + sc->dropped != a->shards_fetched_seen) {
+        a->shards_fetched_seen = sc->fetched + sc->dropped;
+        on_shards(a);
+        sync_metrics(a);
+        a->next_status_us = now + AGENT_STATUS_EVERY_US;
+    }
+    if (now >= a->next_progress_us) {
+        log_progress(a);
+        a->next_progress_us = now + (uint64_t)a->cfg.progress_interval_ms * 1000u;
+    }
+}
+
+static int loop_wait_ms(agent_runtime *a)
+{
+    uint64_t now = mono_us();
+    gossip_time_us d = gossip_node_deadline(a->node);
+    int ms = AGENT_LOOP_WAIT_MAX_MS;
+    if (d <= now)
+        return 0;
+    if (d - now < (uint64_t)ms * 1000u)
+        ms = (int)((d - now + 999) / 1000);
+    return ms;
+}
+
+int agent_runtime_run(agent_runtime *a)
+{
+    if (pthread_create(&a->trainer_thread, NULL, trainer_main, a)) {
+        agent_log(AGENT_LOG_ERROR, "agent_failed", "why", "cannot start the training thread", NULL);
+        return 1;
+    }
+    a->trainer_started = 1;
+    uint64_t now = mono_us();
+    if (a->cfg.seed_count) {
+        const char *seeds[AGENT_CONFIG_SEEDS_MAX];
+        size_t n = a->cfg.seed_count;
+        if (n > GOSSIP_SWIM_SEEDS_MAX)
+            n = GOSSIP_SWIM_SEEDS_MAX;
+        for (size_t i = 0; i < n; i++)
+            seeds[i] = a->cfg.seeds[i];
+        gossip_node_join(a->node, seeds, n, now);
+    }
+    gossip_node_tick(a->node, now);
+    flush_sends(a, now);
+    while (!a->stop) {
+        loop_pass(a);
+        net_transport_wait(a->t, loop_wait_ms(a));
+    }
+    /* graceful leave */
+    agent_log(AGENT_LOG_INFO, "leaving", NULL);
+    now = mono_us();
+    gossip_node_leave(a->node, now);
+    flush_sends(a, now);
+    uint64_t until = now + AGENT_LEAVE_FLUSH_MS * 1000u;
+    while ((now = mono_us()) < until) {
+        net_message msg;
+        while (net_transport_recv(a->t, &msg) == NET_OK)
+            net_message_release(&msg);
+        gossip_node_tick(a->node, now);
+        flush_sends(a, now);
+        net_transport_wait(a->t, 20);
+    }
+    pthread_mutex_lock(&a->mu);
+    a->trainer_stop = 1;
+    pthread_cond_broadcast(&a->cv);
+    pthread_mutex_unlock(&a->mu);
+    pthread_join(a->trainer_thread, NULL);
+    a->trainer_started = 0;
+    /* Passive gossip changes not yet handed back belong to the model. */
+    float *params = model_net_params(a->tr.net);
+    if (gossip_mix_pending(gossip_node_mix(a->node), a->mix_out) == GOSSIP_OK)
+        for (uint32_t k = 0; k < a->dim; k++)
+            params[k] += a->mix_out[k];
+    if (a->cfg.checkpoint_every_steps && a->tr.step)
+        trainer_checkpoint(a, "shutdown");
+    log_progress(a);
+    agent_log_line l;
+    agent_log_begin(&l, AGENT_LOG_INFO, "agent_stopped");
+    agent_log_u64(&l, "step", a->tr.step);
+    agent_log_end(&l);
+    return 0;
+}
+
+void agent_runtime_stop(agent_runtime *a)
+{
+    a->stop = 1;
+}
+
+/* ---- create / destroy ---- */
+
+void agent_runtime_destroy(agent_runtime *a)
+{
+    if (!a)
+        return;
+    if (a->trainer_started) {
+        pthread_mutex_lock(&a->mu);
+        a->trainer_stop = 1;
+        pthread_cond_broadcast(&a->cv);
+        pthread_mutex_unlock(&a->mu);
+        pthread_join(a->trainer_thread, NULL);
+    }
+    agent_metrics_server_stop(a->srv);
+    net_transport_destroy(a->t);
+    gossip_node_destroy(a->node);
+    if (a->store.ctx)
+        agent_store_file_close(&a->store);
+    agent_metrics_destroy(a->reg);
+    model_net_destroy(a->tr.net);
+    model_sgd_free(&a->tr.sgd);
+    model_norm_free(&a->tr.norm);
+    model_data_free(&a->tr.data);
+    model_data_free(&a->test);
+    free(a->tr.order);
+    free(a->tr.sent);
+    free(a->catalog);
+    free(a->allow);
+    free(a->latest);
+    free(a->mix_sent);
+    free(a->mix_out);
+    free(a->out_vec);
+    free(a->in_vec);
+    free(a->primary);
+    free(a->primary_scratch);
+    free(a->view_ids);
+    free(a->init_params);
+    free(a->init_momentum);
+    net_identity_wipe(&a->id);
+    sodium_memzero(a->network_key, sizeof a->network_key);
+    pthread_mutex_destroy(&a->mu);
+    pthread_cond_destroy(&a->cv);
+    pthread_mutex_destroy(&a->st_mu);
+    free(a);
+}
+
+static int setup_model(agent_runtime *a, char *err, size_t errlen)
+{
+    char msg[MODEL_MSG_MAX] = "";
+    trainer *tr = &a->tr;
+    int rc = model_net_create(&tr->net, a->cfg.model_spec, a->input_dim, a->classes, a->cfg.batch,
+                              msg, sizeof msg);
+    if (rc) {
+        errf(err, errlen, "model %s: %s (%s)", a->cfg.model_spec, msg[0] ? msg : "cannot create",
+             model_strerror(rc));
+        return -1;
+    }
+    size_t p = model_net_param_count(tr->net);
+    if (p > GOSSIP_CODEC_DIM_MAX) {
+        errf(err, errlen, "model %s has %zu parameters; mixing carries at most %u",
+             a->cfg.model_spec, p, GOSSIP_CODEC_DIM_MAX);
+        return -1;
+    }
+    a->dim = (uint32_t)p;
+    model_sgd_config sc = {.momentum = (float)a->cfg.momentum,
+                           .weight_decay = (float)a->cfg.weight_decay};
+    if (model_sgd_init(&tr->sgd, p, &sc)) {
+        errf(err, errlen, "cannot set up the optimiser (momentum %g)", a->cfg.momentum);
+        return -1;
+    }
+    agent_config_schedule(&a->cfg, &tr->sched);
+    if (model_norm_fit(&tr->norm, &a->test,
+                       a->test.dtype == MODEL_DTYPE_U8 ? MODEL_NORM_UNIT : MODEL_NORM_NONE)) {
+        errf(err, errlen, "cannot set up the input normalisation");
+        return -1;
+    }
+    model_rng init;
+    model_rng_seed(&init, a->cfg.init_seed, 0);
+    model_net_init(tr->net, &init);
+    model_rng_seed(&tr->rng, a->id.node_id, 1);
+    size_t bytes = p * sizeof(float);
+    tr->sent = malloc(bytes);
+    a->latest = malloc(bytes);
+    a->mix_sent = malloc(bytes);
+    a->mix_out = malloc(bytes);
+    a->out_vec = malloc(bytes);
+    a->in_vec = malloc(bytes);
+    if (!tr->sent || !a->latest || !a->mix_sent || !a->mix_out || !a->out_vec || !a->in_vec) {
+        errf(err, errlen, "out of memory for %zu parameters", p);
+        return -1;
+    }
+    /* checkpoint */
+    unsigned stale = 0;
+    agent_checkpoint_remove_stale(a->cfg.checkpoint_path, &stale);
+    agent_checkpoint_meta meta;
+    char cerr[256] = "";
+    rc = agent_checkpoint_load(a->cfg.checkpoint_path, a->cfg.model_spec, a->dim, &meta,
+                               model_net_params(tr->net), tr->sgd.velocity, cerr, sizeof cerr);
+    if (rc == AGENT_CHECKPOINT_OK) {
+        a->have_ckpt = 1;
+        a->ckpt_step = meta.step;
+        a->ckpt_round = meta.round;
+        tr->step = meta.step;
+        atomic_store(&a->round, meta.round);
+        agent_log_line l;
+        agent_log_begin(&l, AGENT_LOG_INFO, "checkpoint_loaded");
+        agent_log_str(&l, "path", a->cfg.checkpoint_path);
+        agent_log_u64(&l, "step", meta.step);
+        agent_log_u64(&l, "round", meta.round);
+        agent_log_end(&l);
+    } else if (rc != AGENT_CHECKPOINT_ENOENT) {
+        /* Never fatal: the model comes from the network or from scratch. */
+        agent_log(AGENT_LOG_WARN, "checkpoint_unusable", "path", a->cfg.checkpoint_path, "why",
+                  cerr[0] ? cerr : agent_checkpoint_strerror(rc), NULL);
+    }
+    memcpy(a->latest, model_net_params(tr->net), bytes);
+    return 0;
+}
+
+static int setup_node(agent_runtime *a, char *err, size_t errlen)
+{
+    model_rng_seed(&a->env_rng, a->id.node_id ^ mono_us(), 7);
+    a->env = (gossip_env){.alloc = env_alloc,
+                          .free = env_free,
+                          .random = model_rng_callback,
+                          .random_ctx = &a->env_rng};
+    gossip_node_config nc;
+    gossip_node_config_default(&nc);
+    nc.self = a->id.node_id;
+    nc.self_addr = a->addr;
+    nc.swim.members_max =
+        a->cfg.max_peers + 1 < GOSSIP_MEMBERS_MAX ? a->cfg.max_peers + 1 : GOSSIP_MEMBERS_MAX;
+    nc.swim.probe_interval_us = (gossip_time_us)a->cfg.probe_interval_ms * 1000u;
+    nc.swim.probe_timeout_us = (gossip_time_us)a->cfg.probe_timeout_ms * 1000u;
+    nc.swim.indirect_k = a->cfg.indirect_k;
+    nc.swim.suspicion_mult = a->cfg.suspicion_mult;
+    nc.mix.dim = a->dim;
+    nc.mix.algo = (gossip_mix_algo)a->cfg.algorithm;
+    nc.mix.algos = 1u << nc.mix.algo;
+    nc.mix.topology = (gossip_topology)a->cfg.topology;
+    nc.mix.bits = a->cfg.bits;
+    nc.mix.block = a->cfg.block;
+    nc.mix.members_max = nc.swim.members_max;
+    nc.mix.step_timeout_us = (gossip_time_us)a->cfg.allreduce_step_deadline_ms * 1000u;
+    if (!gossip_mix_combination_valid(nc.mix.algo, nc.mix.topology)) {
+        errf(err, errlen,
+             "mixing.algorithm %s cannot run on mixing.topology %s (dpsgd needs a graph "
+             "topology, choco ring, torus or exponential)",
+             agent_mixing_algorithm_name(a->cfg.algorithm), agent_topology_name(a->cfg.topology));
+        return -1;
+    }
+    nc.xfer.snapshot = snapshot_fn;
+    nc.xfer.snapshot_ctx = a;
+    nc.shards.ids = (const uint8_t(*)[GOSSIP_SHARD_ID_SIZE])a->catalog;
+    nc.shards.n_shards = a->n_catalog;
+    nc.shards.placement.r =
+        a->cfg.replication < GOSSIP_PLACEMENT_R_MAX ? a->cfg.replication : GOSSIP_PLACEMENT_R_MAX;
+    nc.shards.store = a->store;
+    gossip_shards_config_model_files(&nc.shards);
+    nc.fetch_model = a->cfg.seed_count > 0;
+    nc.has_checkpoint = a->have_ckpt;
+    nc.ckpt_round = a->ckpt_round;
+    int rc = gossip_node_create(&a->node, &a->env, &nc);
+    if (rc) {
+        errf(err, errlen, "cannot create the protocol core: %s", gossip_strerror(rc));
+        return -1;
+    }
+    return 0;
+}
+
+int agent_runtime_create(agent_runtime **out, const agent_config *cfg, char *err, size_t errlen)
+{
+    *out = NULL;
+    agent_runtime *a = calloc(1, sizeof *a);
+    if (!a) {
+        errf(err, errlen, "out of memory");
+        return 1;
+    }
+    a->cfg = *cfg;
+    a->start_us = mono_us();
+    pthread_mutex_init(&a->mu, NULL);
+    pthread_cond_init(&a->cv, NULL);
+    pthread_mutex_init(&a->st_mu, NULL);
+    a->st.loss = a->st.accuracy = a->st.test_loss = a->st.consensus_distance = NAN;
+    a->tr.acc = a->tr.test_loss = NAN;
+    char msg[512] = "";
+    openblas_set_num_threads(1);
+    if (net_init()) {
+        errf(err, errlen, "libsodium cannot be initialised");
+        goto fail;
+    }
+    if (agent_keys_read_identity(cfg->key_file, &a->id, msg, sizeof msg)) {
+        errf(err, errlen, "%s (create keys with: murmur keygen --out %s)", msg, cfg->data_dir);
+        goto fail;
+    }
+    if (agent_keys_read_network(cfg->network_key_file, a->network_key, msg, sizeof msg)) {
+        errf(err, errlen, "%s (every agent of a cluster needs the same network key)", msg);
+        goto fail;
+    }
+    if (cfg->allow_list_file[0]) {
+        a->allow = malloc((size_t)NET_CHANNEL_ALLOW_MAX * NET_PUBLIC_KEY_SIZE);
+        if (!a->allow ||
+            agent_keys_read_allow(cfg->allow_list_file, a->allow, NET_CHANNEL_ALLOW_MAX,
+                                  &a->allow_n, msg, sizeof msg)) {
+            errf(err, errlen, "%s", a->allow ? msg : "out of memory");
+            goto fail;
+        }
+    }
+    if (load_test_set(a, err, errlen) || catalog_load(a, err, errlen))
+        goto fail;
+    {
+        char serr[512] = "";
+        if (agent_store_file_open(&a->store, cfg->shards_dir, AGENT_SHARD_BYTES_MAX, serr,
+                                  sizeof serr)) {
+            errf(err, errlen, "%s", serr);
+            goto fail;
+        }
+    }
+    shards_import(a);
+    a->primary = calloc(a->n_catalog, sizeof *a->primary);
+    a->primary_scratch = calloc(a->n_catalog, sizeof *a->primary_scratch);
+    a->view_ids = calloc((size_t)cfg->max_peers + 1, sizeof *a->view_ids);
+    if (!a->primary || !a->primary_scratch || !a->view_ids) {
+        errf(err, errlen, "out of memory");
+        goto fail;
+    }
+    if (setup_model(a, err, errlen))
+        goto fail;
+    /* metrics */
+    if (agent_metrics_create(&a->reg) || agent_metrics_std_register(a->reg, &a->ms)) {
+        errf(err, errlen, "cannot set up the metrics registry");
+        goto fail;
+    }
+    /* transport */
+    net_transport_config tc = {.self = &a->id,
+                               .network_key = a->network_key,
+                               .allow = a->allow,
+                               .allow_n = a->allow_n,
+                               .conns_max = cfg->max_peers < NET_TRANSPORT_CONNS_MAX
+                                                ? cfg->max_peers
+                                                : NET_TRANSPORT_CONNS_MAX,
+                               .queue_frames_max = cfg->send_queue_len,
+                               .inbox_frames_max = cfg->recv_queue_len};
+    int rc = net_transport_create(&a->t, &tc);
+    if (rc) {
+        errf(err, errlen, "cannot create the transport: %s", net_strerror(rc));
+        goto fail;
+    }
+    char bound[GOSSIP_ADDR_MAX];
+    rc = net_transport_listen(a->t, cfg->listen, bound, sizeof bound);
+    if (rc) {
+        errf(err, errlen,
+             "cannot listen on %s: %s (is the port taken by another agent? set node.listen)",
+             cfg->listen, net_strerror(rc));
+        goto fail;
+    }
+    snprintf(a->addr, sizeof a->addr, "%s",
+             strcmp(cfg->advertise, cfg->listen) ? cfg->advertise : bound);
+    if (setup_node(a, err, errlen))
+        goto fail;
+    if (cfg->metrics_listen[0]) {
+        char merr[256] = "";
+        if (agent_metrics_serve(a->reg, cfg->metrics_listen, status_fn, a, &a->srv, merr,
+                                sizeof merr)) {
+            errf(err, errlen, "metrics server: %s (set metrics.listen)", merr);
+            goto fail;
+        }
+    }
+    a->st.node_id = a->id.node_id;
+    snprintf(a->st.address, sizeof a->st.address, "%s", a->addr);
+    snprintf(a->st.mixing, sizeof a->st.mixing, "%s", agent_mixing_algorithm_name(cfg->algorithm));
+    snprintf(a->st.state, sizeof a->st.state, "joining");
+    a->st.step = a->tr.step;
+    agent_log_line l;
+    agent_log_begin(&l, AGENT_LOG_INFO, "agent_started");
+    agent_log_hex64(&l, "node", a->id.node_id);
+    agent_log_str(&l, "addr", a->addr);
+    agent_log_str(&l, "metrics", cfg->metrics_listen);
+    agent_log_str(&l, "model", cfg->model_spec);
+    agent_log_u64(&l, "params", a->dim);
+    agent_log_u64(&l, "catalog", a->n_catalog);
+    agent_log_u64(&l, "shards_here", agent_store_file_count(&a->store));
+    agent_log_str(&l, "mixing", agent_mixing_algorithm_name(cfg->algorithm));
+    agent_log_u64(&l, "bits", cfg->bits);
+    agent_log_u64(&l, "seeds", cfg->seed_count);
+    agent_log_u64(&l, "step", a->tr.step);
+    agent_log_end(&l);
+    *out = a;
+    return 0;
+fail:
+    agent_runtime_destroy(a);
+    return 1;
+}

@@ -1,0 +1,355 @@
+/* gossip/node — see node.h. */
+#include "gossip/node.h"
+
+#include <string.h>
+
+struct gossip_node {
+    const gossip_env *env;
+    uint64_t self;
+    gossip_swim *swim;
+    gossip_mix *mix;
+    gossip_xfer *xfer;
+    gossip_shards *shards; /* NULL without a catalog */
+    uint64_t epoch;        /* last view epoch passed to the parts */
+    int view_pending;      /* a view the replicator could not take (ENOMEM) */
+    /* join policy */
+    gossip_node_model model;
+    int has_checkpoint;
+    uint64_t ckpt_round;
+    gossip_time_us join_wait_us;
+    gossip_time_us join_deadline;  /* 0 until the first tick */
+    gossip_time_us fetch_retry_at; /* next transfer attempt; 0 = now */
+    uint32_t fetch_failures;
+    unsigned poll_next; /* round robin over the parts */
+    char addr[GOSSIP_ADDR_MAX];
+    gossip_node_stats stats;
+};
+
+void gossip_node_config_default(gossip_node_config *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    cfg->mix.algo = GOSSIP_MIX_GOSSIP; /* dpsgd (0) needs a graph topology */
+    gossip_xfer_config_default(&cfg->xfer);
+    gossip_shards_config_default(&cfg->shards);
+    cfg->shards.n_shards = 0;
+}
+
+void gossip_node_destroy(gossip_node *n)
+{
+    if (!n)
+        return;
+    gossip_shards_destroy(n->shards);
+    gossip_xfer_destroy(n->xfer);
+    gossip_mix_destroy(n->mix);
+    gossip_swim_destroy(n->swim);
+    gossip_free(n->env, n);
+}
+
+int gossip_node_create(gossip_node **out, const gossip_env *env, const gossip_node_config *cfg)
+{
+    if (!out || !env || !cfg || !cfg->self || !cfg->self_addr)
+        return GOSSIP_EINVAL;
+    gossip_node *n = gossip_calloc(env, 1, sizeof *n);
+    if (!n)
+        return GOSSIP_ENOMEM;
+    n->env = env;
+    n->self = cfg->self;
+    n->has_checkpoint = cfg->has_checkpoint;
+    n->ckpt_round = cfg->ckpt_round;
+    n->join_wait_us = cfg->join_wait_us ? cfg->join_wait_us : GOSSIP_NODE_JOIN_WAIT_DEFAULT_US;
+    n->model = cfg->fetch_model ? GOSSIP_NODE_JOINING : GOSSIP_NODE_OWN;
+
+    gossip_swim_config sc = cfg->swim;
+    sc.self_id = cfg->self;
+    sc.self_addr = cfg->self_addr;
+    int rc = gossip_swim_create(&n->swim, env, &sc);
+    if (!rc) {
+        gossip_mix_config mc = cfg->mix;
+        mc.self = cfg->self;
+        rc = gossip_mix_create(&n->mix, env, &mc);
+    }
+    if (!rc) {
+        gossip_xfer_config xc = cfg->xfer;
+        xc.self = cfg->self;
+        xc.dim = cfg->mix.dim;
+        rc = gossip_xfer_create(&n->xfer, env, &xc);
+    }
+    if (!rc && cfg->shards.n_shards && cfg->shards.ids) {
+        gossip_shards_config hc = cfg->shards;
+        hc.self = cfg->self;
+        rc = gossip_shards_create(&n->shards, env, &hc);
+    }
+    if (rc) {
+        gossip_node_destroy(n);
+        return rc;
+    }
+    n->epoch = 0; /* the first view goes to the parts at the first call */
+    *out = n;
+    return GOSSIP_OK;
+}
+
+/* Pass a new membership view to the mixer and the replicator. */
+static void node_sync_view(gossip_node *n, gossip_time_us now)
+{
+    gossip_view v;
+    gossip_swim_view(n->swim, &v);
+    if (v.epoch == n->epoch && !n->view_pending)
+        return;
+    if (v.epoch != n->epoch) {
+        n->epoch = v.epoch;
+        n->stats.views++;
+        /* ESTALE cannot happen (swim epochs only grow); ETOOBIG means the
+         * view outgrew members_max: the mixer keeps its old view. */
+        (void)gossip_mix_set_view(n->mix, &v, now);
+    }
+    n->view_pending = 0;
+    if (n->shards) {
+        int rc = gossip_shards_set_view(n->shards, &v, now);
+        if (rc == GOSSIP_ENOMEM)
+            n->view_pending = 1; /* retried at the next call */
+    }
+}
+
+/* Start a state transfer from the live peers (random first peer). */
+static void node_fetch_start(gossip_node *n, gossip_time_us now)
+{
+    gossip_view v;
+    gossip_swim_view(n->swim, &v);
+    if (v.n < 2)
+        return;
+    uint64_t peers[GOSSIP_XFER_PEERS_MAX];
+    uint32_t np = 0;
+    uint32_t off = (uint32_t)gossip_random_below(n->env, v.n);
+    for (uint32_t k = 0; k < v.n && np < GOSSIP_XFER_PEERS_MAX; k++) {
+        uint64_t id = v.ids[(off + k) % v.n];
+        if (id != n->self)
+            peers[np++] = id;
+    }
+    if (gossip_xfer_start(n->xfer, peers, np, n->has_checkpoint, n->ckpt_round, now) == GOSSIP_OK)
+        n->stats.fetch_tries++;
+}
+
+/* The join policy; runs after every call. */
+static void node_join_step(gossip_node *n, gossip_time_us now)
+{
+    if (n->model != GOSSIP_NODE_JOINING)
+        return;
+    if (!n->join_deadline)
+        n->join_deadline = now + n->join_wait_us;
+    switch (gossip_xfer_get_state(n->xfer)) {
+    case GOSSIP_XFER_COMPLETE:
+        n->model = GOSSIP_NODE_FETCHED;
+        return;
+    case GOSSIP_XFER_RESUME:
+        n->model = GOSSIP_NODE_RESUME;
+        return;
+    case GOSSIP_XFER_RUNNING:
+        return;
+    case GOSSIP_XFER_FAILED:
+        if (!n->fetch_retry_at) {
+            n->fetch_failures++;
+            n->fetch_retry_at = now + GOSSIP_NODE_FETCH_RETRY_US;
+        }
+        if (n->fetch_failures >= GOSSIP_NODE_FETCH_TRIES) {
+            n->model = GOSSIP_NODE_OWN;
+            return;
+        }
+        if (now < n->fetch_retry_at)
+            return;
+        break;
+    case GOSSIP_XFER_IDLE:
+        break;
+    }
+    gossip_view v;
+    gossip_swim_view(n->swim, &v);
+    if (v.n < 2) {
+        if (now >= n->join_deadline && !n->stats.fetch_tries)
+            n->model = GOSSIP_NODE_OWN; /* nobody answered the join */
+        return;
+    }
+    n->fetch_retry_at = 0;
+    node_fetch_start(n, now);
+}
+
+static void node_after(gossip_node *n, gossip_time_us now)
+{
+    node_sync_view(n, now);
+    node_join_step(n, now);
+}
+
+int gossip_node_join(gossip_node *n, const char *const *seeds, size_t count, gossip_time_us now)
+{
+    int rc = gossip_swim_join(n->swim, seeds, count, now);
+    node_after(n, now);
+    return rc;
+}
+
+int gossip_node_leave(gossip_node *n, gossip_time_us now)
+{
+    return gossip_swim_leave(n->swim, now);
+}
+
+int gossip_node_recv(gossip_node *n, uint64_t from, const gossip_header *h, const uint8_t *payload,
+                     size_t len, gossip_time_us now)
+{
+    int rc;
+    if (from && h->sender != from)
+        rc = GOSSIP_EMALFORMED; /* a peer speaking for another id */
+    else {
+        switch (h->type >> 4) {
+        case 0:
+            rc = gossip_swim_recv(n->swim, from, h, payload, len, now);
+            break;
+        case 1:
+            rc = gossip_mix_recv(n->mix, from, h, payload, len, now);
+            break;
+        case 2:
+            rc = n->shards ? gossip_shards_recv(n->shards, from, h, payload, len, now)
+                           : GOSSIP_ETYPE;
+            break;
+        case 3:
+            rc = gossip_xfer_recv(n->xfer, from, h, payload, len, now);
+            break;
+        default:
+            rc = GOSSIP_ETYPE;
+            break;
+        }
+    }
+    if (rc == GOSSIP_OK)
+        n->stats.recv_frames++;
+    else if (rc > 0 && rc < GOSSIP_ERR_COUNT)
+        n->stats.rejected[rc]++;
+    node_after(n, now);
+    return rc;
+}
+
+int gossip_node_recv_frame(gossip_node *n, uint64_t from, const uint8_t *frame, size_t len,
+                           gossip_time_us now)
+{
+    gossip_header h;
+    int rc = gossip_header_decode(frame, len, &h);
+    if (rc) {
+        if (rc > 0 && rc < GOSSIP_ERR_COUNT)
+            n->stats.rejected[rc]++;
+        return rc;
+    }
+    return gossip_node_recv(n, from, &h, frame + GOSSIP_HEADER_SIZE, len - GOSSIP_HEADER_SIZE, now);
+}
+
+int gossip_node_tick(gossip_node *n, gossip_time_us now)
+{
+    gossip_swim_tick(n->swim, now);
+    node_sync_view(n, now); /* deaths found by this tick reach the others now */
+    gossip_mix_tick(n->mix, now);
+    gossip_xfer_tick(n->xfer, now);
+    if (n->shards)
+        gossip_shards_tick(n->shards, now);
+    node_after(n, now);
+    return GOSSIP_OK;
+}
+
+static int part_poll(gossip_node *n, unsigned part, gossip_send *out, gossip_time_us now)
+{
+    switch (part) {
+    case 0:
+        return gossip_swim_poll_send(n->swim, out, now);
+    case 1:
+        return gossip_xfer_poll_send(n->xfer, out, now);
+    case 2:
+        return gossip_mix_poll_send(n->mix, out, now);
+    default:
+        return n->shards ? gossip_shards_poll_send(n->shards, out, now) : 0;
+    }
+}
+
+int gossip_node_poll_send(gossip_node *n, gossip_send *out, gossip_time_us now)
+{
+    for (unsigned k = 0; k < GOSSIP_NODE_PARTS; k++) {
+        unsigned part = (n->poll_next + k) % GOSSIP_NODE_PARTS;
+        if (part_poll(n, part, out, now) == 1) {
+            n->poll_next = (part + 1) % GOSSIP_NODE_PARTS;
+            if (out->dest && !out->dest_addr) {
+                gossip_swim_member m;
+                if (gossip_swim_lookup(n->swim, out->dest, &m) == GOSSIP_OK && m.addr[0]) {
+                    memcpy(n->addr, m.addr, sizeof n->addr);
+                    out->dest_addr = n->addr;
+                }
+            }
+            return 1;
+        }
+    }
+    /* A round ends only once its frames are pulled: the mixer may be DONE now. */
+    node_after(n, now);
+    return 0;
+}
+
+static gossip_time_us tmin(gossip_time_us a, gossip_time_us b)
+{
+    return a < b ? a : b;
+}
+
+gossip_time_us gossip_node_deadline(const gossip_node *n)
+{
+    gossip_time_us d = gossip_swim_deadline(n->swim);
+    d = tmin(d, gossip_mix_deadline(n->mix));
+    d = tmin(d, gossip_xfer_deadline(n->xfer));
+    if (n->shards)
+        d = tmin(d, gossip_shards_deadline(n->shards));
+    if (n->model == GOSSIP_NODE_JOINING) {
+        if (n->join_deadline)
+            d = tmin(d, n->join_deadline);
+        if (n->fetch_retry_at)
+            d = tmin(d, n->fetch_retry_at);
+    }
+    return d;
+}
+
+void gossip_node_view(const gossip_node *n, gossip_view *out)
+{
+    gossip_swim_view(n->swim, out);
+}
+
+gossip_node_model gossip_node_model_state(const gossip_node *n)
+{
+    return n->model;
+}
+
+int gossip_node_model_result(const gossip_node *n, float *out, uint64_t *round)
+{
+    if (n->model != GOSSIP_NODE_FETCHED)
+        return GOSSIP_ENOTFOUND;
+    return gossip_xfer_result(n->xfer, out, round);
+}
+
+int gossip_node_model_adopt(gossip_node *n)
+{
+    if (n->model == GOSSIP_NODE_JOINING)
+        return GOSSIP_EINVAL;
+    n->model = GOSSIP_NODE_READY;
+    return GOSSIP_OK;
+}
+
+gossip_swim *gossip_node_swim(gossip_node *n)
+{
+    return n->swim;
+}
+
+gossip_mix *gossip_node_mix(gossip_node *n)
+{
+    return n->mix;
+}
+
+gossip_xfer *gossip_node_xfer(gossip_node *n)
+{
+    return n->xfer;
+}
+
+gossip_shards *gossip_node_shards(gossip_node *n)
+{
+    return n->shards;
+}
+
+const gossip_node_stats *gossip_node_stats_get(const gossip_node *n)
+{
+    return &n->stats;
+}

@@ -1,0 +1,142 @@
+/* gossip/node — one agent's protocol core: membership, mixing, shard
+ * replication and state transfer behind one sans-IO object.
+ *
+ * Purpose: the agent and the tests drive one object instead of four. The
+ * node owns a gossip_swim, a gossip_mix, a gossip_xfer and (when a shard
+ * catalog is given) a gossip_shards; it
+ * - routes every incoming frame by its message type range (0x0_ membership,
+ *   0x1_ mixing, 0x2_ shards, 0x3_ state transfer) to its owner;
+ * - feeds every new membership view (epoch change) into the mixer and the
+ *   shard replicator, so placement and mixing always follow SWIM;
+ * - runs the join policy: a node created with fetch_model waits for a view
+ *   with other members, then pulls the model from them by state transfer
+ *   (or learns that its checkpoint is recent enough), and gives up after
+ *   join_wait_us without a peer or GOSSIP_NODE_FETCH_TRIES failed transfers
+ *   (it then trains from its own model; every agent starts from the same
+ *   init seed, so that model is a valid start);
+ * - merges the four send queues (round robin, so a long shard transfer never
+ *   starves probes) and fills dest_addr from the membership table;
+ * - reports the earliest deadline of the four and its own timers.
+ *
+ * Shape: the sans-IO contract of docs/ARCHITECTURE.md. Time is an argument;
+ * memory and randomness come from the env. The mixer's start/take, the
+ * replicator's primary list and the counters are reached through the
+ * accessors (gossip_node_mix, ...); after calling into a part directly the
+ * caller drains gossip_node_poll_send as usual.
+ *
+ * Model state (gossip_node_model_state):
+ *   JOINING  -> (transfer complete) FETCHED -> adopt -> READY
+ *            -> (checkpoint recent) RESUME  -> adopt -> READY
+ *            -> (no peer / transfers failed) OWN -> adopt -> READY
+ *   created without fetch_model: OWN at once.
+ * The caller must not start mixing before READY (it has no agreed model).
+ *
+ * Ownership: frames returned by poll_send point into the parts (or the
+ * node's address buffer) and stay valid until the next call on the node.
+ */
+#ifndef GOSSIP_NODE_H
+#define GOSSIP_NODE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gossip/env.h"
+#include "gossip/mix.h"
+#include "gossip/shards.h"
+#include "gossip/swim.h"
+#include "gossip/types.h"
+#include "gossip/wire.h"
+#include "gossip/xfer.h"
+
+/* Transfers tried (each over every peer, GOSSIP_XFER_PASSES times) before a
+ * joiner gives up and trains from its own model. */
+#define GOSSIP_NODE_FETCH_TRIES 3u
+/* Default wait for a first peer before a joiner uses its own model: 10 s,
+ * five default join retries (2 probe periods each). */
+#define GOSSIP_NODE_JOIN_WAIT_DEFAULT_US 10000000u
+/* Pause between two transfer attempts. */
+#define GOSSIP_NODE_FETCH_RETRY_US 1000000u
+/* Parts whose send queues are merged. */
+#define GOSSIP_NODE_PARTS 4u
+
+typedef enum gossip_node_model {
+    GOSSIP_NODE_JOINING = 0, /* waiting for a peer, or transferring */
+    GOSSIP_NODE_FETCHED,     /* a verified model is ready: gossip_node_model_result */
+    GOSSIP_NODE_RESUME,      /* the caller's checkpoint is recent enough */
+    GOSSIP_NODE_OWN,         /* use the caller's own model (founder or gave up) */
+    GOSSIP_NODE_READY,       /* adopted; mixing may run */
+} gossip_node_model;
+
+typedef struct gossip_node_config {
+    uint64_t self;         /* node id, != 0 */
+    const char *self_addr; /* copied by swim */
+    /* Parts; self ids and addresses are filled in by the node. */
+    gossip_swim_config swim;
+    gossip_mix_config mix;   /* dim required */
+    gossip_xfer_config xfer; /* dim taken from mix; snapshot callback here */
+    /* Shard replication: n_shards == 0 (or ids NULL) runs without. */
+    gossip_shards_config shards;
+    /* Join policy. */
+    int fetch_model;    /* 1: pull the model from peers first */
+    int has_checkpoint; /* the caller holds a checkpoint at ckpt_round */
+    uint64_t ckpt_round;
+    gossip_time_us join_wait_us; /* 0 = GOSSIP_NODE_JOIN_WAIT_DEFAULT_US */
+} gossip_node_config;
+
+/* Fill every part with its defaults (swim zeros, mix zeros, xfer and shards
+ * defaults). The caller sets self, self_addr, mix.dim and what it needs. */
+void gossip_node_config_default(gossip_node_config *cfg);
+
+typedef struct gossip_node_stats {
+    uint64_t recv_frames;                /* frames accepted by a part */
+    uint64_t rejected[GOSSIP_ERR_COUNT]; /* frames refused, by cause */
+    uint64_t views;                      /* views passed to mixer and replicator */
+    uint64_t fetch_tries;                /* state transfers started */
+} gossip_node_stats;
+
+typedef struct gossip_node gossip_node;
+
+/* Errors: GOSSIP_EINVAL (bad config of the node or a part), GOSSIP_ENOMEM
+ * (nothing left allocated). */
+int gossip_node_create(gossip_node **out, const gossip_env *env, const gossip_node_config *cfg);
+void gossip_node_destroy(gossip_node *n);
+
+/* Join through seed addresses (gossip_swim_join). */
+int gossip_node_join(gossip_node *n, const char *const *seeds, size_t count, gossip_time_us now);
+/* Leave gracefully (gossip_swim_leave); drain poll_send afterwards. */
+int gossip_node_leave(gossip_node *n, gossip_time_us now);
+
+/* One frame (header + payload) from an authenticated peer `from` (0 when
+ * unknown). Decodes the header and routes; returns GOSSIP_OK or the reason
+ * the frame was refused (counted in stats.rejected): a header error,
+ * GOSSIP_EMALFORMED (sender differs from `from`), GOSSIP_ETYPE (no part for
+ * that type), or the part's own error. */
+int gossip_node_recv_frame(gossip_node *n, uint64_t from, const uint8_t *frame, size_t len,
+                           gossip_time_us now);
+/* The core shape with a decoded header (the simulator driver's entry). */
+int gossip_node_recv(gossip_node *n, uint64_t from, const gossip_header *h, const uint8_t *payload,
+                     size_t len, gossip_time_us now);
+int gossip_node_tick(gossip_node *n, gossip_time_us now);
+int gossip_node_poll_send(gossip_node *n, gossip_send *out, gossip_time_us now);
+gossip_time_us gossip_node_deadline(const gossip_node *n);
+
+/* The current membership view (owned by the node, valid until the next
+ * call that changes it). */
+void gossip_node_view(const gossip_node *n, gossip_view *out);
+
+gossip_node_model gossip_node_model_state(const gossip_node *n);
+/* The transferred model (FETCHED only): dim values and the source's round.
+ * Errors: GOSSIP_ENOTFOUND. */
+int gossip_node_model_result(const gossip_node *n, float *out, uint64_t *round);
+/* The caller has installed its model (FETCHED, RESUME or OWN) -> READY.
+ * Errors: GOSSIP_EINVAL (still JOINING). */
+int gossip_node_model_adopt(gossip_node *n);
+
+gossip_swim *gossip_node_swim(gossip_node *n);
+gossip_mix *gossip_node_mix(gossip_node *n);
+gossip_xfer *gossip_node_xfer(gossip_node *n);
+/* NULL when created without a catalog. */
+gossip_shards *gossip_node_shards(gossip_node *n);
+const gossip_node_stats *gossip_node_stats_get(const gossip_node *n);
+
+#endif

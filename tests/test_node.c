@@ -1,0 +1,362 @@
+/* tests/test_node — gossip_node (membership + mixing + shards + state
+ * transfer) driven by sim/driver: agents join through one seed, reach full
+ * views, take the founder's model by state transfer, replicate shards by
+ * placement, mix, and drop a crashed agent from every view. */
+#include "tests/harness.h"
+
+#include <math.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gossip/node.h"
+#include "sim/driver.h"
+
+#define N_AGENTS 4u
+#define DIM      300u
+#define N_SHARDS 8u
+#define SHARD_SZ 5000u
+
+typedef struct agent {
+    gossip_node *node;
+    float x[DIM];
+    uint64_t round;
+    int has_model;
+    gossip_store store;
+} agent;
+
+typedef struct world {
+    sim_driver *d;
+    agent a[N_AGENTS];
+    char addr[N_AGENTS][GOSSIP_ADDR_MAX];
+    uint8_t ids[N_SHARDS][GOSSIP_SHARD_ID_SIZE];
+    uint8_t *content[N_SHARDS];
+} world;
+
+static uint64_t agent_id(uint32_t i)
+{
+    return 1000 + 17 * (uint64_t)i;
+}
+
+static int ops_recv(void *node, uint64_t from, const gossip_header *h, const uint8_t *payload,
+                    size_t len, gossip_time_us now)
+{
+    return gossip_node_recv(node, from, h, payload, len, now);
+}
+static int ops_tick(void *node, gossip_time_us now)
+{
+    return gossip_node_tick(node, now);
+}
+static int ops_poll(void *node, gossip_send *out, gossip_time_us now)
+{
+    return gossip_node_poll_send(node, out, now);
+}
+static gossip_time_us ops_deadline(const void *node)
+{
+    return gossip_node_deadline(node);
+}
+static const sim_node_ops node_ops = {ops_recv, ops_tick, ops_poll, ops_deadline};
+
+static int snapshot(void *ctx, float *out, uint32_t dim, uint64_t *round)
+{
+    agent *a = ctx;
+    if (!a->has_model)
+        return -1;
+    memcpy(out, a->x, dim * sizeof *out);
+    *round = a->round;
+    return 0;
+}
+
+/* Agent 0 founds the cluster with a model of its own and every shard; the
+ * others join through sim://0 and must fetch both. */
+static void world_init(world *w, int with_shards)
+{
+    memset(w, 0, sizeof *w);
+    sim_driver_config dc = {.agents = N_AGENTS, .seed = 7, .latency_us = 2000};
+    assert_int_equal(sim_driver_create(&w->d, &dc), 0);
+    for (uint32_t s = 0; s < N_SHARDS; s++) {
+        w->content[s] = malloc(SHARD_SZ);
+        for (uint32_t b = 0; b < SHARD_SZ; b++)
+            w->content[s][b] = (uint8_t)(s * 31 + b * 7);
+        crypto_generichash(w->ids[s], 32, w->content[s], SHARD_SZ, NULL, 0);
+    }
+    for (uint32_t i = 0; i < N_AGENTS; i++) {
+        agent *a = &w->a[i];
+        snprintf(w->addr[i], sizeof w->addr[i], "sim://%u", i);
+        const gossip_env *env = sim_driver_env(w->d, i);
+        gossip_node_config cfg;
+        gossip_node_config_default(&cfg);
+        cfg.self = agent_id(i);
+        cfg.self_addr = w->addr[i];
+        cfg.swim.probe_interval_us = 200000;
+        cfg.swim.probe_timeout_us = 80000;
+        cfg.mix.dim = DIM;
+        cfg.mix.algo = GOSSIP_MIX_GOSSIP;
+        cfg.mix.topology = GOSSIP_TOPO_RANDOM;
+        cfg.mix.bits = 32;
+        cfg.xfer.chunk_values = 64;
+        cfg.xfer.snapshot = snapshot;
+        cfg.xfer.snapshot_ctx = a;
+        cfg.fetch_model = i != 0;
+        if (with_shards) {
+            assert_int_equal(gossip_store_mem_create(&a->store, env, 64, 1u << 20), GOSSIP_OK);
+            if (i == 0)
+                for (uint32_t s = 0; s < N_SHARDS; s++) {
+                    const gossip_store_ops *o = a->store.ops;
+                    assert_int_equal(o->begin(a->store.ctx, w->ids[s], SHARD_SZ), 0);
+                    assert_int_equal(o->write(a->store.ctx, w->ids[s], 0, w->content[s], SHARD_SZ),
+                                     0);
+                    assert_int_equal(o->commit(a->store.ctx, w->ids[s]), 0);
+                }
+            cfg.shards.ids = (const uint8_t(*)[GOSSIP_SHARD_ID_SIZE])w->ids;
+            cfg.shards.n_shards = N_SHARDS;
+            cfg.shards.placement.r = 2;
+            cfg.shards.placement.slack_permille = GOSSIP_PLACEMENT_SLACK_DEFAULT;
+            cfg.shards.store = a->store;
+            cfg.shards.chunk_bytes = 1024;
+            cfg.shards.shard_bytes_max = 1u << 20;
+        }
+        if (i == 0) {
+            a->has_model = 1;
+            for (uint32_t k = 0; k < DIM; k++)
+                a->x[k] = (float)k * 0.01f;
+            a->round = 42;
+        }
+        int rc = gossip_node_create(&a->node, env, &cfg);
+        if (rc)
+            fail_msg("gossip_node_create: %s", gossip_strerror(rc));
+        assert_int_equal(sim_driver_attach(w->d, i, cfg.self, &node_ops, a->node), 0);
+    }
+    for (uint32_t i = 1; i < N_AGENTS; i++) {
+        const char *seed = w->addr[0];
+        assert_int_equal(gossip_node_join(w->a[i].node, &seed, 1, sim_driver_now(w->d)), 0);
+    }
+    for (uint32_t i = 0; i < N_AGENTS; i++)
+        sim_driver_kick(w->d, i);
+}
+
+static void world_free(world *w)
+{
+    for (uint32_t i = 0; i < N_AGENTS; i++) {
+        gossip_node_destroy(w->a[i].node);
+        if (w->a[i].store.ctx)
+            gossip_store_mem_destroy(&w->a[i].store);
+    }
+    for (uint32_t s = 0; s < N_SHARDS; s++)
+        free(w->content[s]);
+    sim_driver_destroy(w->d);
+}
+
+/* Install fetched models as an agent would. */
+static void adopt_models(world *w)
+{
+    for (uint32_t i = 0; i < N_AGENTS; i++) {
+        agent *a = &w->a[i];
+        gossip_node_model st = gossip_node_model_state(a->node);
+        if (st == GOSSIP_NODE_FETCHED) {
+            assert_int_equal(gossip_node_model_result(a->node, a->x, &a->round), GOSSIP_OK);
+            a->has_model = 1;
+        }
+        if (st == GOSSIP_NODE_OWN)
+            a->has_model = 1;
+        if (st != GOSSIP_NODE_JOINING && st != GOSSIP_NODE_READY)
+            assert_int_equal(gossip_node_model_adopt(a->node), GOSSIP_OK);
+    }
+}
+
+static uint32_t view_size(world *w, uint32_t i)
+{
+    gossip_view v;
+    gossip_node_view(w->a[i].node, &v);
+    return v.n;
+}
+
+static void run_ms(world *w, uint64_t ms)
+{
+    sim_driver_run_until(w->d, sim_driver_now(w->d) + ms * 1000, NULL, NULL);
+}
+
+static void join_transfer_mix_crash(void **state)
+{
+    (void)state;
+    world w;
+    world_init(&w, 0);
+    for (int t = 0; t < 50; t++) {
+        run_ms(&w, 100);
+        adopt_models(&w);
+    }
+    for (uint32_t i = 0; i < N_AGENTS; i++) {
+        assert_int_equal(view_size(&w, i), N_AGENTS);
+        assert_int_equal(gossip_node_model_state(w.a[i].node), GOSSIP_NODE_READY);
+        /* joiners hold exactly the founder's model and round */
+        assert_memory_equal(w.a[i].x, w.a[0].x, sizeof w.a[0].x);
+        assert_int_equal(w.a[i].round, 42);
+    }
+    for (uint32_t i = 1; i < N_AGENTS; i++)
+        assert_int_equal(gossip_node_stats_get(w.a[i].node)->fetch_tries, 1);
+
+    /* Distinct vectors; pairwise gossip rounds shrink their spread. */
+    for (uint32_t i = 0; i < N_AGENTS; i++)
+        for (uint32_t k = 0; k < DIM; k++)
+            w.a[i].x[k] = (float)(i * 10) + (float)k * 0.001f;
+    double spread0 = 0, spread1 = 0;
+    for (uint32_t k = 0; k < DIM; k++)
+        spread0 += fabs(w.a[0].x[k] - w.a[N_AGENTS - 1].x[k]);
+    for (int r = 0; r < 10; r++) {
+        for (uint32_t i = 0; i < N_AGENTS; i++) {
+            gossip_mix *m = gossip_node_mix(w.a[i].node);
+            assert_int_equal(gossip_mix_start(m, w.a[i].x, sim_driver_now(w.d)), GOSSIP_OK);
+            sim_driver_kick(w.d, i);
+        }
+        run_ms(&w, 200);
+        for (uint32_t i = 0; i < N_AGENTS; i++) {
+            gossip_mix *m = gossip_node_mix(w.a[i].node);
+            assert_int_equal(gossip_mix_get_state(m), GOSSIP_MIX_DONE);
+            int outcome;
+            assert_int_equal(gossip_mix_take(m, w.a[i].x, &outcome), GOSSIP_OK);
+        }
+    }
+    double mean_after = 0;
+    for (uint32_t i = 0; i < N_AGENTS; i++)
+        mean_after += w.a[i].x[0];
+    for (uint32_t i = 0; i < N_AGENTS; i++)
+        for (uint32_t k = 0; k < DIM; k++)
+            spread1 = fmax(spread1, fabs(w.a[i].x[k] - w.a[0].x[k]));
+    assert_true(spread1 * DIM < spread0 / 4); /* 30 apart at the start */
+    /* pairwise averaging (32 bits) keeps the mean, 15 at index 0 */
+    assert_true(fabs(mean_after / N_AGENTS - 15.0) < 1e-3);
+
+    /* Crash agent 3: every survivor drops it from its view. */
+    sim_driver_crash(w.d, 3, sim_driver_now(w.d));
+    run_ms(&w, 15000);
+    for (uint32_t i = 0; i < 3; i++) {
+        assert_int_equal(view_size(&w, i), 3);
+        gossip_swim_member m;
+        assert_int_equal(gossip_swim_lookup(gossip_node_swim(w.a[i].node), agent_id(3), &m), 0);
+        assert_true(m.state == GOSSIP_MEMBER_DEAD);
+    }
+    world_free(&w);
+}
+
+static void shards_follow_views(void **state)
+{
+    (void)state;
+    world w;
+    world_init(&w, 1);
+    for (int t = 0; t < 100; t++) {
+        run_ms(&w, 100);
+        adopt_models(&w);
+    }
+    gossip_store stores[N_AGENTS];
+    for (uint32_t i = 0; i < N_AGENTS; i++)
+        stores[i] = w.a[i].store;
+    uint32_t counts[N_SHARDS];
+    assert_int_equal(gossip_shards_census((const uint8_t(*)[GOSSIP_SHARD_ID_SIZE])w.ids, N_SHARDS,
+                                          stores, N_AGENTS, counts),
+                     0);
+    /* Every shard has exactly one primary, and that primary holds it. */
+    uint32_t primaries[N_SHARDS] = {0};
+    for (uint32_t i = 0; i < N_AGENTS; i++) {
+        gossip_shards *sh = gossip_node_shards(w.a[i].node);
+        assert_non_null(sh);
+        assert_int_equal(gossip_shards_missing_count(sh), 0);
+        uint32_t list[N_SHARDS];
+        uint32_t np = gossip_shards_primary(sh, list, N_SHARDS);
+        for (uint32_t k = 0; k < np; k++)
+            primaries[list[k]]++;
+    }
+    for (uint32_t s = 0; s < N_SHARDS; s++) {
+        assert_true(counts[s] >= 2);
+        assert_int_equal(primaries[s], 1);
+    }
+    world_free(&w);
+}
+
+/* A joiner whose seed never answers trains from its own model after the
+ * join wait; garbage and spoofed frames are refused and counted. */
+static void lonely_joiner_and_bad_frames(void **state)
+{
+    (void)state;
+    test_env t;
+    test_env_init(&t, 3);
+    gossip_node_config cfg;
+    gossip_node_config_default(&cfg);
+    cfg.self = 5;
+    cfg.self_addr = "sim://5";
+    cfg.mix.dim = 8;
+    cfg.fetch_model = 1;
+    cfg.join_wait_us = 1000000;
+    gossip_node *n;
+    assert_int_equal(gossip_node_create(&n, &t.env, &cfg), GOSSIP_OK);
+    const char *seed = "sim://9";
+    assert_int_equal(gossip_node_join(n, &seed, 1, 0), GOSSIP_OK);
+    gossip_send s;
+    gossip_time_us now = 0;
+    while (now < 3000000 && gossip_node_model_state(n) == GOSSIP_NODE_JOINING) {
+        gossip_node_tick(n, now);
+        while (gossip_node_poll_send(n, &s, now))
+            assert_true(s.len >= GOSSIP_HEADER_SIZE);
+        gossip_time_us d = gossip_node_deadline(n);
+        assert_true(d > now);
+        now = d;
+    }
+    assert_int_equal(gossip_node_model_state(n), GOSSIP_NODE_OWN);
+    assert_true(now >= 1000000 && now <= 2000000);
+
+    uint8_t junk[64];
+    memset(junk, 0xAB, sizeof junk);
+    assert_int_not_equal(gossip_node_recv_frame(n, 77, junk, sizeof junk, now), GOSSIP_OK);
+    assert_int_equal(gossip_node_recv_frame(n, 77, junk, 10, now), GOSSIP_ETRUNC);
+    /* a well-formed header whose sender is not the authenticated peer */
+    gossip_header h = {.version = GOSSIP_WIRE_VERSION, .type = GOSSIP_MSG_PING, .sender = 78};
+    uint8_t frame[GOSSIP_HEADER_SIZE];
+    gossip_header_encode(&h, frame);
+    assert_int_equal(gossip_node_recv_frame(n, 77, frame, sizeof frame, now), GOSSIP_EMALFORMED);
+    /* a shard frame to a node without a catalog */
+    h.type = GOSSIP_MSG_SHARD_WANT;
+    h.sender = 77;
+    gossip_header_encode(&h, frame);
+    assert_int_equal(gossip_node_recv_frame(n, 77, frame, sizeof frame, now), GOSSIP_ETYPE);
+    const gossip_node_stats *st = gossip_node_stats_get(n);
+    assert_int_equal(st->rejected[GOSSIP_ETRUNC], 1);
+    assert_int_equal(st->rejected[GOSSIP_EMALFORMED], 1);
+    assert_int_equal(st->rejected[GOSSIP_ETYPE], 1);
+    gossip_node_destroy(n);
+    assert_int_equal(t.alloc.live, 0);
+}
+
+static void create_survives_oom(void **state)
+{
+    (void)state;
+    for (long k = 1; k < 200; k++) {
+        test_env t;
+        test_env_init(&t, 1);
+        t.alloc.fail_at = k;
+        gossip_node_config cfg;
+        gossip_node_config_default(&cfg);
+        cfg.self = 5;
+        cfg.self_addr = "sim://5";
+        cfg.mix.dim = 8;
+        gossip_node *n = NULL;
+        int rc = gossip_node_create(&n, &t.env, &cfg);
+        if (rc == GOSSIP_OK) {
+            gossip_node_destroy(n);
+            assert_int_equal(t.alloc.live, 0);
+            break;
+        }
+        assert_int_equal(rc, GOSSIP_ENOMEM);
+        assert_int_equal(t.alloc.live, 0);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(join_transfer_mix_crash),
+        cmocka_unit_test(shards_follow_views),
+        cmocka_unit_test(lonely_joiner_and_bad_frames),
+        cmocka_unit_test(create_survives_oom),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
