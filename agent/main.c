@@ -26,6 +26,7 @@ static const agent_command commands[] = {
     {"status", cmd_status, "show a running agent's state (GET /status from HOST:PORT)"},
     {"train", cmd_train, "train a model on one machine (Fashion-MNIST, IDX, CSV or shards)"},
     {"shard", cmd_shard, "split a data set into content-addressed shard files"},
+    {"sim", cmd_sim, "run a discrete-event simulation scenario (docs/SIMULATOR.md)"},
 };
 #define COMMAND_COUNT (sizeof commands / sizeof commands[0])
 
