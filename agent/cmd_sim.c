@@ -152,8 +152,7 @@ int cmd_sim(int argc, char **argv)
                 ok = 0;
                 break;
             }
-            if (!quiet)
-                printf("RUN=%llu %s\n", (unsigned long long)r, label);
+            printf("RUN=%llu %s\n", (unsigned long long)r, label);
         } else {
             snprintf(rundir, sizeof rundir, "%s", dir);
         }
