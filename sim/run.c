@@ -44,9 +44,15 @@ typedef struct frame {
     uint8_t bytes[];
 } frame;
 
+/* One directed link of a sender. Rounds mode: f is the newest pending
+ * frame. Timed mode: a link is one FIFO stream (as a TCP connection): one
+ * frame at a time is in transfer (busy), the others wait in head..f (linked
+ * by lnext) and start when the one before has left the links. */
 typedef struct link_tail {
     uint32_t to;
+    uint32_t busy;
     frame *f;
+    frame *head;
 } link_tail;
 
 typedef struct agent {
@@ -449,6 +455,27 @@ static void frame_free(runner *r, frame *f)
     free(f);
 }
 
+/* The link from -> to of the sender's table, created when missing (NULL
+ * when out of memory). */
+static link_tail *link_get(runner *r, uint32_t from, uint32_t to)
+{
+    sim_agent_state *s = &r->a[from];
+    for (uint32_t k = 0; k < s->ntails; k++)
+        if (s->tails[k].to == to)
+            return &s->tails[k];
+    if (s->ntails == s->captails) {
+        uint32_t nc = s->captails ? 2 * s->captails : 4;
+        link_tail *nt = realloc(s->tails, nc * sizeof *nt);
+        if (!nt)
+            return NULL;
+        s->tails = nt;
+        s->captails = nc;
+    }
+    link_tail *t = &s->tails[s->ntails++];
+    *t = (link_tail){.to = to};
+    return t;
+}
+
 static int pending_push(runner *r, frame *f)
 {
     if (r->npending == r->cappending) {
@@ -459,26 +486,9 @@ static int pending_push(runner *r, frame *f)
         r->pending = p;
         r->cappending = nc;
     }
-    sim_agent_state *s = &r->a[f->from];
-    link_tail *t = NULL;
-    for (uint32_t k = 0; k < s->ntails; k++)
-        if (s->tails[k].to == f->to) {
-            t = &s->tails[k];
-            break;
-        }
-    if (!t) {
-        if (s->ntails == s->captails) {
-            uint32_t nc = s->captails ? 2 * s->captails : 4;
-            link_tail *nt = realloc(s->tails, nc * sizeof *nt);
-            if (!nt)
-                return -1;
-            s->tails = nt;
-            s->captails = nc;
-        }
-        t = &s->tails[s->ntails++];
-        t->to = f->to;
-        t->f = NULL;
-    }
+    link_tail *t = link_get(r, f->from, f->to);
+    if (!t)
+        return -1;
     f->lprev = t->f;
     f->lnext = NULL;
     if (t->f)
@@ -517,6 +527,50 @@ static void schedule(runner *r, uint64_t t, uint32_t kind, uint32_t agent, uint6
 }
 
 static void check_done(runner *r, uint32_t i);
+
+/* Timed mode: put frame f on the network at time t; the link is busy while
+ * a flow carries it. */
+static void link_send(runner *r, link_tail *t, frame *f, uint64_t at)
+{
+    sim_net_delivery d;
+    int fate = sim_net_send(r->net, f->from, f->to, f->len, (uint64_t)(uintptr_t)f, at, &d);
+    if (fate == SIM_NET_DELIVER) {
+        schedule(r, d.deliver_us, EV_DELIVER, f->to, 0, 0, f);
+    } else if (fate == SIM_NET_QUEUED) {
+        t->busy = 1;
+    } else if (fate == SIM_NET_LOST) {
+        r->lost++;
+        frame_free(r, f);
+    } else {
+        frame_free(r, f);
+        fail(r, SIM_RUN_EFULL, "network: %s", sim_net_strerror(fate));
+    }
+}
+
+/* Timed mode: the flow of a frame from -> to left the links at `at`: start
+ * the next frame waiting on that link (frames of a crashed sender are
+ * dropped). */
+static void link_done(runner *r, uint32_t from, uint32_t to, uint64_t at)
+{
+    link_tail *t = link_get(r, from, to);
+    if (!t) {
+        fail(r, SIM_RUN_ENOMEM, "out of memory (links)");
+        return;
+    }
+    t->busy = 0;
+    while (t->head && !t->busy && !r->failed) {
+        frame *f = t->head;
+        t->head = f->lnext;
+        if (!t->head)
+            t->f = NULL;
+        if (!r->a[from].alive) {
+            r->lost++;
+            frame_free(r, f);
+            continue;
+        }
+        link_send(r, t, f, at);
+    }
+}
 
 /* Pull every frame agent i's mixer has to send and route it; reschedule
  * its tick (timed mode). */
@@ -565,18 +619,24 @@ static void drain(runner *r, uint32_t i)
             }
             continue;
         }
-        sim_net_delivery d;
-        int fate = sim_net_send(r->net, i, to, s.len, (uint64_t)(uintptr_t)f, r->now, &d);
-        if (fate == SIM_NET_DELIVER) {
-            schedule(r, d.deliver_us, EV_DELIVER, to, 0, 0, f);
-        } else if (fate == SIM_NET_LOST) {
-            r->lost++;
+        link_tail *t = link_get(r, i, to);
+        if (!t) {
             frame_free(r, f);
-        } else if (fate != SIM_NET_QUEUED) {
-            frame_free(r, f);
-            fail(r, SIM_RUN_EFULL, "network: %s", sim_net_strerror(fate));
+            fail(r, SIM_RUN_ENOMEM, "out of memory (links)");
             return;
         }
+        f->lnext = NULL;
+        if (t->busy) {
+            if (t->head)
+                t->f->lnext = f;
+            else
+                t->head = f;
+            t->f = f;
+            continue;
+        }
+        link_send(r, t, f, r->now);
+        if (r->failed)
+            return;
     }
     if (r->timed) {
         gossip_time_us dl = gossip_mix_deadline(g->mix);
@@ -963,14 +1023,16 @@ static void run_timed(runner *r)
     uint64_t last_sample = 0;
     sim_net_delivery d;
     while (!r->failed) {
-        while (sim_net_pop(r->net, &d))
-            schedule(r, d.deliver_us, EV_DELIVER, d.dst, 0, 0, (void *)(uintptr_t)d.tag);
         uint64_t tq = sim_evq_peek_time(&r->q);
         uint64_t tn = sim_net_next_completion(r->net);
         if (tn <= tq && tn <= r->end_us) {
             if (sim_net_advance(r->net, tn) != SIM_NET_OK) {
                 fail(r, SIM_RUN_EFULL, "network: time error");
                 break;
+            }
+            while (sim_net_pop(r->net, &d) && !r->failed) {
+                schedule(r, d.deliver_us, EV_DELIVER, d.dst, 0, 0, (void *)(uintptr_t)d.tag);
+                link_done(r, d.src, d.dst, tn);
             }
             continue;
         }
