@@ -1,0 +1,183 @@
+/* murmur sim — run a simulation scenario (sim/run.h) from the command line.
+ *
+ *   murmur sim SCENARIO --out DIR [--set k=v]... [--sweep k=v1,v2,...]... [--plot]
+ *
+ * One run writes DIR/series.csv and DIR/summary.json. A sweep runs every
+ * combination of the swept values (docs/SIMULATOR.md, "Sweeps"): run r
+ * writes DIR/run-RRRR/{series.csv,summary.json}, and DIR/sweep.csv gets one
+ * summary row per run. Every scenario error (file, key, value, cross-key
+ * check) is reported with its origin before any run starts; exit status 2.
+ */
+#include "agent/commands.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sim/output.h"
+#include "sim/run.h"
+#include "sim/scenario.h"
+
+#define SIM_CLI_ARGS_MAX 256
+
+static void sim_usage(FILE *out)
+{
+    fprintf(out, "usage: murmur sim SCENARIO --out DIR [OPTIONS]\n"
+                 "\n"
+                 "Run the discrete-event simulator on a scenario file (docs/SIMULATOR.md lists\n"
+                 "every key). Prints SEED=<seed> first and TRACE_HASH=<hex> last for each run;\n"
+                 "the same scenario and seed give the same trace hash.\n"
+                 "\n"
+                 "  --out DIR            output directory (default: output.dir of the scenario)\n"
+                 "  --set KEY=VALUE      override one key, e.g. --set run.agents=64 (repeatable)\n"
+                 "  --sweep KEY=V1,V2,.. run every combination of the swept values; one row per\n"
+                 "                       run in DIR/sweep.csv, files in DIR/run-RRRR (repeatable)\n"
+                 "  --plot               also write PNG plots (accuracy, loss, consensus, bytes)\n"
+                 "  --quiet              no progress lines\n"
+                 "  --help               this text\n");
+}
+
+int cmd_sim(int argc, char **argv)
+{
+    const char *path = NULL, *out = NULL;
+    const char *sets[SIM_CLI_ARGS_MAX], *sweeps[SIM_CLI_ARGS_MAX];
+    int nsets = 0, nsweeps = 0, plot = 0, quiet = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            sim_usage(stdout);
+            return 0;
+        } else if (strcmp(a, "--plot") == 0) {
+            plot = 1;
+        } else if (strcmp(a, "--quiet") == 0) {
+            quiet = 1;
+        } else if (strcmp(a, "--out") == 0 || strcmp(a, "--set") == 0 ||
+                   strcmp(a, "--sweep") == 0) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "murmur sim: %s needs a value\n", a);
+                return 2;
+            }
+            const char *v = argv[++i];
+            if (strcmp(a, "--out") == 0) {
+                out = v;
+            } else if (strcmp(a, "--set") == 0) {
+                if (nsets == SIM_CLI_ARGS_MAX) {
+                    fprintf(stderr, "murmur sim: more than %d --set\n", SIM_CLI_ARGS_MAX);
+                    return 2;
+                }
+                sets[nsets++] = v;
+            } else {
+                if (nsweeps == SIM_CLI_ARGS_MAX) {
+                    fprintf(stderr, "murmur sim: more than %d --sweep\n", SIM_CLI_ARGS_MAX);
+                    return 2;
+                }
+                sweeps[nsweeps++] = v;
+            }
+        } else if (a[0] == '-' && a[1] != '\0') {
+            fprintf(stderr, "murmur sim: unknown option %s (see murmur sim --help)\n", a);
+            return 2;
+        } else if (!path) {
+            path = a;
+        } else {
+            fprintf(stderr, "murmur sim: one scenario file only (got %s and %s)\n", path, a);
+            return 2;
+        }
+    }
+    if (!path) {
+        sim_usage(stderr);
+        return 2;
+    }
+    sim_scenario *base = malloc(sizeof *base), *sc = malloc(sizeof *sc);
+    sim_sweep *sw = malloc(sizeof *sw);
+    sim_summary *sum = malloc(sizeof *sum);
+    char err[1024];
+    int status = 2;
+    if (!base || !sc || !sw || !sum) {
+        fprintf(stderr, "murmur sim: out of memory\n");
+        status = 1;
+        goto done;
+    }
+    sim_scenario_defaults(base);
+    sim_sweep_init(sw);
+    if (sim_scenario_load(base, path, err, sizeof err) != 0) {
+        fprintf(stderr, "murmur sim: %s\n", err);
+        goto done;
+    }
+    for (int k = 0; k < nsets; k++)
+        if (sim_scenario_set(base, sets[k], err, sizeof err) != 0) {
+            fprintf(stderr, "murmur sim: %s\n", err);
+            goto done;
+        }
+    if (plot)
+        base->output.plot = 1;
+    for (int k = 0; k < nsweeps; k++)
+        if (sim_sweep_add(sw, base, sweeps[k], err, sizeof err) != 0) {
+            fprintf(stderr, "murmur sim: %s\n", err);
+            goto done;
+        }
+    const char *dir = out ? out : base->output.dir;
+    uint64_t runs = sim_sweep_runs(sw);
+    /* Check every point before the first run starts. */
+    for (uint64_t r = 0; r < runs; r++) {
+        *sc = *base;
+        if (sim_sweep_apply(sw, r, sc, err, sizeof err) != 0 ||
+            sim_scenario_check(sc, err, sizeof err) != 0) {
+            char label[256];
+            sim_sweep_label(sw, r, label, sizeof label);
+            fprintf(stderr, "murmur sim: %s%s%s%s\n", err, label[0] ? " (sweep point " : "", label,
+                    label[0] ? ")" : "");
+            goto done;
+        }
+    }
+    status = 1;
+    sim_sweep_csv csv;
+    int csv_open = 0;
+    if (sw->naxes) {
+        if (sim_sweep_csv_open(&csv, dir, sw, err, sizeof err) != 0) {
+            fprintf(stderr, "murmur sim: %s\n", err);
+            goto done;
+        }
+        csv_open = 1;
+    }
+    int ok = 1;
+    for (uint64_t r = 0; r < runs && ok; r++) {
+        *sc = *base;
+        (void)sim_sweep_apply(sw, r, sc, err, sizeof err);
+        char label[SIM_SCENARIO_STR_MAX], rundir[SIM_OUTPUT_PATH_MAX];
+        sim_sweep_label(sw, r, label, sizeof label);
+        if (sw->naxes) {
+            int n = snprintf(rundir, sizeof rundir, "%s/run-%04llu", dir, (unsigned long long)r);
+            if (n < 0 || (size_t)n >= sizeof rundir) {
+                fprintf(stderr, "murmur sim: output path too long: %s\n", dir);
+                ok = 0;
+                break;
+            }
+            printf("RUN=%llu %s\n", (unsigned long long)r, label);
+        } else {
+            snprintf(rundir, sizeof rundir, "%s", dir);
+        }
+        sim_run_opts o = {
+            .write_files = 1, .dir = rundir, .label = label, .progress_s = quiet ? 1e300 : 5};
+        int rc = sim_run(sc, &o, sum, err, sizeof err);
+        if (rc) {
+            fprintf(stderr, "murmur sim: %s%s%s\n", err, label[0] ? " at " : "", label);
+            ok = 0;
+            break;
+        }
+        if (csv_open && sim_sweep_csv_row(&csv, sw, r, sum) != 0) {
+            fprintf(stderr, "murmur sim: %s: write error\n", csv.path);
+            ok = 0;
+        }
+    }
+    if (csv_open && sim_sweep_csv_close(&csv, err, sizeof err) != 0) {
+        fprintf(stderr, "murmur sim: %s\n", err);
+        ok = 0;
+    }
+    status = ok ? 0 : 1;
+done:
+    free(base);
+    free(sc);
+    free(sw);
+    free(sum);
+    return status;
+}

@@ -1,0 +1,1436 @@
+#include "sim/run.h"
+
+#include <cblas.h>
+#include <malloc.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "gossip/mix.h"
+#include "gossip/placement.h"
+#include "gossip/shards.h"
+#include "model/data.h"
+#include "model/net.h"
+#include "model/optim.h"
+#include "model/rng.h"
+#include "sim/compute.h"
+#include "sim/evq.h"
+#include "sim/faults.h"
+#include "sim/netmodel.h"
+#include "sim/plot.h"
+
+enum { EV_DELIVER = 1, EV_TICK, EV_STEP, EV_FAULT, EV_SAMPLE };
+
+/* Generator salts (streams) of the runner's own draws; agents use streams
+ * 0..agents-1 of the seed. */
+#define SALT_ORDER  0x5155000000000001ULL /* rounds-mode delivery order, loss */
+#define SALT_MODEL  0x5155000000000002ULL /* initial vectors, data, placement */
+#define SALT_STATE  0x5155000000000003ULL /* state-transfer source of a restart */
+#define QUAD_NOISE  0.1                   /* gradient noise of the quadratic model */
+#define EVAL_MAX    2000u                 /* test samples evaluated per agent per sample */
+#define SYNTH_TRAIN 20000u                /* synthetic classification data */
+#define SYNTH_TEST  2000u
+#define SYNTH_CLASS 10u
+
+typedef struct frame {
+    struct frame *gprev, *gnext; /* every live frame, freed at the end */
+    struct frame *lprev, *lnext; /* rounds mode: older/newer pending frame on the same link */
+    uint32_t from, to;
+    uint32_t pidx; /* rounds mode: index in the pending array */
+    uint32_t len;
+    uint8_t bytes[];
+} frame;
+
+/* One directed link of a sender. Rounds mode: f is the newest pending
+ * frame. Timed mode: a link is one FIFO stream (as a TCP connection): one
+ * frame at a time is in transfer (busy), the others wait in head..f (linked
+ * by lnext) and start when the one before has left the links. */
+typedef struct link_tail {
+    uint32_t to;
+    uint32_t busy;
+    frame *f;
+    frame *head;
+} link_tail;
+
+typedef struct agent {
+    gossip_mix *mix;
+    float *x; /* the model vector (for networks: the net's parameters) */
+    model_rng rng;
+    gossip_env env;
+    uint8_t alive, present, mixing;
+    uint32_t inc; /* incarnation: stale step/tick events are ignored */
+    gossip_time_us tick_at, mix_start;
+    uint64_t steps, mixes, aborted, bytes_sent, bytes_recv;
+    double loss; /* loss of the last local step */
+    model_net *net;
+    model_sgd sgd;
+    uint32_t *rows, nrows, cursor;
+    link_tail *tails;
+    uint32_t ntails, captails;
+} sim_agent_state;
+
+typedef struct shard_holder {
+    uint32_t agent;
+    uint64_t ready_us;
+} shard_holder;
+
+typedef struct runner {
+    const sim_scenario *sc;
+    uint32_t n, dim;
+    int timed;
+    sim_agent_state *a;
+    sim_evq q;
+    sim_net *net;
+    sim_compute *comp;
+    sim_fault_list faults;
+    size_t next_fault; /* rounds mode */
+    gossip_mix_config mcfg;
+    model_rng order, state, mrng;
+    gossip_env renv; /* the runner's env (placement scratch) */
+    gossip_time_us now, end_us;
+    uint64_t hash, events, epoch;
+    frame *live; /* list of live frames */
+    frame **pending;
+    size_t npending, cappending;
+    uint32_t *group; /* partition groups (rounds mode), NULL = none */
+    double loss_p;
+    uint64_t messages, lost, mix_done, mix_aborted, crashes, restarts;
+    double mix_time_sum, mix_time_max;
+    uint64_t *ids;
+    /* models */
+    float *quad_b;     /* agents x dim optima */
+    double *quad_mean; /* dim */
+    model_data train, test, eval;
+    model_norm norm;
+    int use_norm;
+    /* shards */
+    uint32_t nshards, width;
+    int shards_placed; /* the initial placement is done */
+    uint8_t (*shard_ids)[GOSSIP_SHARD_ID_SIZE];
+    shard_holder *holders; /* nshards x 2 width */
+    uint8_t *nhold, *shard_lost;
+    uint64_t *prow;
+    uint64_t copy_us, shards_lost;
+    /* output */
+    sim_output out;
+    int out_open;
+    uint64_t rows;
+    double target_time, last_acc, last_loss, last_cd;
+    double mem_per_agent; /* heap bytes allocated by agent setup, per agent */
+    /* progress */
+    const sim_run_opts *opts;
+    struct timespec t0, last_print;
+    char err[512];
+    int failed;
+} runner;
+
+const char *sim_run_strerror(int err)
+{
+    switch (err) {
+    case SIM_RUN_OK:
+        return "ok";
+    case SIM_RUN_EINVAL:
+        return "scenario cannot run";
+    case SIM_RUN_ENOMEM:
+        return "out of memory";
+    case SIM_RUN_EIO:
+        return "i/o error";
+    case SIM_RUN_EMODEL:
+        return "model or data error";
+    case SIM_RUN_EFULL:
+        return "event queue or network full";
+    case SIM_RUN_EFAULTS:
+        return "fault list error";
+    default:
+        return "unknown error";
+    }
+}
+
+static int fail(runner *r, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail(runner *r, int code, const char *fmt, ...)
+{
+    if (!r->failed) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(r->err, sizeof r->err, fmt, ap);
+        va_end(ap);
+        r->failed = code;
+    }
+    return code;
+}
+
+static double wall_since(const struct timespec *t0)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)(t.tv_sec - t0->tv_sec) + 1e-9 * (double)(t.tv_nsec - t0->tv_nsec);
+}
+
+/* ---- trace hash ---------------------------------------------------------- */
+
+static inline uint64_t hmix(uint64_t h, uint64_t v)
+{
+    h ^= v;
+    h *= 0x9E3779B97F4A7C15ULL;
+    return h ^ (h >> 29);
+}
+
+static uint64_t hbytes(uint64_t h, const uint8_t *p, size_t n)
+{
+    h = hmix(h, n);
+    while (n >= 8) {
+        uint64_t w = 0;
+        for (int k = 0; k < 8; k++)
+            w |= (uint64_t)p[k] << (8 * k);
+        h = hmix(h, w);
+        p += 8;
+        n -= 8;
+    }
+    uint64_t w = 0;
+    for (size_t k = 0; k < n; k++)
+        w |= (uint64_t)p[k] << (8 * k);
+    return hmix(h, w);
+}
+
+/* ---- env ------------------------------------------------------------------ */
+
+static void *env_alloc(void *ctx, size_t size)
+{
+    (void)ctx;
+    return malloc(size ? size : 1);
+}
+
+static void env_free(void *ctx, void *p)
+{
+    (void)ctx;
+    free(p);
+}
+
+/* ---- models --------------------------------------------------------------- */
+
+static int is_net(const runner *r)
+{
+    return r->sc->model.kind == SIM_MODEL_MLP || r->sc->model.kind == SIM_MODEL_SOFTMAX;
+}
+
+static int load_data(runner *r)
+{
+    const sim_scenario *sc = r->sc;
+    char msg[MODEL_MSG_MAX];
+    int rc;
+    const char *path = sc->model.data;
+    if (path[0] == '\0') {
+        /* Synthetic: SYNTH_CLASS Gaussian clusters in model.dim features,
+         * class means N(0, 1), unit noise. */
+        uint32_t d = sc->model.dim;
+        if ((rc = model_data_alloc(&r->train, SYNTH_TRAIN, d, SYNTH_CLASS, MODEL_DTYPE_F32)) ||
+            (rc = model_data_alloc(&r->test, SYNTH_TEST, d, SYNTH_CLASS, MODEL_DTYPE_F32)))
+            return fail(r, SIM_RUN_EMODEL, "synthetic data: %s", model_strerror(rc));
+        float *means = malloc((size_t)SYNTH_CLASS * d * sizeof *means);
+        if (!means)
+            return fail(r, SIM_RUN_ENOMEM, "synthetic data: out of memory");
+        for (size_t k = 0; k < (size_t)SYNTH_CLASS * d; k++)
+            means[k] = (float)model_rng_normal(&r->mrng);
+        model_data *sets[2] = {&r->train, &r->test};
+        for (int s = 0; s < 2; s++)
+            for (uint32_t i = 0; i < sets[s]->count; i++) {
+                uint16_t c = (uint16_t)model_rng_below(&r->mrng, SYNTH_CLASS);
+                sets[s]->labels[i] = c;
+                for (uint32_t j = 0; j < d; j++)
+                    sets[s]->x_f32[(size_t)i * d + j] =
+                        means[(size_t)c * d + j] + (float)(2.0 * model_rng_normal(&r->mrng));
+            }
+        free(means);
+        return 0;
+    }
+    size_t plen = strlen(path);
+    if (plen > 4 && strcmp(path + plen - 4, ".csv") == 0) {
+        model_data all = {0};
+        if ((rc = model_csv_load(&all, path, 0, msg, sizeof msg)))
+            return fail(r, SIM_RUN_EMODEL, "model.data = %s: %s", path, msg);
+        if (all.count < 20) {
+            model_data_free(&all);
+            return fail(r, SIM_RUN_EMODEL, "model.data = %s: %u samples, need at least 20", path,
+                        all.count);
+        }
+        /* The last tenth is the test set. */
+        uint32_t ntest = all.count / 10, ntrain = all.count - ntest;
+        uint32_t *rows = malloc((size_t)all.count * sizeof *rows);
+        if (!rows) {
+            model_data_free(&all);
+            return fail(r, SIM_RUN_ENOMEM, "out of memory");
+        }
+        for (uint32_t i = 0; i < all.count; i++)
+            rows[i] = i;
+        rc = model_data_subset(&r->train, &all, rows, ntrain);
+        if (!rc)
+            rc = model_data_subset(&r->test, &all, rows + ntrain, ntest);
+        free(rows);
+        model_data_free(&all);
+        if (rc)
+            return fail(r, SIM_RUN_EMODEL, "model.data = %s: %s", path, model_strerror(rc));
+        r->train.classes = r->test.classes =
+            r->train.classes > r->test.classes ? r->train.classes : r->test.classes;
+        if ((rc = model_norm_fit(&r->norm, &r->train, MODEL_NORM_FEATURE)))
+            return fail(r, SIM_RUN_EMODEL, "model.data = %s: %s", path, model_strerror(rc));
+        r->use_norm = 1;
+        return 0;
+    }
+    /* A directory holding the four (Fashion-)MNIST IDX files; "fashion-mnist"
+     * names the packaged copy. */
+    const char *dir = strcmp(path, "fashion-mnist") == 0 ? MODEL_FASHION_DIR : path;
+    if ((rc = model_fashion_load(&r->train, &r->test, dir, msg, sizeof msg)))
+        return fail(
+            r, SIM_RUN_EMODEL,
+            "model.data = %s: %s (a directory of IDX files, 'fashion-mnist' or a .csv file)", path,
+            msg);
+    if ((rc = model_norm_fit(&r->norm, &r->train, MODEL_NORM_UNIT)))
+        return fail(r, SIM_RUN_EMODEL, "model.data = %s: %s", path, model_strerror(rc));
+    r->use_norm = 1;
+    return 0;
+}
+
+static int models_init(runner *r)
+{
+    const sim_scenario *sc = r->sc;
+    if (sc->model.kind == SIM_MODEL_CONSENSUS || sc->model.kind == SIM_MODEL_QUADRATIC) {
+        r->dim = sc->model.dim;
+        if (sc->model.kind == SIM_MODEL_QUADRATIC) {
+            /* f_i(x) = 1/2 ||x - b_i||^2, b_i = c + N(0, 1): the global
+             * optimum is the mean of the b_i. */
+            r->quad_b = malloc((size_t)r->n * r->dim * sizeof *r->quad_b);
+            r->quad_mean = calloc(r->dim, sizeof *r->quad_mean);
+            if (!r->quad_b || !r->quad_mean)
+                return fail(r, SIM_RUN_ENOMEM, "out of memory (quadratic optima)");
+            for (uint32_t j = 0; j < r->dim; j++) {
+                double c = 3.0 * model_rng_normal(&r->mrng);
+                for (uint32_t i = 0; i < r->n; i++) {
+                    float v = (float)(c + model_rng_normal(&r->mrng));
+                    r->quad_b[(size_t)i * r->dim + j] = v;
+                    r->quad_mean[j] += v;
+                }
+                r->quad_mean[j] /= r->n;
+            }
+        }
+        return 0;
+    }
+    if (load_data(r))
+        return r->failed;
+    if (r->train.count / r->n == 0)
+        return fail(r, SIM_RUN_EINVAL, "run.agents = %u: more agents than training samples (%u)",
+                    r->n, r->train.count);
+    uint32_t ne = r->test.count < EVAL_MAX ? r->test.count : EVAL_MAX;
+    uint32_t *rows = malloc((size_t)ne * sizeof *rows);
+    if (!rows)
+        return fail(r, SIM_RUN_ENOMEM, "out of memory");
+    for (uint32_t i = 0; i < ne; i++)
+        rows[i] = i;
+    int rc = model_data_subset(&r->eval, &r->test, rows, ne);
+    free(rows);
+    if (rc)
+        return fail(r, SIM_RUN_EMODEL, "evaluation set: %s", model_strerror(rc));
+    r->eval.classes = r->train.classes;
+    openblas_set_num_threads(1);
+    return 0;
+}
+
+/* Create agent i's model; its vector is x. */
+static int agent_model_init(runner *r, uint32_t i)
+{
+    sim_agent_state *g = &r->a[i];
+    const sim_scenario *sc = r->sc;
+    if (!is_net(r)) {
+        g->x = malloc((size_t)r->dim * sizeof *g->x);
+        if (!g->x)
+            return fail(r, SIM_RUN_ENOMEM, "out of memory (agent vectors)");
+        for (uint32_t j = 0; j < r->dim; j++)
+            g->x[j] = sc->model.kind == SIM_MODEL_CONSENSUS ? (float)model_rng_normal(&g->rng) : 0;
+        return 0;
+    }
+    char spec[64], msg[MODEL_MSG_MAX];
+    if (sc->model.kind == SIM_MODEL_MLP)
+        snprintf(spec, sizeof spec, "mlp:%u", sc->model.hidden);
+    else
+        snprintf(spec, sizeof spec, "softmax");
+    g->nrows = r->train.count / r->n;
+    uint32_t batch = sc->model.batch < g->nrows ? sc->model.batch : g->nrows;
+    int rc = model_net_create(&g->net, spec, r->train.dim, r->train.classes,
+                              batch > EVAL_MAX ? batch : EVAL_MAX, msg, sizeof msg);
+    if (rc)
+        return fail(r, SIM_RUN_EMODEL, "model %s: %s", spec, msg);
+    model_sgd_config scfg = {0};
+    if ((rc = model_sgd_init(&g->sgd, model_net_param_count(g->net), &scfg)))
+        return fail(r, SIM_RUN_EMODEL, "optimizer: %s", model_strerror(rc));
+    /* Every agent starts from the same initial parameters (as agents that
+     * agree on an init seed); its data is every n-th training sample. */
+    model_rng init;
+    model_rng_seed(&init, sc->run.seed, SALT_MODEL + 1);
+    model_net_init(g->net, &init);
+    g->x = model_net_params(g->net);
+    g->rows = malloc((size_t)g->nrows * sizeof *g->rows);
+    if (!g->rows)
+        return fail(r, SIM_RUN_ENOMEM, "out of memory (agent data)");
+    for (uint32_t k = 0; k < g->nrows; k++)
+        g->rows[k] = i + k * r->n;
+    model_data_shuffle(g->rows, g->nrows, &g->rng);
+    if (r->dim == 0)
+        r->dim = (uint32_t)model_net_param_count(g->net);
+    return 0;
+}
+
+/* One local step of agent i. */
+static void local_step(runner *r, uint32_t i)
+{
+    sim_agent_state *g = &r->a[i];
+    const sim_scenario *sc = r->sc;
+    g->steps++;
+    r->hash = hmix(hmix(r->hash, r->now), 0x57E9000000000000ULL | i);
+    if (sc->model.kind == SIM_MODEL_QUADRATIC) {
+        const float *b = r->quad_b + (size_t)i * r->dim;
+        float lr = (float)sc->model.lr;
+        for (uint32_t j = 0; j < r->dim; j++) {
+            float gr = g->x[j] - b[j] + (float)(QUAD_NOISE * model_rng_normal(&g->rng));
+            g->x[j] -= lr * gr;
+        }
+    } else if (is_net(r)) {
+        uint32_t batch = sc->model.batch < g->nrows ? sc->model.batch : g->nrows;
+        if (g->cursor + batch > g->nrows) {
+            model_data_shuffle(g->rows, g->nrows, &g->rng);
+            g->cursor = 0;
+        }
+        float *xb = model_net_input_buffer(g->net);
+        uint16_t *yb = model_net_label_buffer(g->net);
+        model_data_gather(&r->train, r->use_norm ? &r->norm : NULL, g->rows + g->cursor, batch, xb,
+                          yb);
+        g->cursor += batch;
+        float loss = NAN;
+        if (model_train_step(g->net, &g->sgd, xb, yb, batch, (float)sc->model.lr, &loss) == 0)
+            g->loss = loss;
+        /* A diverged model would poison every peer: the mixer refuses
+         * non-finite vectors, so the agent restarts from zero instead. */
+        for (uint32_t j = 0; j < r->dim; j++)
+            if (!isfinite(g->x[j])) {
+                memset(g->x, 0, (size_t)r->dim * sizeof *g->x);
+                break;
+            }
+    }
+}
+
+static void agent_eval(runner *r, uint32_t i, double *loss, double *acc)
+{
+    sim_agent_state *g = &r->a[i];
+    *loss = NAN;
+    *acc = NAN;
+    if (r->sc->model.kind == SIM_MODEL_QUADRATIC) {
+        double s = 0;
+        for (uint32_t j = 0; j < r->dim; j++) {
+            double d = g->x[j] - r->quad_mean[j];
+            s += d * d;
+        }
+        *loss = 0.5 * s / r->dim;
+    } else if (is_net(r)) {
+        if (model_net_evaluate(g->net, &r->eval, r->use_norm ? &r->norm : NULL, loss, acc) != 0)
+            *loss = *acc = NAN;
+    }
+}
+
+/* ---- frames -------------------------------------------------------------- */
+
+static void frame_unlink(runner *r, frame *f)
+{
+    if (f->gprev)
+        f->gprev->gnext = f->gnext;
+    else
+        r->live = f->gnext;
+    if (f->gnext)
+        f->gnext->gprev = f->gprev;
+}
+
+static void frame_free(runner *r, frame *f)
+{
+    frame_unlink(r, f);
+    free(f);
+}
+
+/* The link from -> to of the sender's table, created when missing (NULL
+ * when out of memory). */
+static link_tail *link_get(runner *r, uint32_t from, uint32_t to)
+{
+    sim_agent_state *s = &r->a[from];
+    for (uint32_t k = 0; k < s->ntails; k++)
+        if (s->tails[k].to == to)
+            return &s->tails[k];
+    if (s->ntails == s->captails) {
+        uint32_t nc = s->captails ? 2 * s->captails : 4;
+        link_tail *nt = realloc(s->tails, nc * sizeof *nt);
+        if (!nt)
+            return NULL;
+        s->tails = nt;
+        s->captails = nc;
+    }
+    link_tail *t = &s->tails[s->ntails++];
+    *t = (link_tail){.to = to};
+    return t;
+}
+
+static int pending_push(runner *r, frame *f)
+{
+    if (r->npending == r->cappending) {
+        size_t nc = r->cappending ? 2 * r->cappending : 1024;
+        frame **p = realloc(r->pending, nc * sizeof *p);
+        if (!p)
+            return -1;
+        r->pending = p;
+        r->cappending = nc;
+    }
+    link_tail *t = link_get(r, f->from, f->to);
+    if (!t)
+        return -1;
+    f->lprev = t->f;
+    f->lnext = NULL;
+    if (t->f)
+        t->f->lnext = f;
+    t->f = f;
+    f->pidx = (uint32_t)r->npending;
+    r->pending[r->npending++] = f;
+    return 0;
+}
+
+/* Remove f (the oldest frame of its link) from the pending set. */
+static void pending_remove(runner *r, frame *f)
+{
+    frame *last = r->pending[--r->npending];
+    r->pending[f->pidx] = last;
+    last->pidx = f->pidx;
+    if (f->lnext) {
+        f->lnext->lprev = NULL;
+    } else {
+        sim_agent_state *s = &r->a[f->from];
+        for (uint32_t k = 0; k < s->ntails; k++)
+            if (s->tails[k].to == f->to) {
+                s->tails[k] = s->tails[--s->ntails];
+                break;
+            }
+    }
+}
+
+static void schedule(runner *r, uint64_t t, uint32_t kind, uint32_t agent, uint64_t a, uint64_t b,
+                     void *ptr)
+{
+    sim_event ev = {.time_us = t, .kind = kind, .agent = agent, .a = a, .b = b, .ptr = ptr};
+    if (sim_evq_push(&r->q, &ev) != 0)
+        fail(r, SIM_RUN_EFULL, "event queue full at %zu events (t = %.6f s)", sim_evq_len(&r->q),
+             (double)r->now / 1e6);
+}
+
+static void check_done(runner *r, uint32_t i);
+
+/* Timed mode: put frame f on the network at time t; the link is busy while
+ * a flow carries it. */
+static void link_send(runner *r, link_tail *t, frame *f, uint64_t at)
+{
+    sim_net_delivery d;
+    int fate = sim_net_send(r->net, f->from, f->to, f->len, (uint64_t)(uintptr_t)f, at, &d);
+    if (fate == SIM_NET_DELIVER) {
+        schedule(r, d.deliver_us, EV_DELIVER, f->to, 0, 0, f);
+    } else if (fate == SIM_NET_QUEUED) {
+        t->busy = 1;
+    } else if (fate == SIM_NET_LOST) {
+        r->lost++;
+        frame_free(r, f);
+    } else {
+        frame_free(r, f);
+        fail(r, SIM_RUN_EFULL, "network: %s", sim_net_strerror(fate));
+    }
+}
+
+/* Timed mode: the flow of a frame from -> to left the links at `at`: start
+ * the next frame waiting on that link (frames of a crashed sender are
+ * dropped). */
+static void link_done(runner *r, uint32_t from, uint32_t to, uint64_t at)
+{
+    link_tail *t = link_get(r, from, to);
+    if (!t) {
+        fail(r, SIM_RUN_ENOMEM, "out of memory (links)");
+        return;
+    }
+    t->busy = 0;
+    while (t->head && !t->busy && !r->failed) {
+        frame *f = t->head;
+        t->head = f->lnext;
+        if (!t->head)
+            t->f = NULL;
+        if (!r->a[from].alive) {
+            r->lost++;
+            frame_free(r, f);
+            continue;
+        }
+        link_send(r, t, f, at);
+    }
+}
+
+/* Pull every frame agent i's mixer has to send and route it; reschedule
+ * its tick (timed mode). */
+static void drain(runner *r, uint32_t i)
+{
+    sim_agent_state *g = &r->a[i];
+    if (!g->alive || !g->mix)
+        return;
+    gossip_send s;
+    while (gossip_mix_poll_send(g->mix, &s, r->now) == 1) {
+        r->messages++;
+        g->bytes_sent += s.len;
+        uint64_t to64 = s.dest - 1;
+        if (s.dest == 0 || to64 >= r->n) {
+            r->lost++;
+            continue;
+        }
+        uint32_t to = (uint32_t)to64;
+        if (!r->timed) {
+            /* Loss is drawn for every frame so the stream advances alike. */
+            int lost = r->loss_p > 0 && model_rng_uniform_double(&r->order) < r->loss_p;
+            if (lost || (r->group && r->group[i] != r->group[to])) {
+                r->lost++;
+                continue;
+            }
+        }
+        frame *f = malloc(sizeof *f + s.len);
+        if (!f) {
+            fail(r, SIM_RUN_ENOMEM, "out of memory (frames)");
+            return;
+        }
+        f->from = i;
+        f->to = to;
+        f->len = (uint32_t)s.len;
+        memcpy(f->bytes, s.frame, s.len);
+        f->gprev = NULL;
+        f->gnext = r->live;
+        if (r->live)
+            r->live->gprev = f;
+        r->live = f;
+        if (!r->timed) {
+            if (pending_push(r, f) != 0) {
+                frame_free(r, f);
+                fail(r, SIM_RUN_ENOMEM, "out of memory (pending frames)");
+                return;
+            }
+            continue;
+        }
+        link_tail *t = link_get(r, i, to);
+        if (!t) {
+            frame_free(r, f);
+            fail(r, SIM_RUN_ENOMEM, "out of memory (links)");
+            return;
+        }
+        f->lnext = NULL;
+        if (t->busy) {
+            if (t->head)
+                t->f->lnext = f;
+            else
+                t->head = f;
+            t->f = f;
+            continue;
+        }
+        link_send(r, t, f, r->now);
+        if (r->failed)
+            return;
+    }
+    if (r->timed) {
+        gossip_time_us dl = gossip_mix_deadline(g->mix);
+        if (dl != GOSSIP_TIME_NEVER && dl < g->tick_at) {
+            g->tick_at = dl;
+            schedule(r, dl > r->now ? dl : r->now, EV_TICK, i, dl, g->inc, NULL);
+        }
+    }
+}
+
+static void deliver(runner *r, frame *f)
+{
+    sim_agent_state *to = &r->a[f->to];
+    if (to->alive && to->mix) {
+        gossip_header h;
+        r->hash = hmix(hmix(hmix(r->hash, r->now), f->from), f->to);
+        r->hash = hbytes(r->hash, f->bytes, f->len);
+        to->bytes_recv += f->len;
+        if (gossip_header_decode(f->bytes, f->len, &h) == GOSSIP_OK)
+            (void)gossip_mix_recv(to->mix, (uint64_t)f->from + 1, &h, f->bytes + GOSSIP_HEADER_SIZE,
+                                  f->len - GOSSIP_HEADER_SIZE, r->now);
+        drain(r, f->to);
+        check_done(r, f->to);
+    } else {
+        r->lost++;
+    }
+    frame_free(r, f);
+}
+
+static uint64_t step_us(runner *r, uint32_t i)
+{
+    return sim_compute_step_us(r->comp, i);
+}
+
+/* Agent i's mixing round ended: take the result, go back to training. */
+static void check_done(runner *r, uint32_t i)
+{
+    sim_agent_state *g = &r->a[i];
+    if (!g->mixing || !g->mix || gossip_mix_get_state(g->mix) != GOSSIP_MIX_DONE)
+        return;
+    int outcome = GOSSIP_OK;
+    if (gossip_mix_take(g->mix, g->x, &outcome) != GOSSIP_OK)
+        return;
+    g->mixing = 0;
+    double dt = (double)(r->now - g->mix_start) / 1e6;
+    if (outcome == GOSSIP_OK) {
+        g->mixes++;
+        r->mix_done++;
+        r->mix_time_sum += dt;
+        if (dt > r->mix_time_max)
+            r->mix_time_max = dt;
+    } else {
+        g->aborted++;
+        r->mix_aborted++;
+    }
+    if (r->timed)
+        schedule(r, r->now + step_us(r, i), EV_STEP, i, 0, g->inc, NULL);
+}
+
+/* Begin a mixing round on agent i. Returns 1 if it started. */
+static int mix_begin(runner *r, uint32_t i)
+{
+    sim_agent_state *g = &r->a[i];
+    if (r->n < 2 || gossip_mix_start(g->mix, g->x, r->now) != GOSSIP_OK)
+        return 0;
+    g->mixing = 1;
+    g->mix_start = r->now;
+    drain(r, i);
+    check_done(r, i);
+    return 1;
+}
+
+/* ---- membership and shards ----------------------------------------------- */
+
+static void shards_update(runner *r)
+{
+    if (!r->nshards)
+        return;
+    uint32_t live = 0;
+    for (uint32_t i = 0; i < r->n; i++)
+        if (r->a[i].alive)
+            r->ids[live++] = (uint64_t)i + 1;
+    uint32_t w2 = 2 * r->width;
+    /* Drop holders that are down; a shard with no complete live copy is lost. */
+    for (uint32_t s = 0; s < r->nshards; s++) {
+        if (r->shard_lost[s] || !r->shards_placed)
+            continue;
+        shard_holder *h = r->holders + (size_t)s * w2;
+        uint32_t k = 0, ready = 0;
+        for (uint32_t j = 0; j < r->nhold[s]; j++)
+            if (r->a[h[j].agent].alive) {
+                h[k++] = h[j];
+                ready += h[j].ready_us <= r->now;
+            }
+        r->nhold[s] = (uint8_t)k;
+        if (!ready) {
+            r->shard_lost[s] = 1;
+            r->shards_lost++;
+            r->hash = hmix(r->hash, 0x5A4D000000000000ULL | s);
+        }
+    }
+    if (!live)
+        return;
+    gossip_placement_config pc;
+    gossip_placement_config_default(&pc);
+    pc.r = r->width;
+    gossip_view v = {.epoch = r->epoch, .n = live, .ids = r->ids};
+    uint32_t width = gossip_placement_width(pc.r, live);
+    if (gossip_placement_compute(&r->renv, &pc,
+                                 (const uint8_t(*)[GOSSIP_SHARD_ID_SIZE])r->shard_ids, r->nshards,
+                                 &v, r->prow, NULL) != GOSSIP_OK) {
+        fail(r, SIM_RUN_ENOMEM, "shard placement failed");
+        return;
+    }
+    for (uint32_t s = 0; s < r->nshards; s++) {
+        if (r->shard_lost[s])
+            continue;
+        shard_holder *h = r->holders + (size_t)s * w2;
+        shard_holder nh[2 * GOSSIP_PLACEMENT_R_MAX];
+        uint32_t k = 0, all_ready = 1;
+        for (uint32_t j = 0; j < width; j++) {
+            uint32_t ag = (uint32_t)(r->prow[(size_t)s * width + j] - 1);
+            uint64_t ready = r->now + r->copy_us;
+            for (uint32_t m = 0; m < r->nhold[s]; m++)
+                if (h[m].agent == ag && h[m].ready_us < ready)
+                    ready = h[m].ready_us;
+            nh[k++] = (shard_holder){ag, ready};
+            all_ready &= ready <= r->now;
+        }
+        /* Former holders keep (and serve) their copy until the new ones have it. */
+        if (!all_ready)
+            for (uint32_t m = 0; m < r->nhold[s] && k < w2; m++) {
+                int in = 0;
+                for (uint32_t j = 0; j < width; j++)
+                    in |= nh[j].agent == h[m].agent;
+                if (!in && h[m].ready_us <= r->now)
+                    nh[k++] = h[m];
+            }
+        memcpy(h, nh, k * sizeof *h);
+        r->nhold[s] = (uint8_t)k;
+    }
+    r->shards_placed = 1;
+}
+
+static void view_change(runner *r)
+{
+    r->epoch++;
+    uint32_t live = 0;
+    for (uint32_t i = 0; i < r->n; i++)
+        if (r->a[i].alive)
+            r->ids[live++] = (uint64_t)i + 1;
+    gossip_view v = {.epoch = r->epoch, .n = live, .ids = r->ids};
+    for (uint32_t i = 0; i < r->n; i++)
+        if (r->a[i].alive && r->a[i].mix)
+            (void)gossip_mix_set_view(r->a[i].mix, &v, r->now);
+    for (uint32_t i = 0; i < r->n && !r->failed; i++)
+        if (r->a[i].alive && r->a[i].mix) {
+            drain(r, i);
+            if (r->timed)
+                check_done(r, i);
+        }
+    shards_update(r);
+}
+
+static int agent_mix_create(runner *r, uint32_t i)
+{
+    gossip_mix_config c = r->mcfg;
+    c.self = (uint64_t)i + 1;
+    int rc = gossip_mix_create(&r->a[i].mix, &r->a[i].env, &c);
+    if (rc)
+        return fail(r, rc == GOSSIP_ENOMEM ? SIM_RUN_ENOMEM : SIM_RUN_EINVAL, "mixer: %s",
+                    gossip_strerror(rc));
+    return 0;
+}
+
+/* Start (or restart) agent i at r->now. */
+static void agent_up(runner *r, uint32_t i, int restart)
+{
+    sim_agent_state *g = &r->a[i];
+    if (g->alive)
+        return;
+    if (g->mix) {
+        gossip_mix_destroy(g->mix);
+        g->mix = NULL;
+    }
+    if (agent_mix_create(r, i))
+        return;
+    g->alive = 1;
+    g->present = 1;
+    g->mixing = 0;
+    g->tick_at = GOSSIP_TIME_NEVER;
+    g->inc++;
+    /* State transfer: copy the model of a live agent drawn from the seed. */
+    uint32_t live = 0;
+    for (uint32_t k = 0; k < r->n; k++)
+        live += r->a[k].alive && k != i;
+    if (live) {
+        uint64_t pick = model_rng_below(&r->state, live);
+        for (uint32_t k = 0; k < r->n; k++)
+            if (r->a[k].alive && k != i && pick-- == 0) {
+                memcpy(g->x, r->a[k].x, (size_t)r->dim * sizeof *g->x);
+                break;
+            }
+    }
+    if (g->net)
+        model_sgd_reset(&g->sgd);
+    r->restarts += restart;
+    r->hash = hmix(hmix(r->hash, r->now), 0x0F00000000000000ULL | i);
+    view_change(r);
+    if (r->timed)
+        schedule(r, r->now + step_us(r, i), EV_STEP, i, 0, g->inc, NULL);
+}
+
+static void agent_down(runner *r, uint32_t i)
+{
+    sim_agent_state *g = &r->a[i];
+    if (!g->alive)
+        return;
+    g->alive = 0;
+    g->mixing = 0;
+    g->inc++;
+    r->crashes++;
+    r->hash = hmix(hmix(r->hash, r->now), 0xC000000000000000ULL | i);
+    view_change(r);
+}
+
+static void apply_fault(runner *r, const sim_fault *ft)
+{
+    const uint32_t *t = r->faults.targets + ft->first;
+    r->hash = hmix(hmix(r->hash, ft->time_us), ft->kind);
+    switch (ft->kind) {
+    case SIM_FAULT_CRASH:
+        for (uint32_t k = 0; k < ft->count; k++)
+            agent_down(r, t[k]);
+        break;
+    case SIM_FAULT_RESTART:
+        for (uint32_t k = 0; k < ft->count; k++)
+            if (r->a[t[k]].present)
+                agent_up(r, t[k], 1);
+        break;
+    case SIM_FAULT_JOIN:
+        for (uint32_t k = 0; k < ft->count; k++)
+            if (!r->a[t[k]].present)
+                agent_up(r, t[k], 0);
+        break;
+    case SIM_FAULT_PARTITION: {
+        if (!r->group && !(r->group = calloc(r->n, sizeof *r->group))) {
+            fail(r, SIM_RUN_ENOMEM, "out of memory (partition)");
+            return;
+        }
+        memset(r->group, 0, r->n * sizeof *r->group);
+        for (uint32_t k = 0; k < ft->count; k++)
+            r->group[t[k]] = r->faults.groups[ft->first + k];
+        if (r->timed && sim_net_set_partition(r->net, r->group) != SIM_NET_OK)
+            fail(r, SIM_RUN_ENOMEM, "out of memory (partition)");
+        break;
+    }
+    case SIM_FAULT_HEAL:
+        free(r->group);
+        r->group = NULL;
+        if (r->timed)
+            sim_net_set_partition(r->net, NULL);
+        break;
+    case SIM_FAULT_LOSS_START:
+    case SIM_FAULT_LOSS_END: {
+        double p = r->sc->network.loss;
+        if (ft->kind == SIM_FAULT_LOSS_START && ft->value > p)
+            p = ft->value;
+        r->loss_p = p;
+        if (r->timed)
+            sim_net_set_loss(r->net, p);
+        break;
+    }
+    case SIM_FAULT_SLOW:
+    case SIM_FAULT_SLOW_END:
+        for (uint32_t k = 0; k < ft->count; k++)
+            sim_compute_set_slow(r->comp, t[k], ft->kind == SIM_FAULT_SLOW ? ft->value : 1.0);
+        break;
+    }
+}
+
+/* ---- samples ----------------------------------------------------------- */
+
+static uint64_t round_now(const runner *r, uint64_t rounds)
+{
+    if (!r->timed)
+        return rounds;
+    uint64_t m = 0;
+    for (uint32_t i = 0; i < r->n; i++)
+        m += r->a[i].mixes;
+    return m / r->n;
+}
+
+static void sample(runner *r, uint64_t rounds)
+{
+    double ls = 0, as = 0;
+    uint32_t nl = 0, na = 0, live = 0;
+    uint64_t sent = 0, recv = 0;
+    const float **vecs = malloc((size_t)r->n * sizeof *vecs);
+    if (!vecs) {
+        fail(r, SIM_RUN_ENOMEM, "out of memory (sample)");
+        return;
+    }
+    int per = r->sc->output.per_agent && r->out_open;
+    for (uint32_t i = 0; i < r->n; i++) {
+        sim_agent_state *g = &r->a[i];
+        sent += g->bytes_sent;
+        recv += g->bytes_recv;
+        vecs[i] = g->alive ? g->x : NULL;
+        if (!g->alive)
+            continue;
+        live++;
+        double l, a;
+        agent_eval(r, i, &l, &a);
+        if (isfinite(l))
+            ls += l, nl++;
+        if (isfinite(a))
+            as += a, na++;
+        if (per) {
+            sim_series_row row = {(double)r->now / 1e6, round_now(r, rounds), i, l, a, NAN,
+                                  g->bytes_sent,        g->bytes_recv};
+            if (sim_output_row(&r->out, &row) != 0)
+                fail(r, SIM_RUN_EIO, "%s: write error", r->out.path);
+        }
+    }
+    double cd = live ? sim_consensus_distance_ptrs(vecs, r->n, r->dim) : NAN;
+    free(vecs);
+    r->last_loss = nl ? ls / nl : NAN;
+    r->last_acc = na ? as / na : NAN;
+    r->last_cd = cd;
+    if (isnan(r->target_time) && isfinite(r->last_acc) && r->last_acc >= r->sc->run.target_accuracy)
+        r->target_time = (double)r->now / 1e6;
+    if (r->out_open) {
+        sim_series_row row = {(double)r->now / 1e6,
+                              round_now(r, rounds),
+                              SIM_AGENT_ALL,
+                              r->last_loss,
+                              r->last_acc,
+                              cd,
+                              sent,
+                              recv};
+        if (sim_output_row(&r->out, &row) != 0)
+            fail(r, SIM_RUN_EIO, "%s: write error", r->out.path);
+    }
+    r->rows++;
+}
+
+static void progress(runner *r, uint64_t rounds)
+{
+    if (r->opts->quiet || (r->events & 4095) != 0)
+        return;
+    double p = r->opts->progress_s > 0 ? r->opts->progress_s : 5.0;
+    if (wall_since(&r->last_print) < p)
+        return;
+    clock_gettime(CLOCK_MONOTONIC, &r->last_print);
+    double w = wall_since(&r->t0);
+    FILE *f = r->opts->progress ? r->opts->progress : stderr;
+    if (r->timed)
+        fprintf(f, "sim: t=%.3f/%.3f s  events %llu (%.3g/s)  wall %.1f s\n", (double)r->now / 1e6,
+                r->sc->run.duration_s, (unsigned long long)r->events, r->events / w, w);
+    else
+        fprintf(f, "sim: round %llu/%u  events %llu (%.3g/s)  wall %.1f s\n",
+                (unsigned long long)rounds, r->sc->run.rounds, (unsigned long long)r->events,
+                r->events / w, w);
+    fflush(f);
+}
+
+/* ---- main loops ---------------------------------------------------------- */
+
+static void run_timed(runner *r)
+{
+    for (uint32_t i = 0; i < r->n; i++)
+        if (r->a[i].alive)
+            schedule(r, step_us(r, i), EV_STEP, i, 0, r->a[i].inc, NULL);
+    for (size_t k = 0; k < r->faults.len; k++)
+        if (r->faults.events[k].time_us <= r->end_us)
+            schedule(r, r->faults.events[k].time_us, EV_FAULT, 0, k, 0, NULL);
+    uint64_t every = (uint64_t)llround(r->sc->output.every_s * 1e6);
+    if (every == 0)
+        every = 1;
+    if (every <= r->end_us)
+        schedule(r, every, EV_SAMPLE, 0, 0, 0, NULL);
+    sample(r, 0);
+    uint64_t last_sample = 0;
+    sim_net_delivery d;
+    while (!r->failed) {
+        uint64_t tq = sim_evq_peek_time(&r->q);
+        uint64_t tn = sim_net_next_completion(r->net);
+        if (tn <= tq && tn <= r->end_us) {
+            if (sim_net_advance(r->net, tn) != SIM_NET_OK) {
+                fail(r, SIM_RUN_EFULL, "network: time error");
+                break;
+            }
+            while (sim_net_pop(r->net, &d) && !r->failed) {
+                schedule(r, d.deliver_us, EV_DELIVER, d.dst, 0, 0, (void *)(uintptr_t)d.tag);
+                link_done(r, d.src, d.dst, tn);
+            }
+            continue;
+        }
+        if (tq > r->end_us)
+            break;
+        sim_event ev;
+        sim_evq_pop(&r->q, &ev);
+        r->now = ev.time_us;
+        r->events++;
+        sim_agent_state *g = &r->a[ev.agent];
+        switch (ev.kind) {
+        case EV_DELIVER:
+            deliver(r, ev.ptr);
+            break;
+        case EV_TICK:
+            if (g->alive && g->inc == ev.b && g->tick_at == ev.a) {
+                g->tick_at = GOSSIP_TIME_NEVER;
+                (void)gossip_mix_tick(g->mix, r->now);
+                drain(r, ev.agent);
+                check_done(r, ev.agent);
+            }
+            break;
+        case EV_STEP:
+            if (!g->alive || g->inc != ev.b)
+                break;
+            local_step(r, ev.agent);
+            if (g->steps % r->sc->mixing.interval_steps != 0 || !mix_begin(r, ev.agent))
+                schedule(r, r->now + step_us(r, ev.agent), EV_STEP, ev.agent, 0, g->inc, NULL);
+            break;
+        case EV_FAULT:
+            apply_fault(r, &r->faults.events[ev.a]);
+            break;
+        case EV_SAMPLE:
+            sample(r, 0);
+            last_sample = r->now;
+            if (r->now + every <= r->end_us)
+                schedule(r, r->now + every, EV_SAMPLE, 0, 0, 0, NULL);
+            break;
+        }
+        progress(r, 0);
+    }
+    if (r->failed)
+        return;
+    r->now = r->end_us;
+    if (last_sample != r->end_us)
+        sample(r, 0);
+}
+
+static void deliver_pending(runner *r)
+{
+    while (r->npending && !r->failed) {
+        frame *f = r->pending[model_rng_below(&r->order, r->npending)];
+        while (f->lprev)
+            f = f->lprev;
+        pending_remove(r, f);
+        r->events++;
+        deliver(r, f);
+    }
+}
+
+static void collect_done(runner *r)
+{
+    for (uint32_t i = 0; i < r->n; i++)
+        if (r->a[i].alive)
+            check_done(r, i);
+}
+
+static uint64_t run_rounds(runner *r)
+{
+    uint64_t rounds = 0;
+    uint32_t every = r->sc->output.every_rounds;
+    sample(r, 0);
+    uint64_t last_sample = 0;
+    for (uint32_t round = 0; round < r->sc->run.rounds && !r->failed; round++) {
+        while (r->next_fault < r->faults.len && r->faults.events[r->next_fault].time_us <= r->now &&
+               !r->failed) {
+            r->events++;
+            apply_fault(r, &r->faults.events[r->next_fault++]);
+        }
+        deliver_pending(r); /* frames caused by view changes */
+        collect_done(r);
+        uint64_t longest = 0;
+        for (uint32_t i = 0; i < r->n && !r->failed; i++) {
+            sim_agent_state *g = &r->a[i];
+            if (!g->alive || g->mixing)
+                continue;
+            uint64_t t = 0;
+            for (uint32_t k = 0; k < r->sc->mixing.interval_steps; k++) {
+                t += step_us(r, i);
+                local_step(r, i);
+                r->events++;
+            }
+            if (t > longest)
+                longest = t;
+        }
+        for (uint32_t i = 0; i < r->n && !r->failed; i++)
+            if (r->a[i].alive && !r->a[i].mixing)
+                mix_begin(r, i);
+        deliver_pending(r);
+        r->now += longest ? longest : 1;
+        collect_done(r);
+        /* Timers due by the end of the round (timeouts of lost exchanges). */
+        for (uint32_t i = 0; i < r->n && !r->failed; i++) {
+            sim_agent_state *g = &r->a[i];
+            if (g->alive && g->mix && gossip_mix_deadline(g->mix) <= r->now) {
+                r->events++;
+                (void)gossip_mix_tick(g->mix, r->now);
+                drain(r, i);
+            }
+        }
+        deliver_pending(r);
+        collect_done(r);
+        rounds++;
+        if (rounds % every == 0) {
+            sample(r, rounds);
+            last_sample = rounds;
+        }
+        progress(r, rounds);
+    }
+    if (!r->failed && last_sample != rounds)
+        sample(r, rounds);
+    return rounds;
+}
+
+/* ---- setup and teardown ---------------------------------------------------- */
+
+static size_t heap_in_use(void)
+{
+    struct mallinfo2 mi = mallinfo2();
+    return mi.uordblks + mi.hblkhd;
+}
+
+static int setup(runner *r)
+{
+    const sim_scenario *sc = r->sc;
+    char msg[512];
+    r->n = sc->run.agents;
+    r->timed = sc->run.mode == SIM_RUN_TIMED;
+    r->end_us = (uint64_t)llround(sc->run.duration_s * 1e6);
+    r->hash = 0xcbf29ce484222325ULL ^ sc->run.seed;
+    r->loss_p = sc->network.loss;
+    r->target_time = NAN;
+    r->last_acc = r->last_loss = r->last_cd = NAN;
+    model_rng_seed(&r->order, sc->run.seed, SALT_ORDER);
+    model_rng_seed(&r->state, sc->run.seed, SALT_STATE);
+    model_rng_seed(&r->mrng, sc->run.seed, SALT_MODEL);
+    r->renv = (gossip_env){env_alloc, env_free, model_rng_callback, NULL, &r->mrng};
+    if (sc->mixing.algorithm == SIM_MIX_PS)
+        return fail(r, SIM_RUN_EINVAL,
+                    "mixing.algorithm = ps: the parameter server is not simulated yet "
+                    "(use allreduce, gossip, push-sum, dpsgd or choco)");
+    if (r->n > GOSSIP_MEMBERS_MAX)
+        return fail(r, SIM_RUN_EINVAL, "run.agents = %u: the mixer supports at most %u members",
+                    r->n, GOSSIP_MEMBERS_MAX);
+    if (sc->shards.replication > GOSSIP_PLACEMENT_R_MAX)
+        return fail(r, SIM_RUN_EINVAL, "shards.replication = %u: placement supports at most %u",
+                    sc->shards.replication, GOSSIP_PLACEMENT_R_MAX);
+    if (sc->shards.count > GOSSIP_PLACEMENT_SHARDS_MAX)
+        return fail(r, SIM_RUN_EINVAL, "shards.count = %u: placement supports at most %u",
+                    sc->shards.count, GOSSIP_PLACEMENT_SHARDS_MAX);
+    if (sim_evq_init(&r->q, 1024, (size_t)1 << 26) != 0)
+        return fail(r, SIM_RUN_ENOMEM, "out of memory (event queue)");
+
+    /* Models of the network, compute and faults. */
+    sim_net_config nc;
+    sim_scenario_net_config(sc, &nc);
+    double *matrix = NULL;
+    if (nc.latency_kind == SIM_NET_LAT_MATRIX) {
+        int rc = sim_net_load_matrix(sc->network.latency_file, r->n, &matrix, msg, sizeof msg);
+        if (rc)
+            return fail(r, SIM_RUN_EIO, "%s", msg);
+        nc.matrix_ms = matrix;
+    }
+    int rc = sim_net_create(&r->net, &nc);
+    free(matrix);
+    if (rc)
+        return fail(r, SIM_RUN_EINVAL, "network model: %s", sim_net_strerror(rc));
+    sim_compute_config cc;
+    sim_scenario_compute_config(sc, &cc);
+    if ((rc = sim_compute_create(&r->comp, &cc)))
+        return fail(r, SIM_RUN_EINVAL, "compute model: error %d", rc);
+    const char **lines = malloc((SIM_SCENARIO_EVENTS_MAX + 1) * sizeof *lines);
+    if (!lines)
+        return fail(r, SIM_RUN_ENOMEM, "out of memory");
+    sim_faults_config fc;
+    sim_scenario_faults_config(sc, lines, &fc);
+    rc = sim_faults_build(&r->faults, &fc, msg, sizeof msg);
+    free(lines);
+    if (rc)
+        return fail(r, SIM_RUN_EFAULTS, "faults: %s", msg);
+
+    if (models_init(r))
+        return r->failed;
+    size_t heap0 = heap_in_use();
+    r->a = calloc(r->n, sizeof *r->a);
+    r->ids = calloc(r->n, sizeof *r->ids);
+    if (!r->a || !r->ids)
+        return fail(r, SIM_RUN_ENOMEM, "out of memory (agents)");
+    for (uint32_t i = 0; i < r->n; i++) {
+        sim_agent_state *g = &r->a[i];
+        model_rng_seed(&g->rng, sc->run.seed, i);
+        g->env = (gossip_env){env_alloc, env_free, model_rng_callback, NULL, &g->rng};
+        g->tick_at = GOSSIP_TIME_NEVER;
+        if (agent_model_init(r, i))
+            return r->failed;
+    }
+    r->mcfg = (gossip_mix_config){
+        .dim = r->dim,
+        .algos = 1u << (unsigned)sc->mixing.algorithm,
+        .algo = (gossip_mix_algo)sc->mixing.algorithm,
+        .topology = (gossip_topology)sc->mixing.topology,
+        .bits = sc->mixing.bits,
+        .members_max = r->n,
+        .sync_window = gossip_topology_is_static((gossip_topology)sc->mixing.topology) &&
+                               sc->mixing.topology != SIM_TOPO_EXPONENTIAL
+                           ? 0
+                           : 4,
+    };
+    if (r->dim > GOSSIP_CODEC_DIM_MAX)
+        return fail(r, SIM_RUN_EINVAL, "model has %u parameters; the mixer supports at most %u",
+                    r->dim, (unsigned)GOSSIP_CODEC_DIM_MAX);
+    for (uint32_t i = 0; i < r->n; i++) {
+        if (sim_fault_list_absent_at_start(&r->faults, i))
+            continue;
+        if (agent_mix_create(r, i))
+            return r->failed;
+        r->a[i].alive = r->a[i].present = 1;
+    }
+
+    /* Shards: ids from the seed; copy time of one shard at the bandwidth. */
+    r->nshards = sc->shards.count;
+    r->width = sc->shards.replication;
+    r->shard_ids = malloc((size_t)r->nshards * sizeof *r->shard_ids);
+    r->holders = calloc((size_t)r->nshards * 2 * r->width, sizeof *r->holders);
+    r->nhold = calloc(r->nshards, 1);
+    r->shard_lost = calloc(r->nshards, 1);
+    r->prow = calloc((size_t)r->nshards * r->width, sizeof *r->prow);
+    if (!r->shard_ids || !r->holders || !r->nhold || !r->shard_lost || !r->prow)
+        return fail(r, SIM_RUN_ENOMEM, "out of memory (shards)");
+    for (uint32_t s = 0; s < r->nshards; s++)
+        for (uint32_t k = 0; k < GOSSIP_SHARD_ID_SIZE; k += 8) {
+            uint64_t v = model_rng_u64(&r->mrng);
+            memcpy(r->shard_ids[s] + k, &v, 8);
+        }
+    double shard_bytes = is_net(r) ? (double)r->train.count / r->nshards * (double)r->train.dim *
+                                         (double)model_dtype_size(r->train.dtype)
+                                   : (double)GOSSIP_SHARDS_SHARD_BYTES_DEFAULT;
+    double bw =
+        nc.up_bps > 0 && (nc.down_bps <= 0 || nc.up_bps < nc.down_bps) ? nc.up_bps : nc.down_bps;
+    r->copy_us = bw > 0 ? (uint64_t)llround(shard_bytes * 8.0 / bw * 1e6) : 0;
+    /* Initial placement: every holder has its copy from the start. */
+    uint64_t copy = r->copy_us;
+    r->copy_us = 0;
+    view_change(r);
+    r->copy_us = copy;
+    if (r->failed)
+        return r->failed;
+    size_t heap1 = heap_in_use();
+    r->mem_per_agent = heap1 > heap0 ? (double)(heap1 - heap0) / r->n : 0;
+    return 0;
+}
+
+static void teardown(runner *r)
+{
+    while (r->live)
+        frame_free(r, r->live);
+    sim_evq_free(&r->q);
+    if (r->a)
+        for (uint32_t i = 0; i < r->n; i++) {
+            sim_agent_state *g = &r->a[i];
+            gossip_mix_destroy(g->mix);
+            if (g->net) {
+                model_net_destroy(g->net);
+                model_sgd_free(&g->sgd);
+            } else {
+                free(g->x);
+            }
+            free(g->rows);
+            free(g->tails);
+        }
+    free(r->a);
+    free(r->ids);
+    free(r->pending);
+    free(r->group);
+    free(r->quad_b);
+    free(r->quad_mean);
+    model_data_free(&r->train);
+    model_data_free(&r->test);
+    model_data_free(&r->eval);
+    model_norm_free(&r->norm);
+    free(r->shard_ids);
+    free(r->holders);
+    free(r->nhold);
+    free(r->shard_lost);
+    free(r->prow);
+    sim_fault_list_free(&r->faults);
+    sim_net_destroy(r->net);
+    sim_compute_destroy(r->comp);
+}
+
+int sim_run(const sim_scenario *sc, const sim_run_opts *opts, sim_summary *out, char *err,
+            size_t errlen)
+{
+    static const sim_run_opts defaults = {0};
+    if (!opts)
+        opts = &defaults;
+    runner *r = calloc(1, sizeof *r);
+    if (!r) {
+        snprintf(err, errlen, "out of memory");
+        return SIM_RUN_ENOMEM;
+    }
+    r->sc = sc;
+    r->opts = opts;
+    FILE *log = opts->log ? opts->log : stdout;
+    if (!opts->quiet) {
+        fprintf(log, "SEED=%llu\n", (unsigned long long)sc->run.seed);
+        fflush(log);
+    }
+    clock_gettime(CLOCK_MONOTONIC, &r->t0);
+    r->last_print = r->t0;
+    const char *dir = opts->dir ? opts->dir : sc->output.dir;
+    sim_summary_init(out);
+    if (setup(r) == 0) {
+        if (opts->write_files) {
+            char m[512];
+            if (sim_output_open(&r->out, dir, m, sizeof m) != 0)
+                fail(r, SIM_RUN_EIO, "%s", m);
+            else
+                r->out_open = 1;
+        }
+    }
+    uint64_t rounds = 0;
+    if (!r->failed) {
+        if (r->timed)
+            run_timed(r);
+        else
+            rounds = run_rounds(r);
+    }
+    if (r->out_open) {
+        char m[512];
+        if (sim_output_close(&r->out, m, sizeof m) != 0)
+            fail(r, SIM_RUN_EIO, "%s", m);
+    }
+    if (!r->failed) {
+        out->seed = sc->run.seed;
+        out->trace_hash = r->hash;
+        out->events = r->events;
+        out->wall_s = wall_since(&r->t0);
+        out->sim_time_s = (double)r->now / 1e6;
+        out->rounds = r->timed ? round_now(r, 0) : rounds;
+        uint64_t steps = 0, total = 0, maxb = 0;
+        for (uint32_t i = 0; i < r->n; i++) {
+            steps += r->a[i].steps;
+            total += r->a[i].bytes_sent;
+            if (r->a[i].bytes_sent > maxb)
+                maxb = r->a[i].bytes_sent;
+        }
+        out->steps_total = steps;
+        out->bytes_total = total;
+        out->bytes_per_agent_max = maxb;
+        out->final_accuracy = r->last_acc;
+        out->time_to_target_s = r->target_time;
+        out->consensus_distance_final = r->last_cd;
+        out->shards_lost = r->shards_lost;
+        out->agents = r->n;
+        out->final_loss = r->last_loss;
+        out->messages = r->messages;
+        out->messages_lost = r->lost;
+        out->memory_per_agent_bytes = r->mem_per_agent;
+        if (opts->label)
+            snprintf(out->label, sizeof out->label, "%s", opts->label);
+        (void)sim_summary_add(out, "params", r->dim);
+        (void)sim_summary_add(out, "mix_rounds_completed", (double)r->mix_done);
+        (void)sim_summary_add(out, "mix_rounds_aborted", (double)r->mix_aborted);
+        (void)sim_summary_add(out, "mix_time_mean_s",
+                              r->mix_done ? r->mix_time_sum / (double)r->mix_done : NAN);
+        (void)sim_summary_add(out, "mix_time_max_s", r->mix_done ? r->mix_time_max : NAN);
+        (void)sim_summary_add(out, "steps_per_s",
+                              out->sim_time_s > 0 ? (double)steps / out->sim_time_s : NAN);
+        (void)sim_summary_add(out, "crashes", (double)r->crashes);
+        (void)sim_summary_add(out, "restarts", (double)r->restarts);
+        (void)sim_summary_add(out, "shard_copy_s", (double)r->copy_us / 1e6);
+        if (opts->write_files) {
+            char m[512];
+            if (sim_summary_write_file(out, dir, m, sizeof m) != 0)
+                fail(r, SIM_RUN_EIO, "%s", m);
+            else if (sc->output.plot && sim_plot_dir(dir, m, sizeof m) != 0)
+                fail(r, SIM_RUN_EIO, "plots: %s", m);
+        }
+    }
+    int rc = r->failed;
+    if (rc)
+        snprintf(err, errlen, "%s", r->err);
+    else if (!opts->quiet) {
+        fprintf(log, "TRACE_HASH=%016llx\n", (unsigned long long)r->hash);
+        fflush(log);
+    }
+    teardown(r);
+    free(r);
+    return rc;
+}

@@ -1,0 +1,78 @@
+/* sim/run — run one simulation scenario: the simulator's main loop.
+ *
+ * Purpose. Tie the simulator's models together around the real protocol
+ * code: N agents, each with its own gossip_mix (gossip/mix.h), its own
+ * seeded generator and its own model (consensus vector, quadratic objective
+ * or a real model/ network trained on real data), driven by the event queue
+ * (sim/evq) through the network model (sim/netmodel), the compute model
+ * (sim/compute) and the fault list (sim/faults); the run writes
+ * series.csv and summary.json (sim/output) and optionally the plots.
+ *
+ * Modes (run.mode):
+ *   rounds  synchronous rounds. Each round every live agent runs
+ *           mixing.interval_steps local steps and starts a mixing step; the
+ *           frames of the round, and every frame they cause, are delivered
+ *           one at a time in an order drawn from the seed (FIFO per link),
+ *           as in PeerSim's cycle-driven engine. A round lasts as long as
+ *           the slowest live agent's steps (compute model); latency and
+ *           bandwidth do not apply, loss and partitions do.
+ *   timed   continuous time. An agent alternates local steps (duration
+ *           from the compute model) and mixing steps; every frame travels
+ *           through the network model (latency, max-min shared bandwidth,
+ *           loss, partitions); timers fire at the mixers' deadlines.
+ *
+ * Membership is an oracle: every crash, restart or join installs a new
+ * view (epoch + 1, the ids of the live agents) on every live mixer at
+ * once. A restarted agent gets a fresh mixer and copies the model of a live
+ * agent chosen from the seed (state transfer). Shards: shards.count shards
+ * placed on shards.replication holders by gossip/placement over the live
+ * view; a new holder has its copy after the transfer time of one shard at
+ * the network bandwidth (instant when unlimited); a shard is lost when no
+ * live agent holds a complete copy.
+ *
+ * Determinism: every draw comes from generators seeded by run.seed; events
+ * are ordered by (time, sequence). The trace hash covers every delivered
+ * frame (time, sender, receiver, bytes), every local step and every fault
+ * applied; the same scenario and seed give the same hash.
+ *
+ * Output on opts->log (stdout by default): "SEED=<seed>" first, then
+ * "TRACE_HASH=<16 hex digits>" last; a progress line on opts->progress
+ * (stderr by default) every few wall seconds on long runs.
+ */
+#ifndef SIM_RUN_H
+#define SIM_RUN_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+#include "sim/output.h"
+#include "sim/scenario.h"
+
+typedef enum sim_run_err {
+    SIM_RUN_OK = 0,
+    SIM_RUN_EINVAL = -1,  /* the scenario cannot run (message says why) */
+    SIM_RUN_ENOMEM = -2,  /* out of memory */
+    SIM_RUN_EIO = -3,     /* output or data file error */
+    SIM_RUN_EMODEL = -4,  /* model or data set could not be built */
+    SIM_RUN_EFULL = -5,   /* the event queue or network hit its bound */
+    SIM_RUN_EFAULTS = -6, /* fault list could not be built */
+} sim_run_err;
+
+typedef struct sim_run_opts {
+    FILE *log;         /* SEED= and TRACE_HASH= lines; NULL = stdout */
+    FILE *progress;    /* progress lines; NULL = stderr */
+    int quiet;         /* nonzero: no SEED/TRACE_HASH/progress lines */
+    double progress_s; /* wall seconds between progress lines; 0 = 5 */
+    int write_files;   /* nonzero: series.csv, summary.json (and plots) in dir */
+    const char *dir;   /* output directory; NULL = sc->output.dir */
+    const char *label; /* summary label (sweep point); may be NULL */
+} sim_run_opts;
+
+const char *sim_run_strerror(int err);
+
+/* Run sc (already checked with sim_scenario_check). Fills *out. Returns
+ * SIM_RUN_OK or an error with a message in err. */
+int sim_run(const sim_scenario *sc, const sim_run_opts *opts, sim_summary *out, char *err,
+            size_t errlen);
+
+#endif

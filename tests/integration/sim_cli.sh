@@ -1,0 +1,94 @@
+#!/bin/sh
+# murmur sim as a user runs it: SEED= first and TRACE_HASH= last; the same
+# seed twice gives the same hash; series.csv has the documented header and
+# population rows; summary.json has every documented field; --sweep writes
+# one sweep.csv row per combination; --plot writes PNGs; bad scenario files,
+# keys and values fail with a message naming them and exit status 2.
+set -eu
+build=${BUILD:-build}
+bin="$build/murmur"
+[ -x "$bin" ] || { echo "sim_cli: $bin not built" >&2; exit 1; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "sim_cli: FAIL $*" >&2; exit 1; }
+
+cat >"$tmp/s.ini" <<'INI'
+# 12 agents gossiping over a 50 Mb/s network with one crash
+[run]
+seed = 5
+agents = 12
+mode = timed
+duration_s = 2
+[model]
+kind = quadratic
+dim = 40
+[network]
+latency_ms = 2
+bandwidth_mbps = 50
+[faults]
+event = 0.5 crash 3 restart_after=0.5
+[output]
+every_s = 0.5
+INI
+
+"$bin" sim --help | grep -q -- --sweep || fail "--help does not document --sweep"
+timeout 60 "$bin" sim "$tmp/s.ini" --out "$tmp/a" >"$tmp/a.log"
+timeout 60 "$bin" sim "$tmp/s.ini" --out "$tmp/b" --plot >"$tmp/b.log"
+timeout 60 "$bin" sim "$tmp/s.ini" --out "$tmp/c" --set run.seed=6 >"$tmp/c.log"
+head -n1 "$tmp/a.log" | grep -qx 'SEED=5' || fail "SEED= is not the first line"
+tail -n1 "$tmp/a.log" | grep -qE '^TRACE_HASH=[0-9a-f]{16}$' || fail "TRACE_HASH= is not the last line"
+cmp -s "$tmp/a.log" "$tmp/b.log" || fail "same seed, different trace hash"
+[ "$(tail -n1 "$tmp/a.log")" != "$(tail -n1 "$tmp/c.log")" ] || fail "different seeds, same hash"
+
+hdr=$(head -n1 "$tmp/a/series.csv")
+[ "$hdr" = "time_s,round,agent,loss,accuracy,consensus_distance,bytes_sent,bytes_recv" ] ||
+    fail "series.csv header: $hdr"
+rows=$(grep -c ',all,' "$tmp/a/series.csv")
+[ "$rows" -eq 5 ] || fail "want 5 population rows (t = 0, 0.5, 1, 1.5, 2), got $rows"
+# every row has 8 fields; bytes grow
+awk -F, 'NR > 1 && NF != 8 { exit 1 }' "$tmp/a/series.csv" || fail "a series row without 8 fields"
+awk -F, 'NR > 2 && $7 < prev { exit 1 } NR > 1 { prev = $7 }' "$tmp/a/series.csv" ||
+    fail "bytes_sent decreased"
+for f in seed trace_hash events wall_s sim_time_s rounds steps_total bytes_total \
+    bytes_per_agent_max final_accuracy time_to_target_s consensus_distance_final shards_lost; do
+    grep -q "\"$f\":" "$tmp/a/summary.json" || fail "summary.json lacks $f"
+done
+grep -q '"crashes": 1' "$tmp/a/summary.json" || fail "the scheduled crash was not counted"
+hash=$(tail -n1 "$tmp/a.log" | cut -d= -f2)
+grep -q "\"trace_hash\": \"$hash\"" "$tmp/a/summary.json" || fail "summary hash differs from the printed one"
+for p in accuracy_vs_time consensus_vs_round bytes_vs_time; do
+    [ -s "$tmp/b/$p.png" ] || fail "--plot did not write $p.png"
+done
+
+# a sweep: one row per combination, in order
+timeout 60 "$bin" sim "$tmp/s.ini" --out "$tmp/sw" --quiet --set run.duration_s=0.5 \
+    --sweep mixing.bits=8,32 --sweep network.latency_ms=1,10,100 >"$tmp/sw.log"
+[ "$(grep -c '^TRACE_HASH=' "$tmp/sw.log")" -eq 6 ] || fail "sweep: want 6 runs"
+[ "$(wc -l <"$tmp/sw/sweep.csv")" -eq 7 ] || fail "sweep.csv: want a header and 6 rows"
+head -n1 "$tmp/sw/sweep.csv" | grep -q '^run,mixing.bits,network.latency_ms,seed,trace_hash' ||
+    fail "sweep.csv header"
+sed -n 2p "$tmp/sw/sweep.csv" | grep -q '^0,8,1,' || fail "sweep row 0 is not (8, 1)"
+sed -n 7p "$tmp/sw/sweep.csv" | grep -q '^5,32,100,' || fail "sweep row 5 is not (32, 100)"
+[ -s "$tmp/sw/run-0005/summary.json" ] || fail "no per-run summary"
+
+# errors: exit status 2 and a message naming the problem
+expect_err() { # pattern, args...
+    pat=$1
+    shift
+    set +e
+    "$bin" sim "$@" >"$tmp/e.out" 2>"$tmp/e.err"
+    rc=$?
+    set -e
+    [ "$rc" -eq 2 ] || fail "exit status $rc, not 2, for: $*"
+    grep -q -- "$pat" "$tmp/e.err" || { cat "$tmp/e.err"; fail "no '$pat' in the error for: $*"; }
+}
+printf '[run]\nagnets = 3\n' >"$tmp/bad.ini"
+expect_err "bad.ini:2: unknown key 'run.agnets'" "$tmp/bad.ini" --out "$tmp/x"
+printf '[netwrk]\n' >"$tmp/bad2.ini"
+expect_err "unknown section" "$tmp/bad2.ini" --out "$tmp/x"
+expect_err "mixing.bits = 3" "$tmp/s.ini" --out "$tmp/x" --set mixing.bits=3
+expect_err "network.loss" "$tmp/s.ini" --out "$tmp/x" --sweep network.loss=0.1,2
+expect_err "cannot open" "$tmp/missing.ini" --out "$tmp/x"
+expect_err "unknown option" "$tmp/s.ini" --bogus
+[ ! -e "$tmp/x" ] || fail "an invalid scenario wrote output"
+echo "sim_cli: ok"
