@@ -64,6 +64,10 @@ static int join(char *out, const char *dir, const char *name, char *err, size_t 
 static void put_double(FILE *f, double v)
 {
     char buf[40];
+    if (v == floor(v) && fabs(v) < 1e15) { /* 30, not 3e+01 */
+        fprintf(f, "%.0f", v);
+        return;
+    }
     for (int prec = 1; prec <= 17; prec++) {
         snprintf(buf, sizeof buf, "%.*g", prec, v);
         if (strtod(buf, NULL) == v)

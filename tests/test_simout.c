@@ -230,6 +230,9 @@ static void summary_json(void **state)
     assert_true(get(f, n, "bytes_total")->num == 1099511627776.0);
     assert_true(get(f, n, "events_per_s")->num == 24690);
     assert_true(get(f, n, "peak_flows")->num == 42);
+    /* whole numbers stay whole: "60", not "6e+01" */
+    assert_non_null(strstr(text, "\"sim_time_s\": 60,"));
+    assert_non_null(strstr(text, "\"wall_s\": 0.5,"));
     assert_string_equal(get(f, n, "label")->str, s.label); /* escapes decode back */
     assert_non_null(strstr(text, "\\u0001"));
     for (uint32_t i = s.nextra; i < SIM_SUMMARY_EXTRA_MAX; i++)

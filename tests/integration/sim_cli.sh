@@ -91,4 +91,11 @@ expect_err "network.loss" "$tmp/s.ini" --out "$tmp/x" --sweep network.loss=0.1,2
 expect_err "cannot open" "$tmp/missing.ini" --out "$tmp/x"
 expect_err "unknown option" "$tmp/s.ini" --bogus
 [ ! -e "$tmp/x" ] || fail "an invalid scenario wrote output"
+# the example scenario of docs/SIMULATOR.md runs as documented (shortened)
+doc=$(dirname "$0")/../../docs/SIMULATOR.md
+awk '/^```ini$/ { n++; on = (n == 1); next } /^```$/ { on = 0 } on' "$doc" >"$tmp/doc.ini"
+grep -q '^\[run\]' "$tmp/doc.ini" || fail "no ini example found in $doc"
+"$bin" sim "$tmp/doc.ini" --out "$tmp/doc" --quiet --set run.duration_s=5 \
+    >"$tmp/doc.out" 2>&1 || { cat "$tmp/doc.out"; fail "the docs/SIMULATOR.md example does not run"; }
+[ -s "$tmp/doc/summary.json" ] || fail "the docs/SIMULATOR.md example wrote no summary"
 echo "sim_cli: ok"
