@@ -98,4 +98,9 @@ grep -q '^\[run\]' "$tmp/doc.ini" || fail "no ini example found in $doc"
 "$bin" sim "$tmp/doc.ini" --out "$tmp/doc" --quiet --set run.duration_s=5 \
     >"$tmp/doc.out" 2>&1 || { cat "$tmp/doc.out"; fail "the docs/SIMULATOR.md example does not run"; }
 [ -s "$tmp/doc/summary.json" ] || fail "the docs/SIMULATOR.md example wrote no summary"
+# every shipped example scenario runs (shortened)
+for ex in "$(dirname "$0")"/../../sim/examples/*.ini; do
+    "$bin" sim "$ex" --out "$tmp/ex" --quiet --set run.duration_s=1 >"$tmp/ex.out" 2>&1 ||
+        { cat "$tmp/ex.out"; fail "example $ex does not run"; }
+done
 echo "sim_cli: ok"
