@@ -564,7 +564,8 @@ int sim_faults_build(sim_fault_list *out, const sim_faults_config *cfg, char *er
                 firsts[i] = out->events[i].first;
                 out->events[i].first = (uint32_t)i;
             }
-            qsort(out->events, out->len, sizeof *out->events, cmp_event);
+            if (out->len > 1) /* qsort(NULL, 0, ...) is undefined */
+                qsort(out->events, out->len, sizeof *out->events, cmp_event);
             for (size_t i = 0; i < out->len; i++)
                 out->events[i].first = firsts[out->events[i].first];
             free(firsts);
