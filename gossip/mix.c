@@ -154,14 +154,81 @@ static void clear_slot(mix_slot *s, uint32_t dim)
     s->used = 0;
 }
 
+static uint32_t choco_warmup(const gossip_mix *m);
+
 static void reset_sync(gossip_mix *m)
 {
-    for (uint32_t k = 0; m->slots && k < m->sync_window; k++)
+    for (uint32_t k = 0; m->slots && k < m->sync_window; k++) {
         clear_slot(&m->slots[k], m->dim);
+        m->slots[k].dirty = 0;
+    }
     if (m->hat) {
         memset(m->hat, 0, (size_t)m->dim * sizeof *m->hat);
         memset(m->sacc, 0, (size_t)m->dim * sizeof *m->sacc);
     }
+    m->choco_gen = 0;
+    /* Copies restart on a new view too; refine them first once the
+     * members hold anything but their initial vectors. */
+    m->choco_warm = m->has_vector && m->algo == GOSSIP_MIX_CHOCO ? choco_warmup(m) : 0;
+}
+
+/* Rounds after a restart of the copies in which choco only refines them.
+ * A restarted copy starts from 0, so its first q quantizes the whole vector
+ * (error ~ |x| 2^-(b-1) per block) rather than the small x - x^; a
+ * consensus step on it would throw the members apart by that much. Each
+ * refining round divides the copy's error by about 2^(b-1); after
+ * ceil(24 / (b - 1)) rounds it is at float precision (24 rounds at most,
+ * one at 32 bits). */
+static uint32_t choco_warmup(const gossip_mix *m)
+{
+    unsigned b = m->bits > 1 ? m->bits - 1 : 1;
+    uint32_t k = (24u + b - 1) / b;
+    return k > 24 ? 24 : k;
+}
+
+/* Choco: restart the public copies at generation gen (MIXING.md, "choco
+ * under loss"). hat and sacc start again from 0, as every member does when
+ * it enters gen; contributions of the old generation already received are
+ * dropped, and the rounds they belong to (and the running one, whose own
+ * contribution is gone) skip their consensus step. */
+static void choco_reset(gossip_mix *m, uint32_t gen)
+{
+    memset(m->hat, 0, (size_t)m->dim * sizeof *m->hat);
+    memset(m->sacc, 0, (size_t)m->dim * sizeof *m->sacc);
+    for (uint32_t k = 0; k < m->sync_window; k++) {
+        mix_slot *s = &m->slots[k];
+        if (!s->used)
+            continue;
+        int any = s->round == m->sync_round && m->state == GOSSIP_MIX_RUNNING;
+        for (uint32_t j = 0; j < s->nin; j++)
+            any |= s->got[j] != 0;
+        if (any) {
+            memset(s->acc, 0, (size_t)m->dim * sizeof *s->acc);
+            s->dirty = 1;
+        }
+    }
+    m->choco_gen = gen;
+    m->choco_warm = choco_warmup(m);
+    m->stats.choco_resets++;
+}
+
+/* Serial-number order of generations (RFC 1982): >0 when a is newer. */
+static int gen_cmp(uint32_t a, uint32_t b)
+{
+    return (int32_t)(a - b);
+}
+
+/* The generation a member starts when it gives a round up: the next count
+ * (high 16 bits) stamped with 16 bits of its own id. Two members that give
+ * up concurrently, each having missed what the other saw, thus start
+ * different generations, and the newer one restarts everybody; with a bare
+ * counter both could sit in "the same" generation with copies that differ
+ * (a lost q), and choco would never reach consensus. */
+static uint32_t choco_next_gen(const gossip_mix *m)
+{
+    uint64_t h = m->self * 0x9E3779B97F4A7C15ULL;
+    uint32_t count = (m->choco_gen >> 16) + 1;
+    return (count << 16) | (uint32_t)(h >> 48);
 }
 
 static void reset_pushsum(gossip_mix *m)
@@ -201,6 +268,7 @@ void gossip_mix_destroy(gossip_mix *m)
     gossip_free(env, m->out_links);
     gossip_free(env, m->in_links);
     gossip_free(env, m->link_mem);
+    gossip_free(env, m->ps_off);
     gossip_free(env, m->inbox);
     gossip_free(env, m->ar_recv);
     gossip_free(env, m->ar_sent);
@@ -321,7 +389,8 @@ int gossip_mix_create(gossip_mix **out, const gossip_env *env, const gossip_mix_
              (m->ztaken = gossip_calloc(env, dim, sizeof(float))) &&
              (m->out_links = gossip_calloc(env, m->links_max, sizeof(mix_link))) &&
              (m->in_links = gossip_calloc(env, m->links_max, sizeof(mix_link))) &&
-             (m->link_mem = gossip_calloc(env, 2 * (size_t)m->links_max * per, sizeof(double)));
+             (m->link_mem = gossip_calloc(env, 2 * (size_t)m->links_max * per, sizeof(double))) &&
+             (m->ps_off = gossip_calloc(env, m->links_max, sizeof(uint32_t)));
         if (ok) {
             for (uint32_t k = 0; k < m->links_max; k++) {
                 m->out_links[k].v = m->link_mem + (size_t)k * per;
@@ -376,6 +445,58 @@ static mix_link *link_add(gossip_mix *m, mix_link *t, uint64_t peer)
 
 static void check_done(gossip_mix *m);
 
+/* Push-sum keeps running sums per link, in tables of links_max entries.
+ * With the random topology every member would in time push to every other,
+ * so beyond links_max + 1 members the in-link tables would overflow, pushes
+ * would be refused and their senders' weights would drain into links that
+ * never deliver (w -> 0, then s / w meaningless). Instead push-sum picks
+ * uniformly among K = links_max out-neighbours of a random circulant graph
+ * (i -> i + o_k mod n, the same K distinct offsets o_k on every member,
+ * drawn from n): every member has exactly K out- and K in-neighbours, and
+ * a random circulant graph of degree K is an expander, so mixing stays
+ * fast. Below that size the pick is uniform over the whole view. */
+static uint64_t splitmix(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ULL);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+}
+
+static void pushsum_offsets(gossip_mix *m)
+{
+    m->ps_k = 0;
+    if (m->topo != GOSSIP_TOPO_RANDOM || m->n < 2 || m->n - 1 <= m->links_max)
+        return;
+    uint64_t st = 0x505553480000ULL ^ m->n;
+    while (m->ps_k < m->links_max) {
+        uint32_t o = 1 + (uint32_t)(splitmix(&st) % (m->n - 1));
+        uint32_t k = 0;
+        while (k < m->ps_k && m->ps_off[k] != o)
+            k++;
+        if (k == m->ps_k)
+            m->ps_off[m->ps_k++] = o;
+    }
+}
+
+/* 1 if peer may hold a push-sum link with us: a member of the view and,
+ * with circulant offsets, an out- (dir > 0) or in-neighbour (dir < 0). */
+static int pushsum_neighbour(const gossip_mix *m, uint64_t peer, int dir)
+{
+    uint32_t j = gossip_view_index(&(gossip_view){m->epoch, m->n, m->ids}, peer);
+    if (j == UINT32_MAX)
+        return 0;
+    if (!m->ps_k || m->me == UINT32_MAX)
+        return 1;
+    for (uint32_t k = 0; k < m->ps_k; k++) {
+        uint32_t o = m->ps_off[k];
+        uint32_t want = dir > 0 ? (m->me + o) % m->n : (m->me + m->n - o) % m->n;
+        if (j == want)
+            return 1;
+    }
+    return 0;
+}
+
 int gossip_mix_set_view(gossip_mix *m, const gossip_view *v, gossip_time_us now)
 {
     if (!m || !v || (v->n && !v->ids))
@@ -408,14 +529,15 @@ int gossip_mix_set_view(gossip_mix *m, const gossip_view *v, gossip_time_us now)
     if (m->ar_recv)
         mix_ar_on_view(m);
     if (m->ps) {
+        pushsum_offsets(m);
         for (uint32_t k = 0; k < m->links_max; k++) {
             mix_link *o = &m->out_links[k], *in = &m->in_links[k];
-            if (o->used && gossip_view_index(v, o->peer) == UINT32_MAX) {
+            if (o->used && !pushsum_neighbour(m, o->peer, 1)) {
                 o->used = 0;
                 if (m->stream.active && m->stream.type == GOSSIP_MSG_PUSHSUM && m->stream.link == k)
                     m->stream.active = 0;
             }
-            if (in->used && gossip_view_index(v, in->peer) == UINT32_MAX)
+            if (in->used && !pushsum_neighbour(m, in->peer, -1))
                 in->used = 0;
         }
     }
@@ -439,6 +561,8 @@ int gossip_mix_set_algo(gossip_mix *m, gossip_mix_algo a, gossip_topology t, uns
     if (changed) {
         reset_sync(m);
         reset_pushsum(m);
+        if (m->ps)
+            pushsum_offsets(m);
         for (uint32_t k = 0; k < GOSSIP_MIX_PENDING_MAX; k++)
             m->pend[k].used = 0;
     }
@@ -509,6 +633,11 @@ int gossip_mix_take(gossip_mix *m, float *out, int *outcome)
     return GOSSIP_OK;
 }
 
+uint64_t gossip_mix_view_epoch(const gossip_mix *m)
+{
+    return m->has_view ? m->epoch : 0;
+}
+
 uint64_t gossip_mix_round(const gossip_mix *m)
 {
     switch (m->algo) {
@@ -551,6 +680,7 @@ typedef struct push_hdr {
     uint16_t flags;
     uint32_t offset, count;
     float scale;
+    uint32_t gen; /* choco: generation of the public copies (0 otherwise) */
     const uint8_t *data;
     size_t data_len;
 } push_hdr;
@@ -569,11 +699,12 @@ static int parse_push(const gossip_mix *m, uint8_t type, const uint8_t *p, size_
     ph->offset = gossip_r_u32(&r);
     ph->count = gossip_r_u32(&r);
     ph->scale = gossip_r_f32(&r);
+    ph->gen = gossip_r_u32(&r);
     if (r.err)
         return GOSSIP_ETRUNC;
     if ((flags != 0 && !(flags == MIX_FLAG_BUSY && type == GOSSIP_MSG_MIX_REPLY)) ||
-        ph->algo >= GOSSIP_MIX_ALGO_COUNT || !gossip_codec_bits_valid(ph->bits) ||
-        block != m->block || dim != m->dim)
+        (ph->gen != 0 && ph->algo != GOSSIP_MIX_CHOCO) || ph->algo >= GOSSIP_MIX_ALGO_COUNT ||
+        !gossip_codec_bits_valid(ph->bits) || block != m->block || dim != m->dim)
         return GOSSIP_EMALFORMED;
     if (ph->offset >= m->dim || ph->offset % m->cv != 0 ||
         ph->count != chunk_len(m, m->dim, ph->offset / m->cv))
@@ -590,7 +721,8 @@ static int parse_push(const gossip_mix *m, uint8_t type, const uint8_t *p, size_
 }
 
 static void write_push_hdr(const gossip_mix *m, uint8_t *p, uint8_t algo, uint8_t bits,
-                           uint16_t flags, uint32_t offset, uint32_t count, float scale)
+                           uint16_t flags, uint32_t offset, uint32_t count, float scale,
+                           uint32_t gen)
 {
     gossip_writer w;
     gossip_writer_init(&w, p, GOSSIP_MIX_PUSH_HEADER);
@@ -602,6 +734,7 @@ static void write_push_hdr(const gossip_mix *m, uint8_t *p, uint8_t algo, uint8_
     gossip_w_u32(&w, offset);
     gossip_w_u32(&w, count);
     gossip_w_f32(&w, scale);
+    gossip_w_u32(&w, gen);
 }
 
 /* Encode every chunk of src (dim values) into enc at m->bits. If `decoded`
@@ -631,6 +764,7 @@ static void stream_begin(gossip_mix *m, uint8_t type, uint8_t algo, uint64_t rou
     m->stream.di = 0;
     m->stream.chunk = 0;
     m->stream.nchunks = nchunks;
+    m->stream.gen = algo == GOSSIP_MIX_CHOCO ? m->choco_gen : 0;
 }
 
 /* ---- dpsgd and choco ---------------------------------------------------- */
@@ -643,6 +777,7 @@ static mix_slot *sync_slot(gossip_mix *m, uint64_t r)
     if (s->used && s->round == r)
         return s;
     clear_slot(s, m->dim);
+    s->dirty = 0;
     uint32_t idx[GOSSIP_TOPOLOGY_DEGREE_MAX];
     s->nin = gossip_topology_in(m->topo, m->n, m->me, r, idx);
     for (uint32_t k = 0; k < s->nin; k++) {
@@ -717,6 +852,15 @@ static int sync_recv(gossip_mix *m, uint64_t from, const gossip_header *h, const
         rc = mix_values_ok(m->scratch, ph->count);
     if (rc)
         return rc;
+    if (ph->algo == GOSSIP_MIX_CHOCO && ph->gen != m->choco_gen) {
+        if (gen_cmp(ph->gen, m->choco_gen) > 0) {
+            choco_reset(m, ph->gen); /* a member lost a round: restart with it */
+        } else {
+            s->dirty = 1; /* the sender restarts soon; its old-generation q is dropped */
+            s->got[k] += ph->count;
+            return GOSSIP_OK;
+        }
+    }
     double *acc = s->acc + ph->offset;
     for (uint32_t i = 0; i < ph->count; i++)
         acc[i] += (double)ph->scale * m->scratch[i];
@@ -724,10 +868,39 @@ static int sync_recv(gossip_mix *m, uint64_t from, const gossip_header *h, const
     return GOSSIP_OK;
 }
 
+static void sync_abort_round(gossip_mix *m, int keep_stream);
+
+/* 1 if an in-neighbour of the running round has sent a later round while
+ * its part of this one is missing: links are FIFO, so that part was lost
+ * (or never sent, after the neighbour gave the round up) and waiting for
+ * the deadline would only stall every member behind us. */
+static int sync_skipped(const gossip_mix *m, const mix_slot *s)
+{
+    for (uint32_t k = 0; k < s->nin; k++) {
+        if (s->got[k] == m->dim)
+            continue;
+        for (uint32_t d = 1; d < m->sync_window; d++) {
+            const mix_slot *t = &m->slots[(m->sync_round + d) % m->sync_window];
+            if (!t->used || t->round != m->sync_round + d)
+                continue;
+            for (uint32_t j = 0; j < t->nin; j++)
+                if (t->in_id[j] == s->in_id[k] && t->got[j] > 0)
+                    return 1;
+        }
+    }
+    return 0;
+}
+
 static void sync_check(gossip_mix *m)
 {
     mix_slot *s = &m->slots[m->sync_round % m->sync_window];
-    if (m->stream.active || !s->used || s->round != m->sync_round)
+    if (!s->used || s->round != m->sync_round)
+        return;
+    if (sync_skipped(m, s)) {
+        sync_abort_round(m, 1);
+        return;
+    }
+    if (m->stream.active)
         return;
     for (uint32_t k = 0; k < s->nin; k++)
         if (s->got[k] != m->dim)
@@ -737,20 +910,41 @@ static void sync_check(gossip_mix *m)
         for (uint32_t i = 0; i < m->dim; i++)
             m->work[i] = (float)((m->orig[i] + s->acc[i]) * w);
     } else {
-        for (uint32_t i = 0; i < m->dim; i++) {
+        /* The copies stay exact whatever happens; the consensus step only
+         * in a clean round (every contribution of the current generation). */
+        for (uint32_t i = 0; i < m->dim; i++)
             m->sacc[i] += w * s->acc[i];
-            m->work[i] = (float)(m->work[i] + m->gamma * (m->sacc[i] - m->hat[i]));
-        }
+        if (m->choco_warm > 0)
+            m->choco_warm--;
+        else if (!s->dirty)
+            for (uint32_t i = 0; i < m->dim; i++)
+                m->work[i] = (float)(m->work[i] + m->gamma * (m->sacc[i] - m->hat[i]));
     }
     clear_slot(s, m->dim);
+    s->dirty = 0;
     m->sync_round++;
     mix_finish(m, GOSSIP_OK);
 }
 
 static void sync_abort(gossip_mix *m)
 {
-    clear_slot(&m->slots[m->sync_round % m->sync_window], m->dim);
-    m->stream.active = 0;
+    sync_abort_round(m, 0);
+}
+
+/* Give the running round up. keep_stream: our own part still goes out to
+ * the out-neighbours that have not had it (they may complete the round). */
+static void sync_abort_round(gossip_mix *m, int keep_stream)
+{
+    /* Choco: a lost round leaves the public copies inconsistent between
+     * members; restart them in a new generation, which spreads with the
+     * next pushes (MIXING.md, "choco under loss"). */
+    if (m->algo == GOSSIP_MIX_CHOCO)
+        choco_reset(m, choco_next_gen(m));
+    mix_slot *cur = &m->slots[m->sync_round % m->sync_window];
+    clear_slot(cur, m->dim);
+    cur->dirty = 0;
+    if (!keep_stream)
+        m->stream.active = 0;
     memcpy(m->work, m->orig, (size_t)m->dim * sizeof *m->work);
     m->sync_round++;
     mix_finish(m, GOSSIP_EABORTED);
@@ -804,7 +998,7 @@ static int gossip_recv_push(gossip_mix *m, uint64_t from, const gossip_header *h
                            own->used && own->peer == from && own->got < m->dim && m->self < from)) {
         mix_header(m, f, GOSSIP_MSG_MIX_REPLY, m->epoch, h->round, GOSSIP_MIX_PUSH_HEADER);
         write_push_hdr(m, f + GOSSIP_HEADER_SIZE, GOSSIP_MIX_GOSSIP, ph->bits, MIX_FLAG_BUSY,
-                       ph->offset, ph->count, 1.0f);
+                       ph->offset, ph->count, 1.0f, 0);
         m->txq_len[slot] = GOSSIP_HEADER_SIZE + GOSSIP_MIX_PUSH_HEADER;
         m->txq_dest[slot] = from;
         m->txq_count++;
@@ -826,7 +1020,7 @@ static int gossip_recv_push(gossip_mix *m, uint64_t from, const gossip_header *h
         return rc;
     mix_header(m, f, GOSSIP_MSG_MIX_REPLY, m->epoch, h->round, payload);
     write_push_hdr(m, f + GOSSIP_HEADER_SIZE, GOSSIP_MIX_GOSSIP, ph->bits, 0, ph->offset, ph->count,
-                   1.0f);
+                   1.0f, 0);
     m->txq_len[slot] = GOSSIP_HEADER_SIZE + payload;
     m->txq_dest[slot] = from;
     m->txq_count++;
@@ -893,7 +1087,8 @@ static void pushsum_start(gossip_mix *m)
     }
     uint64_t r = m->local_round++;
     m->stream.ndest = 0;
-    uint32_t j = gossip_topology_pick(m->topo, m->env, m->n, m->me, r);
+    uint32_t j = m->ps_k ? (m->me + m->ps_off[gossip_random_below(m->env, m->ps_k)]) % m->n
+                         : gossip_topology_pick(m->topo, m->env, m->n, m->me, r);
     if (j == UINT32_MAX)
         return; /* alone: check_done finishes the round */
     mix_link *l = link_add(m, m->out_links, m->ids[j]);
@@ -1103,7 +1298,8 @@ static int stream_poll(gossip_mix *m, gossip_send *out)
         size_t data = codec_bytes(m, n, s->bits);
         memcpy(f + GOSSIP_HEADER_SIZE + GOSSIP_MIX_PUSH_HEADER, m->enc + enc_offset(m, c, s->bits),
                data);
-        write_push_hdr(m, f + GOSSIP_HEADER_SIZE, s->algo, s->bits, 0, c * m->cv, n, s->scale);
+        write_push_hdr(m, f + GOSSIP_HEADER_SIZE, s->algo, s->bits, 0, c * m->cv, n, s->scale,
+                       s->gen);
         payload = GOSSIP_MIX_PUSH_HEADER + data;
     } else {
         uint32_t total = m->dim + 1, off = c * m->cv, n = chunk_len(m, total, c);

@@ -71,7 +71,7 @@ typedef enum gossip_mix_algo {
  * an allreduce of a few million parameters over tens of chunks. */
 #define GOSSIP_MIX_CHUNK_VALUES_DEFAULT (64u * 1024u)
 /* Payload headers (bytes before the vector data) of each message type. */
-#define GOSSIP_MIX_PUSH_HEADER 24u
+#define GOSSIP_MIX_PUSH_HEADER 28u
 #define GOSSIP_MIX_PS_HEADER   16u
 #define GOSSIP_MIX_AR_HEADER   32u
 #define GOSSIP_MIX_ABORT_BYTES 8u
@@ -137,6 +137,7 @@ typedef struct gossip_mix_stats {
     uint64_t rejected_by[GOSSIP_ERR_COUNT]; /* by error code */
     uint64_t rounds_completed, rounds_aborted;
     uint64_t aborts_sent, aborts_received;
+    uint64_t choco_resets; /* public copies restarted (a lost round, here or at a peer) */
 } gossip_mix_stats;
 
 typedef enum gossip_mix_state {
@@ -205,6 +206,8 @@ int gossip_mix_pending(const gossip_mix *m, float *out);
 const gossip_mix_stats *gossip_mix_get_stats(const gossip_mix *m);
 /* Round number of the running round (or of the next one when idle). */
 uint64_t gossip_mix_round(const gossip_mix *m);
+/* Epoch of the installed view (0 before the first). Never decreases. */
+uint64_t gossip_mix_view_epoch(const gossip_mix *m);
 
 /* Push-sum bookkeeping for tests and the simulator: this member's share of
  * the total mass, s + sum(out-link running sums) - sum(in-link running sums),

@@ -28,6 +28,7 @@ typedef struct mix_slot {
     uint64_t in_id[GOSSIP_TOPOLOGY_DEGREE_MAX];
     uint32_t got[GOSSIP_TOPOLOGY_DEGREE_MAX]; /* next expected offset per in-neighbour */
     double *acc;                              /* sum of the round's received vectors */
+    int dirty; /* choco: a contribution of another generation was dropped */
 } mix_slot;
 
 typedef struct mix_pending {
@@ -55,6 +56,7 @@ typedef struct mix_stream {
     uint32_t chunk, nchunks;
     uint32_t link; /* push-sum out-link */
     float scale;
+    uint32_t gen; /* choco: generation the pushed q belongs to */
 } mix_stream;
 
 typedef struct mix_abort_bcast {
@@ -105,8 +107,10 @@ struct gossip_mix {
     mix_slot *slots; /* sync_window entries */
     uint32_t sync_window;
     double *slot_mem;
-    uint32_t run_nin;   /* in-degree of the running round */
-    double *hat, *sacc; /* float64: see MIXING.md, "choco" */
+    uint32_t run_nin;    /* in-degree of the running round */
+    double *hat, *sacc;  /* float64: see MIXING.md, "choco" */
+    uint32_t choco_gen;  /* generation of hat / sacc (MIXING.md, "choco under loss") */
+    uint32_t choco_warm; /* rounds left that refine the restarted copies without a step */
 
     /* gossip */
     mix_pending pend[GOSSIP_MIX_PENDING_MAX];
@@ -121,6 +125,8 @@ struct gossip_mix {
     int ps_init;
     mix_link *out_links, *in_links;
     double *link_mem; /* 2 * links_max * (dim + 1) */
+    uint32_t *ps_off; /* random topology beyond links_max peers: circulant offsets */
+    uint32_t ps_k;    /* how many (0 = pick uniformly from the whole view) */
 
     /* allreduce */
     float *inbox;

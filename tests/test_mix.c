@@ -287,6 +287,47 @@ static void pushsum_keeps_mass_under_loss(void **state)
     }
 }
 
+/* Push-sum on the random topology with more members than link-table
+ * entries (links_max = 16): no push may be refused for a full table (its
+ * sender's weight would drain away round after round), every weight stays
+ * of order one, and the estimates reach the exact mean. */
+static void pushsum_random_beyond_link_tables(void **state)
+{
+    (void)state;
+    uint64_t seed0 = test_seed(37);
+    for (uint64_t s = 0; s < 3; s++) {
+        uint64_t seed = seed0 + s;
+        uint32_t n = 24 + 20 * (uint32_t)s, dim = 8;
+        gossip_mix_config cfg = base_config(GOSSIP_MIX_PUSHSUM, GOSSIP_TOPO_RANDOM);
+        cluster c;
+        cluster_init(&c, n, dim, &cfg, &(sim_driver_config){.seed = seed, .mode = SIM_MODE_ROUNDS});
+        model_rng rng;
+        model_rng_seed(&rng, seed, 7);
+        cluster_fill(&c, &rng, 3.0);
+        double mean0[8], one[8];
+        cluster_mean(&c, mean0);
+        for (int r = 0; r < 1200; r++)
+            assert_int_equal(cluster_round(&c), n);
+        double wmin = INFINITY;
+        for (uint32_t i = 0; i < n; i++) {
+            double w;
+            assert_int_equal(gossip_mix_pushsum_mass(c.m[i], one, &w), GOSSIP_OK);
+            wmin = fmin(wmin, w);
+            if (gossip_mix_get_stats(c.m[i])->rejected_by[GOSSIP_EFULL] != 0)
+                fail_msg("seed %llu n=%u: agent %u refused pushes (link table full)",
+                         (unsigned long long)seed, n, i);
+        }
+        if (!(wmin > 1e-3))
+            fail_msg("seed %llu n=%u: a weight drained to %.3g", (unsigned long long)seed, n, wmin);
+        for (uint32_t i = 0; i < n; i++)
+            for (uint32_t j = 0; j < dim; j++)
+                if (fabs(c.x[i][j] - mean0[j]) > 1e-5 * (1 + fabs(mean0[j])))
+                    fail_msg("seed %llu n=%u: agent %u value %u = %.7f, mean %.7f",
+                             (unsigned long long)seed, n, i, j, c.x[i][j], mean0[j]);
+        cluster_free(&c);
+    }
+}
+
 /* ---- dpsgd contraction rate = SLEM ------------------------------------- */
 
 /* Second-largest eigenvalue modulus of the dpsgd matrix W (uniform weights
@@ -456,6 +497,61 @@ static double run_quantized(gossip_mix_algo algo, unsigned bits, uint64_t seed, 
         *mean_drift = fmax(*mean_drift, fabs(m1[j] - m0[j]));
     cluster_free(&c);
     return d / d0;
+}
+
+/* Choco under message loss: a lost round leaves the members' public copies
+ * inconsistent, which (without the generation restart) pins the consensus
+ * distance at a floor for good. With it, once the loss stops, choco reaches
+ * exact consensus again. */
+static void choco_recovers_after_loss(void **state)
+{
+    (void)state;
+    uint64_t seed0 = test_seed(67);
+    for (uint64_t s = 0; s < 4; s++) {
+        uint64_t seed = seed0 + s;
+        uint32_t n = 8, dim = 64;
+        gossip_mix_config cfg =
+            base_config(GOSSIP_MIX_CHOCO, s % 2 ? GOSSIP_TOPO_RING : GOSSIP_TOPO_EXPONENTIAL);
+        cfg.bits = s < 2 ? 4 : 8;
+        cfg.block = 64;
+        cluster c;
+        cluster_init(&c, n, dim, &cfg,
+                     &(sim_driver_config){.seed = seed, .mode = SIM_MODE_ROUNDS, .loss = 0.10});
+        model_rng rng;
+        model_rng_seed(&rng, seed, 3);
+        cluster_fill(&c, &rng, 1.0);
+        double m[64];
+        cluster_mean(&c, m);
+        double d0 = error_to(&c, m);
+        uint32_t aborted = 0;
+        for (int r = 0; r < 40; r++) {
+            cluster_start_all(&c);
+            sim_driver_run_round(c.d);
+            for (uint32_t i = 0; i < n; i++) /* lost frames: let the deadline pass */
+                if (gossip_mix_get_state(c.m[i]) == GOSSIP_MIX_RUNNING) {
+                    gossip_mix_tick(c.m[i], GOSSIP_TIME_NEVER - 1);
+                    sim_driver_kick(c.d, i);
+                }
+            sim_driver_run_round(c.d);
+            aborted += n - cluster_take_all(&c);
+        }
+        assert_true(aborted > 0);
+        uint64_t resets = 0;
+        for (uint32_t i = 0; i < n; i++)
+            resets += gossip_mix_get_stats(c.m[i])->choco_resets;
+        assert_true(resets > 0);
+        sim_driver_set_loss(c.d, 0);
+        for (int r = 0; r < 400; r++)
+            assert_int_equal(cluster_round(&c), n);
+        cluster_mean(&c, m);
+        double d = error_to(&c, m) / d0;
+        print_message("seed %llu %u bits: %llu restarts, consensus distance %.3g of the initial\n",
+                      (unsigned long long)seed, cfg.bits, (unsigned long long)resets, d);
+        if (!(d < 1e-4))
+            fail_msg("seed %llu: choco after loss stalls at %.3g of the initial distance",
+                     (unsigned long long)seed, d);
+        cluster_free(&c);
+    }
 }
 
 static void choco_reaches_consensus_naive_stalls(void **state)
@@ -764,9 +860,11 @@ int main(void)
         cmocka_unit_test(dpsgd_and_gossip_keep_mean),
         cmocka_unit_test(gossip_passive_exchange_keeps_training),
         cmocka_unit_test(pushsum_keeps_mass_under_loss),
+        cmocka_unit_test(pushsum_random_beyond_link_tables),
         cmocka_unit_test(dpsgd_contracts_at_slem),
         cmocka_unit_test(one_peer_exponential_exact_in_log2n),
         cmocka_unit_test(choco_reaches_consensus_naive_stalls),
+        cmocka_unit_test(choco_recovers_after_loss),
         cmocka_unit_test(switch_algorithms_between_rounds),
         cmocka_unit_test(async_rounds_keep_mean),
         cmocka_unit_test(driver_same_seed_same_trace),
