@@ -10,6 +10,7 @@
  */
 #include "agent/commands.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +18,7 @@
 #include "sim/output.h"
 #include "sim/run.h"
 #include "sim/scenario.h"
+#include "sim/soak.h"
 
 #define SIM_CLI_ARGS_MAX 256
 
@@ -34,6 +36,18 @@ static void sim_usage(FILE *out)
                  "                       run in DIR/sweep.csv, files in DIR/run-RRRR (repeatable)\n"
                  "  --plot               also write PNG plots (accuracy, loss, consensus, bytes)\n"
                  "  --quiet              no progress lines\n"
+                 "\n"
+                 "       murmur sim --soak N [--soak-seed S] [--verbose]\n"
+                 "\n"
+                 "Soak: N random-fault scenarios (seeds S..S+N-1, S = 1 by default), each\n"
+                 "checking safety as it runs (finite values, epochs only grow, no shard lost\n"
+                 "while fewer than r holders fail) and liveness after healing (all agents up,\n"
+                 "replication back to r, consensus reached); a failing seed prints the\n"
+                 "command that reproduces it. Exit status 1 if any seed failed.\n"
+                 "\n"
+                 "  --soak N             number of seeds, 1..1000000\n"
+                 "  --soak-seed S        first seed [1]\n"
+                 "  --verbose            print every drawn scenario and its figures\n"
                  "  --help               this text\n");
 }
 
@@ -41,7 +55,9 @@ int cmd_sim(int argc, char **argv)
 {
     const char *path = NULL, *out = NULL;
     const char *sets[SIM_CLI_ARGS_MAX], *sweeps[SIM_CLI_ARGS_MAX];
-    int nsets = 0, nsweeps = 0, plot = 0, quiet = 0;
+    int nsets = 0, nsweeps = 0, plot = 0, quiet = 0, verbose = 0;
+    unsigned long long soak = 0, soak_seed = 1;
+    int soak_given = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
@@ -51,6 +67,29 @@ int cmd_sim(int argc, char **argv)
             plot = 1;
         } else if (strcmp(a, "--quiet") == 0) {
             quiet = 1;
+        } else if (strcmp(a, "--verbose") == 0) {
+            verbose = 1;
+        } else if (strcmp(a, "--soak") == 0 || strcmp(a, "--soak-seed") == 0) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "murmur sim: %s needs a value\n", a);
+                return 2;
+            }
+            const char *v = argv[++i];
+            char *end = NULL;
+            unsigned long long x = strtoull(v, &end, 10);
+            int soak_n = strcmp(a, "--soak") == 0;
+            if (v[0] < '0' || v[0] > '9' || !end || *end != '\0' ||
+                (soak_n && (x < 1 || x > 1000000))) {
+                fprintf(stderr, "murmur sim: %s: '%s' is not %s\n", a, v,
+                        soak_n ? "a number of seeds 1..1000000" : "a seed (0..2^64-1)");
+                return 2;
+            }
+            if (soak_n) {
+                soak = x;
+                soak_given = 1;
+            } else {
+                soak_seed = x;
+            }
         } else if (strcmp(a, "--out") == 0 || strcmp(a, "--set") == 0 ||
                    strcmp(a, "--sweep") == 0) {
             if (i + 1 >= argc) {
@@ -82,6 +121,17 @@ int cmd_sim(int argc, char **argv)
             fprintf(stderr, "murmur sim: one scenario file only (got %s and %s)\n", path, a);
             return 2;
         }
+    }
+    if (soak_given) {
+        if (path || nsets || nsweeps || out || plot) {
+            fprintf(stderr, "murmur sim: --soak draws its own scenarios: no scenario file, "
+                            "--out, --set, --sweep or --plot\n");
+            return 2;
+        }
+        sim_soak_opts so = {
+            .first_seed = soak_seed, .count = (uint32_t)soak, .verbose = verbose, .prog = "murmur"};
+        int f = sim_soak_run(&so);
+        return f == 0 ? 0 : 1;
     }
     if (!path) {
         sim_usage(stderr);

@@ -40,6 +40,8 @@
 /* Most extra summary fields, and the longest extra name (with NUL). */
 #define SIM_SUMMARY_EXTRA_MAX 32u
 #define SIM_SUMMARY_NAME_MAX  48u
+/* Longest invariant-violation message (sim_run with opts.check). */
+#define SIM_VIOLATION_MAX 256u
 /* Longest output path, including the NUL. */
 #define SIM_OUTPUT_PATH_MAX 512u
 /* The series.csv header, exactly. */
@@ -106,6 +108,9 @@ typedef struct sim_summary {
     uint64_t messages_lost;
     double memory_per_agent_bytes;
     char label[SIM_SCENARIO_STR_MAX]; /* e.g. the sweep point "mixing.bits=8" */
+    /* invariant checks (sim_run_opts.check): violations and the first one */
+    uint64_t violations;
+    char violation[SIM_VIOLATION_MAX];
     /* extras a run adds by name (sim_summary_add) */
     uint32_t nextra;
     sim_summary_extra extra[SIM_SUMMARY_EXTRA_MAX];

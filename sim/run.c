@@ -114,6 +114,12 @@ typedef struct runner {
     uint8_t *nhold, *shard_lost;
     uint64_t *prow;
     uint64_t copy_us, shards_lost;
+    uint8_t *hfail; /* holders with a complete copy lost since the shard last had r */
+    /* invariant checks (opts->check) */
+    uint64_t *seen_epoch; /* per agent: highest view epoch seen */
+    uint64_t violations;
+    char violation[SIM_VIOLATION_MAX];
+    double first_cd; /* consensus distance of the first sample */
     /* output */
     sim_output out;
     int out_open;
@@ -709,6 +715,71 @@ static int mix_begin(runner *r, uint32_t i)
     return 1;
 }
 
+/* ---- invariants (opts->check) -------------------------------------------- */
+
+static void violate(runner *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void violate(runner *r, const char *fmt, ...)
+{
+    if (!r->opts->check)
+        return;
+    if (r->violations++ == 0) {
+        int k = snprintf(r->violation, sizeof r->violation, "t=%.6f s: ", (double)r->now / 1e6);
+        if (k < 0 || (size_t)k >= sizeof r->violation)
+            k = 0;
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(r->violation + k, sizeof r->violation - (size_t)k, fmt, ap);
+        va_end(ap);
+    }
+}
+
+/* Safety invariants at a quiet point (between rounds, at a sample or a
+ * fault): every live model finite; every live mixer holds the current view
+ * and its epoch never went back. */
+static void check_invariants(runner *r)
+{
+    if (!r->opts->check)
+        return;
+    for (uint32_t i = 0; i < r->n; i++) {
+        sim_agent_state *g = &r->a[i];
+        if (!g->alive || !g->mix)
+            continue;
+        for (uint32_t j = 0; j < r->dim; j++)
+            if (!isfinite(g->x[j])) {
+                violate(r, "agent %u: parameter %u is not finite (%g)", i, j, (double)g->x[j]);
+                break;
+            }
+        uint64_t e = gossip_mix_view_epoch(g->mix);
+        if (e < r->seen_epoch[i])
+            violate(r, "agent %u: view epoch went back from %llu to %llu", i,
+                    (unsigned long long)r->seen_epoch[i], (unsigned long long)e);
+        else if (e != r->epoch)
+            violate(r, "agent %u: view epoch %llu, current view is %llu", i, (unsigned long long)e,
+                    (unsigned long long)r->epoch);
+        if (e > r->seen_epoch[i])
+            r->seen_epoch[i] = e;
+    }
+}
+
+/* Shards without min(r, live) complete live copies. */
+static uint32_t shards_under_replicated(const runner *r)
+{
+    uint32_t live = 0, bad = 0;
+    for (uint32_t i = 0; i < r->n; i++)
+        live += r->a[i].alive;
+    uint32_t want = r->width < live ? r->width : live;
+    for (uint32_t s = 0; s < r->nshards; s++) {
+        if (r->shard_lost[s])
+            continue;
+        const shard_holder *h = r->holders + (size_t)s * 2 * r->width;
+        uint32_t ready = 0;
+        for (uint32_t j = 0; j < r->nhold[s]; j++)
+            ready += r->a[h[j].agent].alive && h[j].ready_us <= r->now;
+        bad += ready < want;
+    }
+    return bad;
+}
+
 /* ---- membership and shards ----------------------------------------------- */
 
 static void shards_update(runner *r)
@@ -725,17 +796,27 @@ static void shards_update(runner *r)
         if (r->shard_lost[s] || !r->shards_placed)
             continue;
         shard_holder *h = r->holders + (size_t)s * w2;
-        uint32_t k = 0, ready = 0;
+        uint32_t k = 0, ready = 0, had = 0;
+        /* Every listed holder was up until this event (each crash updates). */
+        for (uint32_t j = 0; j < r->nhold[s]; j++)
+            had += h[j].ready_us <= r->now;
+        if (had >= r->width)
+            r->hfail[s] = 0;
         for (uint32_t j = 0; j < r->nhold[s]; j++)
             if (r->a[h[j].agent].alive) {
                 h[k++] = h[j];
                 ready += h[j].ready_us <= r->now;
+            } else if (h[j].ready_us <= r->now && r->hfail[s] < UINT8_MAX) {
+                r->hfail[s]++;
             }
         r->nhold[s] = (uint8_t)k;
         if (!ready) {
             r->shard_lost[s] = 1;
             r->shards_lost++;
             r->hash = hmix(r->hash, 0x5A4D000000000000ULL | s);
+            if (r->hfail[s] < r->width)
+                violate(r, "shard %u lost after %u holder failure(s) with shards.replication = %u",
+                        s, (unsigned)r->hfail[s], r->width);
         }
     }
     if (!live)
@@ -863,7 +944,15 @@ static void agent_down(runner *r, uint32_t i)
     view_change(r);
 }
 
+static void apply_fault_kind(runner *r, const sim_fault *ft);
+
 static void apply_fault(runner *r, const sim_fault *ft)
+{
+    apply_fault_kind(r, ft);
+    check_invariants(r);
+}
+
+static void apply_fault_kind(runner *r, const sim_fault *ft)
 {
     const uint32_t *t = r->faults.targets + ft->first;
     r->hash = hmix(hmix(r->hash, ft->time_us), ft->kind);
@@ -967,6 +1056,8 @@ static void sample(runner *r, uint64_t rounds)
     r->last_loss = nl ? ls / nl : NAN;
     r->last_acc = na ? as / na : NAN;
     r->last_cd = cd;
+    if (r->rows == 0)
+        r->first_cd = cd;
     if (isnan(r->target_time) && isfinite(r->last_acc) && r->last_acc >= r->sc->run.target_accuracy)
         r->target_time = (double)r->now / 1e6;
     if (r->out_open) {
@@ -1067,6 +1158,7 @@ static void run_timed(runner *r)
             break;
         case EV_SAMPLE:
             sample(r, 0);
+            check_invariants(r);
             last_sample = r->now;
             if (r->now + every <= r->end_us)
                 schedule(r, r->now + every, EV_SAMPLE, 0, 0, 0, NULL);
@@ -1132,7 +1224,23 @@ static uint64_t run_rounds(runner *r)
             if (r->a[i].alive && !r->a[i].mixing)
                 mix_begin(r, i);
         deliver_pending(r);
-        r->now += longest ? longest : 1;
+        if (longest) {
+            r->now += longest;
+        } else {
+            /* Nobody computed (every live agent waits in a mixing round, or
+             * nobody is up): jump to the next deadline or fault instead of
+             * spinning rounds at one microsecond each. */
+            uint64_t next = UINT64_MAX;
+            for (uint32_t i = 0; i < r->n; i++)
+                if (r->a[i].alive && r->a[i].mix) {
+                    gossip_time_us d = gossip_mix_deadline(r->a[i].mix);
+                    if (d != GOSSIP_TIME_NEVER && d < next)
+                        next = d;
+                }
+            if (r->next_fault < r->faults.len && r->faults.events[r->next_fault].time_us < next)
+                next = r->faults.events[r->next_fault].time_us;
+            r->now = next != UINT64_MAX && next > r->now ? next : r->now + 1;
+        }
         collect_done(r);
         /* Timers due by the end of the round (timeouts of lost exchanges). */
         for (uint32_t i = 0; i < r->n && !r->failed; i++) {
@@ -1145,6 +1253,7 @@ static uint64_t run_rounds(runner *r)
         }
         deliver_pending(r);
         collect_done(r);
+        check_invariants(r);
         rounds++;
         if (rounds % every == 0) {
             sample(r, rounds);
@@ -1269,8 +1378,11 @@ static int setup(runner *r)
     r->holders = calloc((size_t)r->nshards * 2 * r->width, sizeof *r->holders);
     r->nhold = calloc(r->nshards, 1);
     r->shard_lost = calloc(r->nshards, 1);
+    r->hfail = calloc(r->nshards ? r->nshards : 1, 1);
+    r->seen_epoch = calloc(r->n, sizeof *r->seen_epoch);
     r->prow = calloc((size_t)r->nshards * r->width, sizeof *r->prow);
-    if (!r->shard_ids || !r->holders || !r->nhold || !r->shard_lost || !r->prow)
+    if (!r->shard_ids || !r->holders || !r->nhold || !r->shard_lost || !r->prow || !r->hfail ||
+        !r->seen_epoch)
         return fail(r, SIM_RUN_ENOMEM, "out of memory (shards)");
     for (uint32_t s = 0; s < r->nshards; s++)
         for (uint32_t k = 0; k < GOSSIP_SHARD_ID_SIZE; k += 8) {
@@ -1327,6 +1439,8 @@ static void teardown(runner *r)
     free(r->holders);
     free(r->nhold);
     free(r->shard_lost);
+    free(r->hfail);
+    free(r->seen_epoch);
     free(r->prow);
     sim_fault_list_free(&r->faults);
     sim_net_destroy(r->net);
@@ -1415,6 +1529,16 @@ int sim_run(const sim_scenario *sc, const sim_run_opts *opts, sim_summary *out, 
         (void)sim_summary_add(out, "crashes", (double)r->crashes);
         (void)sim_summary_add(out, "restarts", (double)r->restarts);
         (void)sim_summary_add(out, "shard_copy_s", (double)r->copy_us / 1e6);
+        uint32_t live = 0;
+        for (uint32_t i = 0; i < r->n; i++)
+            live += r->a[i].alive;
+        (void)sim_summary_add(out, "agents_live_final", live);
+        (void)sim_summary_add(out, "shards_under_replicated_final", shards_under_replicated(r));
+        (void)sim_summary_add(out, "consensus_distance_initial", r->first_cd);
+        out->violations = r->violations;
+        snprintf(out->violation, sizeof out->violation, "%s", r->violation);
+        if (opts->check)
+            (void)sim_summary_add(out, "invariant_violations", (double)r->violations);
         if (opts->write_files) {
             char m[512];
             if (sim_summary_write_file(out, dir, m, sizeof m) != 0)

@@ -35,6 +35,18 @@
  * frame (time, sender, receiver, bytes), every local step and every fault
  * applied; the same scenario and seed give the same hash.
  *
+ * Invariants (opts->check; the soak of sim/soak.h). Checked after every
+ * round (rounds mode), every sample and every fault: every live agent's
+ * parameters are finite; every live mixer holds the current view and its
+ * epoch never decreases; and, at each loss of a shard, at least
+ * shards.replication holders that had a complete copy failed since the
+ * shard last had that many complete copies (no shard is lost while fewer
+ * than r holders fail). The first violation (with its simulated time) and
+ * the count go to out->violation / out->violations. Every run also reports
+ * agents_live_final, shards_under_replicated_final (shards with fewer than
+ * min(r, live) complete live copies at the end) and
+ * consensus_distance_initial, for liveness checks after healing.
+ *
  * Output on opts->log (stdout by default): "SEED=<seed>" first, then
  * "TRACE_HASH=<16 hex digits>" last; a progress line on opts->progress
  * (stderr by default) every few wall seconds on long runs.
@@ -66,6 +78,7 @@ typedef struct sim_run_opts {
     int write_files;   /* nonzero: series.csv, summary.json (and plots) in dir */
     const char *dir;   /* output directory; NULL = sc->output.dir */
     const char *label; /* summary label (sweep point); may be NULL */
+    int check;         /* nonzero: check the safety invariants (below) as it runs */
 } sim_run_opts;
 
 const char *sim_run_strerror(int err);
