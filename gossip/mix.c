@@ -167,6 +167,8 @@ static void reset_sync(gossip_mix *m)
         memset(m->sacc, 0, (size_t)m->dim * sizeof *m->sacc);
     }
     m->choco_gen = 0;
+    m->choco_gen_start = 0;
+    m->choco_nin = 0;
     /* Copies restart on a new view too; refine them first once the
      * members hold anything but their initial vectors. */
     m->choco_warm = m->has_vector && m->algo == GOSSIP_MIX_CHOCO ? choco_warmup(m) : 0;
@@ -208,6 +210,10 @@ static void choco_reset(gossip_mix *m, uint32_t gen)
         }
     }
     m->choco_gen = gen;
+    /* Our own pushes in gen start with the next round we start (this
+     * round's, if one runs, went out in the old generation). */
+    m->choco_gen_start = m->sync_round + (m->state == GOSSIP_MIX_RUNNING);
+    m->choco_nin = 0;
     m->choco_warm = choco_warmup(m);
     m->stats.choco_resets++;
 }
@@ -227,7 +233,7 @@ static int gen_cmp(uint32_t a, uint32_t b)
 static uint32_t choco_next_gen(const gossip_mix *m)
 {
     uint64_t h = m->self * 0x9E3779B97F4A7C15ULL;
-    uint32_t count = (m->choco_gen >> 16) + 1;
+    uint32_t count = (m->choco_gen >> 16) + 1u;
     return (count << 16) | (uint32_t)(h >> 48);
 }
 
@@ -680,7 +686,8 @@ typedef struct push_hdr {
     uint16_t flags;
     uint32_t offset, count;
     float scale;
-    uint32_t gen; /* choco: generation of the public copies (0 otherwise) */
+    uint32_t gen;     /* choco: generation of the public copies (0 otherwise) */
+    uint32_t gen_age; /* choco: rounds since the sender's first push in gen */
     const uint8_t *data;
     size_t data_len;
 } push_hdr;
@@ -700,11 +707,13 @@ static int parse_push(const gossip_mix *m, uint8_t type, const uint8_t *p, size_
     ph->count = gossip_r_u32(&r);
     ph->scale = gossip_r_f32(&r);
     ph->gen = gossip_r_u32(&r);
+    ph->gen_age = gossip_r_u32(&r);
     if (r.err)
         return GOSSIP_ETRUNC;
     if ((flags != 0 && !(flags == MIX_FLAG_BUSY && type == GOSSIP_MSG_MIX_REPLY)) ||
-        (ph->gen != 0 && ph->algo != GOSSIP_MIX_CHOCO) || ph->algo >= GOSSIP_MIX_ALGO_COUNT ||
-        !gossip_codec_bits_valid(ph->bits) || block != m->block || dim != m->dim)
+        ((ph->gen != 0 || ph->gen_age != 0) && ph->algo != GOSSIP_MIX_CHOCO) ||
+        ph->algo >= GOSSIP_MIX_ALGO_COUNT || !gossip_codec_bits_valid(ph->bits) ||
+        block != m->block || dim != m->dim)
         return GOSSIP_EMALFORMED;
     if (ph->offset >= m->dim || ph->offset % m->cv != 0 ||
         ph->count != chunk_len(m, m->dim, ph->offset / m->cv))
@@ -722,7 +731,7 @@ static int parse_push(const gossip_mix *m, uint8_t type, const uint8_t *p, size_
 
 static void write_push_hdr(const gossip_mix *m, uint8_t *p, uint8_t algo, uint8_t bits,
                            uint16_t flags, uint32_t offset, uint32_t count, float scale,
-                           uint32_t gen)
+                           uint32_t gen, uint32_t gen_age)
 {
     gossip_writer w;
     gossip_writer_init(&w, p, GOSSIP_MIX_PUSH_HEADER);
@@ -735,6 +744,7 @@ static void write_push_hdr(const gossip_mix *m, uint8_t *p, uint8_t algo, uint8_
     gossip_w_u32(&w, count);
     gossip_w_f32(&w, scale);
     gossip_w_u32(&w, gen);
+    gossip_w_u32(&w, gen_age);
 }
 
 /* Encode every chunk of src (dim values) into enc at m->bits. If `decoded`
@@ -765,6 +775,9 @@ static void stream_begin(gossip_mix *m, uint8_t type, uint8_t algo, uint64_t rou
     m->stream.chunk = 0;
     m->stream.nchunks = nchunks;
     m->stream.gen = algo == GOSSIP_MIX_CHOCO ? m->choco_gen : 0;
+    uint64_t age = round - m->choco_gen_start;
+    m->stream.gen_age =
+        algo == GOSSIP_MIX_CHOCO ? (uint32_t)(age < UINT32_MAX ? age : UINT32_MAX) : 0;
 }
 
 /* ---- dpsgd and choco ---------------------------------------------------- */
@@ -829,6 +842,29 @@ static void sync_start(gossip_mix *m)
     stream_begin(m, GOSSIP_MSG_MIX_PUSH, (uint8_t)m->algo, r, scale, m->nchunks);
 }
 
+/* Choco: our copy of a sender's public vector is exact only if we added
+ * every q it pushed in the current generation. Links are FIFO and a member
+ * pushes to its (static) out-neighbours every round, so the pushes of one
+ * generation arrive for consecutive rounds from the sender's first (age 0).
+ * A gap (a push lost, or refused as stale) means our copy differs from the
+ * sender's for good: returns 0, and the caller restarts the copies. */
+static int choco_continuous(gossip_mix *m, uint64_t from, uint64_t round, uint32_t age)
+{
+    uint32_t k = 0;
+    while (k < m->choco_nin && m->choco_in_id[k] != from)
+        k++;
+    if (k == m->choco_nin) {
+        if (age != 0 || k == GOSSIP_TOPOLOGY_DEGREE_MAX)
+            return 0;
+        m->choco_in_id[k] = from;
+        m->choco_nin++;
+    } else if (round != m->choco_in_last[k] + 1) {
+        return 0;
+    }
+    m->choco_in_last[k] = round;
+    return 1;
+}
+
 static int sync_recv(gossip_mix *m, uint64_t from, const gossip_header *h, const push_hdr *ph)
 {
     if (ph->algo != m->algo)
@@ -852,14 +888,16 @@ static int sync_recv(gossip_mix *m, uint64_t from, const gossip_header *h, const
         rc = mix_values_ok(m->scratch, ph->count);
     if (rc)
         return rc;
+    if (ph->algo == GOSSIP_MIX_CHOCO && ph->gen != m->choco_gen &&
+        gen_cmp(ph->gen, m->choco_gen) > 0)
+        choco_reset(m, ph->gen); /* a member lost a round: restart with it */
+    if (ph->algo == GOSSIP_MIX_CHOCO && ph->gen == m->choco_gen && ph->offset == 0 &&
+        !choco_continuous(m, from, h->round, ph->gen_age))
+        choco_reset(m, choco_next_gen(m)); /* we missed part of its copy: restart all */
     if (ph->algo == GOSSIP_MIX_CHOCO && ph->gen != m->choco_gen) {
-        if (gen_cmp(ph->gen, m->choco_gen) > 0) {
-            choco_reset(m, ph->gen); /* a member lost a round: restart with it */
-        } else {
-            s->dirty = 1; /* the sender restarts soon; its old-generation q is dropped */
-            s->got[k] += ph->count;
-            return GOSSIP_OK;
-        }
+        s->dirty = 1; /* the sender restarts soon; its old-generation q is dropped */
+        s->got[k] += ph->count;
+        return GOSSIP_OK;
     }
     double *acc = s->acc + ph->offset;
     for (uint32_t i = 0; i < ph->count; i++)
@@ -998,7 +1036,7 @@ static int gossip_recv_push(gossip_mix *m, uint64_t from, const gossip_header *h
                            own->used && own->peer == from && own->got < m->dim && m->self < from)) {
         mix_header(m, f, GOSSIP_MSG_MIX_REPLY, m->epoch, h->round, GOSSIP_MIX_PUSH_HEADER);
         write_push_hdr(m, f + GOSSIP_HEADER_SIZE, GOSSIP_MIX_GOSSIP, ph->bits, MIX_FLAG_BUSY,
-                       ph->offset, ph->count, 1.0f, 0);
+                       ph->offset, ph->count, 1.0f, 0, 0);
         m->txq_len[slot] = GOSSIP_HEADER_SIZE + GOSSIP_MIX_PUSH_HEADER;
         m->txq_dest[slot] = from;
         m->txq_count++;
@@ -1020,7 +1058,7 @@ static int gossip_recv_push(gossip_mix *m, uint64_t from, const gossip_header *h
         return rc;
     mix_header(m, f, GOSSIP_MSG_MIX_REPLY, m->epoch, h->round, payload);
     write_push_hdr(m, f + GOSSIP_HEADER_SIZE, GOSSIP_MIX_GOSSIP, ph->bits, 0, ph->offset, ph->count,
-                   1.0f, 0);
+                   1.0f, 0, 0);
     m->txq_len[slot] = GOSSIP_HEADER_SIZE + payload;
     m->txq_dest[slot] = from;
     m->txq_count++;
@@ -1299,7 +1337,7 @@ static int stream_poll(gossip_mix *m, gossip_send *out)
         memcpy(f + GOSSIP_HEADER_SIZE + GOSSIP_MIX_PUSH_HEADER, m->enc + enc_offset(m, c, s->bits),
                data);
         write_push_hdr(m, f + GOSSIP_HEADER_SIZE, s->algo, s->bits, 0, c * m->cv, n, s->scale,
-                       s->gen);
+                       s->gen, s->gen_age);
         payload = GOSSIP_MIX_PUSH_HEADER + data;
     } else {
         uint32_t total = m->dim + 1, off = c * m->cv, n = chunk_len(m, total, c);

@@ -71,7 +71,7 @@ typedef enum gossip_mix_algo {
  * an allreduce of a few million parameters over tens of chunks. */
 #define GOSSIP_MIX_CHUNK_VALUES_DEFAULT (64u * 1024u)
 /* Payload headers (bytes before the vector data) of each message type. */
-#define GOSSIP_MIX_PUSH_HEADER 28u
+#define GOSSIP_MIX_PUSH_HEADER 32u
 #define GOSSIP_MIX_PS_HEADER   16u
 #define GOSSIP_MIX_AR_HEADER   32u
 #define GOSSIP_MIX_ABORT_BYTES 8u

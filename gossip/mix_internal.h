@@ -56,7 +56,8 @@ typedef struct mix_stream {
     uint32_t chunk, nchunks;
     uint32_t link; /* push-sum out-link */
     float scale;
-    uint32_t gen; /* choco: generation the pushed q belongs to */
+    uint32_t gen;     /* choco: generation the pushed q belongs to */
+    uint32_t gen_age; /* choco: rounds since the sender's first push in gen */
 } mix_stream;
 
 typedef struct mix_abort_bcast {
@@ -107,8 +108,12 @@ struct gossip_mix {
     mix_slot *slots; /* sync_window entries */
     uint32_t sync_window;
     double *slot_mem;
-    uint32_t run_nin;    /* in-degree of the running round */
-    double *hat, *sacc;  /* float64: see MIXING.md, "choco" */
+    uint32_t run_nin;         /* in-degree of the running round */
+    double *hat, *sacc;       /* float64: see MIXING.md, "choco" */
+    uint64_t choco_gen_start; /* first round we push in choco_gen */
+    /* per in-neighbour: last round accumulated in choco_gen (UINT64_MAX = none) */
+    uint64_t choco_in_id[GOSSIP_TOPOLOGY_DEGREE_MAX], choco_in_last[GOSSIP_TOPOLOGY_DEGREE_MAX];
+    uint32_t choco_nin;
     uint32_t choco_gen;  /* generation of hat / sacc (MIXING.md, "choco under loss") */
     uint32_t choco_warm; /* rounds left that refine the restarted copies without a step */
 
