@@ -106,7 +106,7 @@ experiments: deps
 
 soak: deps
 	@$(MAKE) --no-print-directory $(BIN)
-	$(BIN) sim --soak $${SOAK_SEEDS:-200}
+	$(BIN) sim --soak $${SOAK_SEEDS:-2000}
 
 fmt:
 	clang-format -i $(C_FILES)

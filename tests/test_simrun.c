@@ -186,6 +186,68 @@ static void shards_lost_without_replicas(void **state)
     free(sc);
 }
 
+static void run_checked(const sim_scenario *sc, sim_summary *s)
+{
+    char err[512];
+    sim_run_opts o = {.quiet = 1, .check = 1};
+    int rc = sim_run(sc, &o, s, err, sizeof err);
+    if (rc)
+        fail_msg("sim_run: %s", err);
+}
+
+/* The invariant checks behind --soak: a diverging model is reported (with
+ * the time and the agent), shard losses after r holder failures are not,
+ * and a healthy run with faults has no violation and ends with every
+ * agent up and every shard back to r copies. */
+static void invariants_checked(void **state)
+{
+    (void)state;
+    sim_scenario *sc = scenario("[run]\nagents = 8\nmode = rounds\nrounds = 200\n"
+                                "[model]\nkind = quadratic\ndim = 6\nlr = 100\n");
+    sim_summary s;
+    run_checked(sc, &s);
+    assert_true(s.violations > 0);
+    if (!strstr(s.violation, "not finite"))
+        fail_msg("violation: %s", s.violation);
+    free(sc);
+
+    /* r = 2: two holders of everything crash at once; the losses are
+     * allowed (r holders failed), so no violation. */
+    sc = scenario("[run]\nagents = 12\nmode = rounds\nrounds = 20\n"
+                  "[model]\nkind = consensus\ndim = 4\n"
+                  "[network]\nbandwidth_mbps = 100\n" /* a copy takes seconds */
+                  "[shards]\ncount = 48\nreplication = 2\n"
+                  "[faults]\nevent = 0.05 crash 0-5\n");
+    run_checked(sc, &s);
+    assert_true(s.shards_lost > 0);
+    assert_int_equal(s.violations, 0);
+    assert_true(extra(&s, "invariant_violations") == 0);
+    free(sc);
+
+    /* Crashes, restarts, a partition and a loss burst, then quiet: no
+     * violation; every agent up and every shard at r copies at the end. */
+    sc = scenario("[run]\nagents = 10\nmode = timed\nduration_s = 6\n"
+                  "[model]\nkind = consensus\ndim = 8\n"
+                  "[mixing]\nalgorithm = choco\ntopology = exponential\nbits = 4\n"
+                  "[network]\nlatency_ms = 1\nbandwidth_mbps = 1000\n"
+                  "[shards]\ncount = 40\nreplication = 3\n"
+                  "[faults]\nevent = 0.2 crash 3 restart_after=0.3\n"
+                  "event = 0.4 partition 0-4/5-9 duration=0.3\n"
+                  "event = 0.9 loss 0.3 duration=0.2\nevent = 1.0 crash 7 restart_after=0.5\n");
+    run_checked(sc, &s);
+    if (s.violations)
+        fail_msg("violation: %s", s.violation);
+    assert_int_equal(s.shards_lost, 0);
+    assert_true(extra(&s, "agents_live_final") == 10);
+    assert_true(extra(&s, "shards_under_replicated_final") == 0);
+    assert_true(extra(&s, "crashes") == 2 && extra(&s, "restarts") == 2);
+    double cd0 = extra(&s, "consensus_distance_initial");
+    if (!(s.consensus_distance_final < 1e-3 * cd0))
+        fail_msg("choco after faults: consensus distance %g of %g", s.consensus_distance_final,
+                 cd0);
+    free(sc);
+}
+
 static void training_makes_progress(void **state)
 {
     (void)state;
@@ -333,6 +395,7 @@ int main(void)
         cmocka_unit_test(mixing_reduces_consensus_distance),
         cmocka_unit_test(crash_faults_counted),
         cmocka_unit_test(shards_lost_without_replicas),
+        cmocka_unit_test(invariants_checked),
         cmocka_unit_test(training_makes_progress),
         cmocka_unit_test(stragglers_ratio),
         cmocka_unit_test(writes_files),

@@ -1,0 +1,48 @@
+#!/bin/sh
+# murmur sim --soak: a short soak (the long one is `make soak`). Every seed
+# must pass its safety and liveness checks; the summary line counts them; a
+# seed run alone (the reproduction command) gives the same trace hash as in
+# the batch; bad --soak values fail with exit status 2.
+set -eu
+build=${BUILD:-build}
+bin="$build/murmur"
+[ -x "$bin" ] || { echo "sim_soak: $bin not built" >&2; exit 1; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "sim_soak: FAIL $*" >&2; exit 1; }
+
+n=${SOAK_SEEDS:-120}
+"$bin" sim --soak "$n" --soak-seed 1 --verbose >"$tmp/out" 2>&1 ||
+    { grep -A1 FAILED "$tmp/out" >&2; fail "soak of $n seeds failed"; }
+tail -n 1 "$tmp/out" | grep -q "^soak: $n seeds, $n passed, 0 failed;" ||
+    fail "summary line: $(tail -n 1 "$tmp/out")"
+[ "$(grep -c '^seed [0-9]*:' "$tmp/out")" -eq "$n" ] || fail "expected $n scenario lines"
+# The soak covers both modes, every algorithm and real faults.
+for w in run.mode=rounds run.mode=timed mixing.algorithm=gossip mixing.algorithm=push-sum \
+    mixing.algorithm=dpsgd mixing.algorithm=choco mixing.algorithm=allreduce \
+    ' crash ' ' partition ' ' loss ' ' slow '; do
+    grep -q -- "$w" "$tmp/out" || fail "no scenario with '$w'"
+done
+grep -Eq 'crashes=[1-9]' "$tmp/out" || fail "no crash applied"
+
+# One seed alone reproduces the batch's trace.
+s=7
+want=$(sed -n "/^seed $s:/{n;p;}" "$tmp/out" | sed 's/.*trace_hash=//')
+"$bin" sim --soak 1 --soak-seed $s --verbose >"$tmp/one" 2>&1 || fail "seed $s alone failed"
+got=$(sed -n "/^seed $s:/{n;p;}" "$tmp/one" | sed 's/.*trace_hash=//')
+[ -n "$want" ] && [ "$want" = "$got" ] || fail "seed $s: trace $got alone, $want in the batch"
+
+for bad in 0 -3 x 1000001; do
+    set +e
+    "$bin" sim --soak "$bad" >"$tmp/bad" 2>&1
+    rc=$?
+    set -e
+    [ $rc -eq 2 ] || fail "--soak $bad: exit $rc"
+    grep -q -- "--soak" "$tmp/bad" || fail "--soak $bad: no message"
+done
+set +e
+"$bin" sim x.ini --soak 3 >"$tmp/bad" 2>&1
+rc=$?
+set -e
+[ $rc -eq 2 ] || fail "--soak with a scenario: exit $rc"
+echo "sim_soak: ok ($(tail -n 1 "$tmp/out"))"
