@@ -70,6 +70,8 @@ typedef struct agent {
     uint32_t *rows, nrows, cursor;
     link_tail *tails;
     uint32_t ntails, captails;
+    uint32_t *tix; /* hash index of tails by `to` (slot = tail index + 1), or NULL */
+    uint32_t tixcap;
 } sim_agent_state;
 
 typedef struct shard_holder {
@@ -463,12 +465,49 @@ static void frame_free(runner *r, frame *f)
 
 /* The link from -> to of the sender's table, created when missing (NULL
  * when out of memory). */
+/* Past this many links a sender finds its link tails through a hash index
+ * (timed mode with random peers: every agent ends up with a link to most
+ * others, and a linear scan per frame was a quarter of the run time). */
+#define TAILS_INDEX_MIN 16u
+
+static uint32_t tail_hash(uint32_t to, uint32_t cap)
+{
+    return (uint32_t)(((uint64_t)to * 0x9E3779B97F4A7C15ULL) >> 32) & (cap - 1);
+}
+
+/* (Re)build the index for the current tails; 0 or -1 (out of memory). */
+static int tails_index(sim_agent_state *s)
+{
+    uint32_t cap = 64;
+    while (cap < 2 * s->captails)
+        cap *= 2;
+    uint32_t *ix = calloc(cap, sizeof *ix);
+    if (!ix)
+        return -1;
+    for (uint32_t k = 0; k < s->ntails; k++) {
+        uint32_t h = tail_hash(s->tails[k].to, cap);
+        while (ix[h])
+            h = (h + 1) & (cap - 1);
+        ix[h] = k + 1;
+    }
+    free(s->tix);
+    s->tix = ix;
+    s->tixcap = cap;
+    return 0;
+}
+
 static link_tail *link_get(runner *r, uint32_t from, uint32_t to)
 {
     sim_agent_state *s = &r->a[from];
-    for (uint32_t k = 0; k < s->ntails; k++)
-        if (s->tails[k].to == to)
-            return &s->tails[k];
+    if (s->tix) {
+        for (uint32_t h = tail_hash(to, s->tixcap); s->tix[h]; h = (h + 1) & (s->tixcap - 1))
+            if (s->tails[s->tix[h] - 1].to == to)
+                return &s->tails[s->tix[h] - 1];
+    } else {
+        for (uint32_t k = 0; k < s->ntails; k++)
+            if (s->tails[k].to == to)
+                return &s->tails[k];
+    }
     if (s->ntails == s->captails) {
         uint32_t nc = s->captails ? 2 * s->captails : 4;
         link_tail *nt = realloc(s->tails, nc * sizeof *nt);
@@ -479,6 +518,17 @@ static link_tail *link_get(runner *r, uint32_t from, uint32_t to)
     }
     link_tail *t = &s->tails[s->ntails++];
     *t = (link_tail){.to = to};
+    if (s->ntails >= TAILS_INDEX_MIN) {
+        if (!s->tix || 2 * s->captails > s->tixcap) {
+            if (tails_index(s) != 0)
+                return NULL;
+        } else {
+            uint32_t h = tail_hash(to, s->tixcap);
+            while (s->tix[h])
+                h = (h + 1) & (s->tixcap - 1);
+            s->tix[h] = s->ntails;
+        }
+    }
     return t;
 }
 
@@ -518,6 +568,8 @@ static void pending_remove(runner *r, frame *f)
         for (uint32_t k = 0; k < s->ntails; k++)
             if (s->tails[k].to == f->to) {
                 s->tails[k] = s->tails[--s->ntails];
+                free(s->tix); /* indices moved: rebuilt when needed */
+                s->tix = NULL;
                 break;
             }
     }
@@ -1424,6 +1476,7 @@ static void teardown(runner *r)
             }
             free(g->rows);
             free(g->tails);
+            free(g->tix);
         }
     free(r->a);
     free(r->ids);

@@ -168,6 +168,32 @@ static void view_index_finds_ids(void **state)
     assert_int_equal(gossip_view_index(&v, 1), UINT32_MAX);
     v.n = 0;
     assert_int_equal(gossip_view_index(&v, 4), UINT32_MAX);
+
+    /* Larger views (the interpolation step): dense ids 1..n, random 64-bit
+     * ids, and clustered ids (a skewed spread); every member found at its
+     * index, every absent id (between, below, above) not found. */
+    enum { N = 3000 };
+    static uint64_t big[N];
+    uint64_t st = 12345;
+    for (int kind = 0; kind < 3; kind++) {
+        uint64_t x = 0;
+        for (uint32_t i = 0; i < N; i++) {
+            st = st * 6364136223846793005ULL + 1442695040888963407ULL;
+            uint64_t step = kind == 0 ? 1 : kind == 1 ? (st >> 16) + 2 : (i % 100 ? 2 : st >> 20);
+            x += step;
+            big[i] = x;
+        }
+        gossip_view w = {.epoch = 1, .n = N, .ids = big};
+        for (uint32_t i = 0; i < N; i++) {
+            if (gossip_view_index(&w, big[i]) != i)
+                fail_msg("kind %d: id %u not at its index", kind, i);
+            if (big[i] + 1 < (i + 1 < N ? big[i + 1] : UINT64_MAX) &&
+                gossip_view_index(&w, big[i] + 1) != UINT32_MAX)
+                fail_msg("kind %d: absent id after %u found", kind, i);
+        }
+        assert_int_equal(gossip_view_index(&w, 0), UINT32_MAX);
+        assert_int_equal(gossip_view_index(&w, big[N - 1] + 1), UINT32_MAX);
+    }
 }
 
 int main(void)
