@@ -139,7 +139,7 @@ void mix_ar_abort(gossip_mix *m, int broadcast)
         return;
     if (broadcast) {
         m->abort_bcast =
-            (mix_abort_bcast){.active = 1, .epoch = m->epoch, .round = m->ar_round, .cursor = 0};
+            (mix_abort_bcast){.active = 1, .epoch = m->view_id, .round = m->ar_round, .cursor = 0};
     }
     memcpy(m->work, m->orig, (size_t)m->dim * sizeof *m->work);
     reset_counts(m);
@@ -198,7 +198,7 @@ int mix_ar_recv_chunk(gossip_mix *m, uint64_t from, const gossip_header *h, cons
     size_t data = want_cnt ? gossip_codec_size(want_cnt, bits, m->block) : 0;
     if (off != want_off || cnt != want_cnt || len != GOSSIP_MIX_AR_HEADER + data)
         return GOSSIP_EMALFORMED;
-    if (h->epoch != m->epoch)
+    if (h->epoch != m->view_id)
         return GOSSIP_ESTALE;
     const uint8_t *d = p + GOSSIP_MIX_AR_HEADER;
 
@@ -266,7 +266,7 @@ int mix_ar_recv_abort(gossip_mix *m, uint64_t from, const gossip_header *h, cons
     uint32_t reason = gossip_get_u32(p), reserved = gossip_get_u32(p + 4);
     if (reason == 0 || reason > AR_REASON_MAX || reserved)
         return GOSSIP_EMALFORMED;
-    if (h->epoch != m->epoch || h->round < m->ar_round)
+    if (h->epoch != m->view_id || h->round < m->ar_round)
         return GOSSIP_ESTALE;
     m->stats.aborts_received++;
     mix_ar_abort(m, 0);
@@ -358,7 +358,7 @@ int mix_ar_poll(gossip_mix *m, gossip_send *out)
         gossip_put_u32(p + 20, m->dim);
         gossip_put_u32(p + 24, off);
         gossip_put_u32(p + 28, cnt);
-        mix_header(m, f, GOSSIP_MSG_AR_CHUNK, m->epoch, m->ar_round, GOSSIP_MIX_AR_HEADER + data);
+        mix_header(m, f, GOSSIP_MSG_AR_CHUNK, m->view_id, m->ar_round, GOSSIP_MIX_AR_HEADER + data);
         out->frame = f;
         mix_sent(m, out, m->ids[(m->me + 1) % m->n],
                  GOSSIP_HEADER_SIZE + GOSSIP_MIX_AR_HEADER + data);

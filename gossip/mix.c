@@ -275,6 +275,9 @@ void gossip_mix_destroy(gossip_mix *m)
     gossip_free(env, m->in_links);
     gossip_free(env, m->link_mem);
     gossip_free(env, m->ps_off);
+    gossip_free(env, m->ps_tomb);
+    gossip_free(env, m->stash);
+    gossip_free(env, m->stash_mem);
     gossip_free(env, m->inbox);
     gossip_free(env, m->ar_recv);
     gossip_free(env, m->ar_sent);
@@ -380,6 +383,13 @@ int gossip_mix_create(gossip_mix **out, const gossip_env *env, const gossip_mix_
     if (ok &&
         (a & ((1u << GOSSIP_MIX_GOSSIP) | (1u << GOSSIP_MIX_DPSGD) | (1u << GOSSIP_MIX_CHOCO))))
         ok = (m->enc = gossip_alloc(env, enc_cap ? enc_cap : 1)) != NULL;
+    if (ok && (a & ((1u << GOSSIP_MIX_DPSGD) | (1u << GOSSIP_MIX_CHOCO) |
+                    (1u << GOSSIP_MIX_ALLREDUCE)))) {
+        ok = (m->stash = gossip_calloc(env, GOSSIP_MIX_STASH_MAX, sizeof *m->stash)) &&
+             (m->stash_mem = gossip_calloc(env, GOSSIP_MIX_STASH_MAX, m->frame_cap));
+        for (uint32_t k = 0; ok && k < GOSSIP_MIX_STASH_MAX; k++)
+            m->stash[k].payload = m->stash_mem + (size_t)k * m->frame_cap;
+    }
     if (ok && (a & ((1u << GOSSIP_MIX_DPSGD) | (1u << GOSSIP_MIX_CHOCO)))) {
         ok = (m->slots = gossip_calloc(env, m->sync_window, sizeof(mix_slot))) &&
              (m->slot_mem = gossip_calloc(env, (size_t)m->sync_window * dim, sizeof(double)));
@@ -396,7 +406,8 @@ int gossip_mix_create(gossip_mix **out, const gossip_env *env, const gossip_mix_
              (m->out_links = gossip_calloc(env, m->links_max, sizeof(mix_link))) &&
              (m->in_links = gossip_calloc(env, m->links_max, sizeof(mix_link))) &&
              (m->link_mem = gossip_calloc(env, 2 * (size_t)m->links_max * per, sizeof(double))) &&
-             (m->ps_off = gossip_calloc(env, m->links_max, sizeof(uint32_t)));
+             (m->ps_off = gossip_calloc(env, m->links_max, sizeof(uint32_t))) &&
+             (m->ps_tomb = gossip_calloc(env, m->links_max, sizeof(uint64_t)));
         if (ok) {
             for (uint32_t k = 0; k < m->links_max; k++) {
                 m->out_links[k].v = m->link_mem + (size_t)k * per;
@@ -442,6 +453,7 @@ static mix_link *link_add(gossip_mix *m, mix_link *t, uint64_t peer)
         if (!t[k].used) {
             t[k].used = 1;
             t[k].peer = peer;
+            t[k].seq = t[k].base_seq = 0;
             memset(t[k].v, 0, ((size_t)m->dim + 1) * sizeof(double));
             return &t[k];
         }
@@ -503,6 +515,58 @@ static int pushsum_neighbour(const gossip_mix *m, uint64_t peer, int dir)
     return 0;
 }
 
+/* The view's identity on the wire. Mixing frames carry it in the header's
+ * epoch field, and the synchronous algorithms (dpsgd, choco, allreduce)
+ * accept a frame only from a member on the same view. It must be the same
+ * on every member holding the same members: under SWIM each agent numbers
+ * its own views (its epoch counts its own view changes), so the epoch
+ * itself differs from agent to agent and cannot be compared; a hash of the
+ * sorted member ids can. (A view that returns to an earlier member set
+ * gets that set's id again; rounds restart at 0 on every view change, and a
+ * member still on the older copy is caught by the round checks.) */
+static uint64_t view_id(const gossip_view *v)
+{
+    uint64_t h = 0x6D75726D7572ULL ^ ((uint64_t)v->n * 0x9E3779B97F4A7C15ULL);
+    for (uint32_t i = 0; i < v->n; i++) {
+        h ^= v->ids[i];
+        h *= 0xBF58476D1CE4E5B9ULL;
+        h ^= h >> 31;
+    }
+    return h;
+}
+
+static void stash_replay(gossip_mix *m, gossip_time_us now);
+
+/* Push-sum: drop an in-link and remember its peer (see pushsum_recv). */
+static void pushsum_drop_in(gossip_mix *m, mix_link *in)
+{
+    in->used = 0;
+    uint32_t k = 0;
+    while (k < m->ps_ntomb && m->ps_tomb[k] != in->peer)
+        k++;
+    if (k < m->ps_ntomb)
+        return;
+    if (m->ps_ntomb < m->links_max) {
+        m->ps_tomb[m->ps_ntomb++] = in->peer;
+    } else {
+        m->ps_tomb[m->ps_tomb_next] = in->peer;
+        m->ps_tomb_next = (m->ps_tomb_next + 1) % m->links_max;
+    }
+}
+
+/* 1 if we dropped an in-link from peer (and forget it). */
+static int pushsum_dropped(gossip_mix *m, uint64_t peer)
+{
+    for (uint32_t k = 0; k < m->ps_ntomb; k++)
+        if (m->ps_tomb[k] == peer) {
+            m->ps_tomb[k] = m->ps_tomb[--m->ps_ntomb];
+            if (m->ps_tomb_next >= m->ps_ntomb)
+                m->ps_tomb_next = 0;
+            return 1;
+        }
+    return 0;
+}
+
 int gossip_mix_set_view(gossip_mix *m, const gossip_view *v, gossip_time_us now)
 {
     if (!m || !v || (v->n && !v->ids))
@@ -519,6 +583,7 @@ int gossip_mix_set_view(gossip_mix *m, const gossip_view *v, gossip_time_us now)
         memcpy(m->ids, v->ids, (size_t)v->n * sizeof *m->ids);
     m->n = v->n;
     m->epoch = v->epoch;
+    m->view_id = view_id(v);
     m->has_view = 1;
     m->me = gossip_view_index(v, m->self);
     if (!newer)
@@ -544,11 +609,11 @@ int gossip_mix_set_view(gossip_mix *m, const gossip_view *v, gossip_time_us now)
                     m->stream.active = 0;
             }
             if (in->used && !pushsum_neighbour(m, in->peer, -1))
-                in->used = 0;
+                pushsum_drop_in(m, in);
         }
     }
+    stash_replay(m, now);
     check_done(m);
-    (void)now;
     return GOSSIP_OK;
 }
 
@@ -865,16 +930,42 @@ static int choco_continuous(gossip_mix *m, uint64_t from, uint64_t round, uint32
     return 1;
 }
 
+static void sync_abort_round(gossip_mix *m, int keep_stream);
+
+/* A member of our view is at round r, beyond our window: it entered this
+ * view earlier (under SWIM every member installs a view at its own moment,
+ * and rounds restart at 0 in each view), or we fell behind. Waiting would
+ * cost a step deadline per round for ever, since neither side accepts the
+ * other's rounds; so catch up: give the running round up and continue at r
+ * (members only ever move forward, so the group meets at the front). */
+static void sync_jump(gossip_mix *m, uint64_t r)
+{
+    if (m->state == GOSSIP_MIX_RUNNING)
+        sync_abort_round(m, 1); /* sync_round + 1; copies restart (choco) */
+    else if (m->algo == GOSSIP_MIX_CHOCO)
+        choco_reset(m, choco_next_gen(m)); /* rounds skipped: copies differ */
+    for (uint32_t k = 0; k < m->sync_window; k++) {
+        clear_slot(&m->slots[k], m->dim);
+        m->slots[k].dirty = 0;
+    }
+    if (m->choco_gen_start == m->sync_round)
+        m->choco_gen_start = r;
+    m->sync_round = r;
+    m->stats.round_jumps++;
+}
+
 static int sync_recv(gossip_mix *m, uint64_t from, const gossip_header *h, const push_hdr *ph)
 {
     if (ph->algo != m->algo)
         return GOSSIP_EMALFORMED;
     if (ph->algo == GOSSIP_MIX_DPSGD && ph->scale != 1.0f)
         return GOSSIP_EMALFORMED;
-    if (h->epoch != m->epoch)
+    if (h->epoch != m->view_id)
         return GOSSIP_ESTALE;
-    if (h->round < m->sync_round || h->round - m->sync_round >= m->sync_window)
+    if (h->round < m->sync_round)
         return GOSSIP_ESTALE;
+    if (h->round - m->sync_round >= m->sync_window)
+        sync_jump(m, h->round);
     mix_slot *s = sync_slot(m, h->round);
     uint32_t k = 0;
     while (k < s->nin && s->in_id[k] != from)
@@ -905,8 +996,6 @@ static int sync_recv(gossip_mix *m, uint64_t from, const gossip_header *h, const
     s->got[k] += ph->count;
     return GOSSIP_OK;
 }
-
-static void sync_abort_round(gossip_mix *m, int keep_stream);
 
 /* 1 if an in-neighbour of the running round has sent a later round while
  * its part of this one is missing: links are FIFO, so that part was lost
@@ -1018,6 +1107,24 @@ static void gossip_start(gossip_mix *m, gossip_time_us now)
 /* A push from a peer: answer with d = Q((x_peer - x_self) / 2) and add d to
  * our vector; the pusher subtracts the very same decoded d, so the sum is kept
  * exactly whatever the codec does. */
+/* Queue a BUSY answer to a gossip push: the pusher counts the chunk as
+ * answered with no change. Returns GOSSIP_OK or GOSSIP_EFULL. */
+static int gossip_busy_reply(gossip_mix *m, uint64_t from, const gossip_header *h,
+                             const push_hdr *ph)
+{
+    if (m->txq_count == GOSSIP_MIX_TXQ_MAX)
+        return GOSSIP_EFULL;
+    uint32_t slot = (m->txq_head + m->txq_count) % GOSSIP_MIX_TXQ_MAX;
+    uint8_t *f = m->txq + (size_t)slot * m->frame_cap;
+    mix_header(m, f, GOSSIP_MSG_MIX_REPLY, m->view_id, h->round, GOSSIP_MIX_PUSH_HEADER);
+    write_push_hdr(m, f + GOSSIP_HEADER_SIZE, GOSSIP_MIX_GOSSIP, ph->bits, MIX_FLAG_BUSY,
+                   ph->offset, ph->count, 1.0f, 0, 0);
+    m->txq_len[slot] = GOSSIP_HEADER_SIZE + GOSSIP_MIX_PUSH_HEADER;
+    m->txq_dest[slot] = from;
+    m->txq_count++;
+    return GOSSIP_OK;
+}
+
 static int gossip_recv_push(gossip_mix *m, uint64_t from, const gossip_header *h,
                             const push_hdr *ph)
 {
@@ -1033,15 +1140,8 @@ static int gossip_recv_push(gossip_mix *m, uint64_t from, const gossip_header *h
     /* A member that has no vector yet (never started) refuses the same way. */
     const mix_pending *own = &m->pend[m->pend_cur];
     if (!m->has_vector || (m->state == GOSSIP_MIX_RUNNING && m->algo == GOSSIP_MIX_GOSSIP &&
-                           own->used && own->peer == from && own->got < m->dim && m->self < from)) {
-        mix_header(m, f, GOSSIP_MSG_MIX_REPLY, m->epoch, h->round, GOSSIP_MIX_PUSH_HEADER);
-        write_push_hdr(m, f + GOSSIP_HEADER_SIZE, GOSSIP_MIX_GOSSIP, ph->bits, MIX_FLAG_BUSY,
-                       ph->offset, ph->count, 1.0f, 0, 0);
-        m->txq_len[slot] = GOSSIP_HEADER_SIZE + GOSSIP_MIX_PUSH_HEADER;
-        m->txq_dest[slot] = from;
-        m->txq_count++;
-        return GOSSIP_OK;
-    }
+                           own->used && own->peer == from && own->got < m->dim && m->self < from))
+        return gossip_busy_reply(m, from, h, ph);
     int rc = gossip_codec_decode(ph->data, ph->data_len, ph->count, ph->bits, m->block, m->scratch);
     if (!rc)
         rc = mix_values_ok(m->scratch, ph->count);
@@ -1056,7 +1156,7 @@ static int gossip_recv_push(gossip_mix *m, uint64_t from, const gossip_header *h
                              f + GOSSIP_HEADER_SIZE + GOSSIP_MIX_PUSH_HEADER, data, m->scratch2);
     if (rc)
         return rc;
-    mix_header(m, f, GOSSIP_MSG_MIX_REPLY, m->epoch, h->round, payload);
+    mix_header(m, f, GOSSIP_MSG_MIX_REPLY, m->view_id, h->round, payload);
     write_push_hdr(m, f + GOSSIP_HEADER_SIZE, GOSSIP_MIX_GOSSIP, ph->bits, 0, ph->offset, ph->count,
                    1.0f, 0, 0);
     m->txq_len[slot] = GOSSIP_HEADER_SIZE + payload;
@@ -1133,6 +1233,8 @@ static void pushsum_start(gossip_mix *m)
     if (!l) { /* table full: reuse a link we already have (bounded out-degree) */
         l = &m->out_links[gossip_random_below(m->env, m->links_max)];
     }
+    if (l->seq < UINT32_MAX)
+        l->seq++;
     /* Keep half, give half: the given half joins the link's running sum, so a
      * lost frame's mass is carried by the next frame on the same link. */
     for (uint32_t i = 0; i <= dim; i++) {
@@ -1154,9 +1256,9 @@ static int pushsum_recv(gossip_mix *m, uint64_t from, const uint8_t *p, size_t l
     if (len < GOSSIP_MIX_PS_HEADER)
         return GOSSIP_ETRUNC;
     uint32_t dim = gossip_get_u32(p), off = gossip_get_u32(p + 4), cnt = gossip_get_u32(p + 8);
-    uint32_t reserved = gossip_get_u32(p + 12);
+    uint32_t seq = gossip_get_u32(p + 12);
     uint32_t total = m->dim + 1;
-    if (dim != m->dim || reserved != 0 || off >= total || off % m->cv != 0 ||
+    if (dim != m->dim || seq == 0 || off >= total || off % m->cv != 0 ||
         cnt != chunk_len(m, total, off / m->cv))
         return GOSSIP_EMALFORMED;
     if (len != GOSSIP_MIX_PS_HEADER + 8 * (size_t)cnt)
@@ -1169,14 +1271,47 @@ static int pushsum_recv(gossip_mix *m, uint64_t from, const uint8_t *p, size_t l
         if (!(fabs(v) <= GOSSIP_MIX_VALUE_MAX))
             return GOSSIP_ENONFINITE;
     }
-    mix_link *l = link_add(m, m->in_links, from);
+    mix_link *l = link_find(m->in_links, m->links_max, from);
+    int known = l != NULL;
+    if (!known && !(l = link_add(m, m->in_links, from)) && m->ps_k) {
+        /* Table full: the views of the members differ (SWIM), and a member
+         * pushed to us while we were not its circulant neighbour. A link
+         * from a member that is not our in-neighbour any more gives way. */
+        for (uint32_t k = 0; k < m->links_max && !l; k++)
+            if (m->in_links[k].used && !pushsum_neighbour(m, m->in_links[k].peer, -1)) {
+                pushsum_drop_in(m, &m->in_links[k]);
+                l = link_add(m, m->in_links, from);
+            }
+    }
     if (!l)
         return GOSSIP_EFULL;
+    /* Views differ between members under SWIM, so the two ends of a link
+     * are not always dropped together. A push on a link we dropped (the
+     * sender did not) carries running sums whose start we absorbed: adding
+     * them again would count that history twice and blow the estimates up;
+     * it only sets the baseline (the mass in flight on it is lost, the
+     * estimates stay exact averages). A link we never had, or one the
+     * sender re-created (its push numbers start again at 1, below the last
+     * we saw), starts from 0: everything in its sums is new to us, lost
+     * pushes included. Links are FIFO. */
+    if (!known) {
+        memset(l->v, 0, ((size_t)m->dim + 1) * sizeof *l->v);
+        l->base_seq = pushsum_dropped(m, from) && seq != 1 ? seq : 0;
+        l->seq = seq;
+    } else if (seq < l->seq) {
+        memset(l->v, 0, ((size_t)m->dim + 1) * sizeof *l->v);
+        l->base_seq = 0;
+        l->seq = seq;
+    } else if (seq > l->seq) {
+        l->seq = seq;
+        l->base_seq = 0;
+    }
+    int baseline = l->base_seq != 0 && seq == l->base_seq;
     /* The weight's running sum only grows (the sender adds halves), so the
      * weight never shrinks on receipt; and no value may leave the estimate
      * s / w above GOSSIP_MIX_VALUE_MAX. Either would be a bogus frame. */
     double w = m->ps[m->dim];
-    for (uint32_t i = 0; i < cnt; i++) {
+    for (uint32_t i = 0; i < cnt && !baseline; i++) {
         uint64_t u = gossip_get_u64(d + 8 * (size_t)i);
         double sigma, next;
         memcpy(&sigma, &u, 8);
@@ -1192,7 +1327,8 @@ static int pushsum_recv(gossip_mix *m, uint64_t from, const uint8_t *p, size_t l
         uint64_t u = gossip_get_u64(d + 8 * (size_t)i);
         double sigma;
         memcpy(&sigma, &u, 8);
-        m->ps[off + i] += sigma - l->v[off + i];
+        if (!baseline)
+            m->ps[off + i] += sigma - l->v[off + i];
         l->v[off + i] = sigma;
     }
     return GOSSIP_OK;
@@ -1255,11 +1391,20 @@ static int recv_frame(gossip_mix *m, uint64_t from, const gossip_header *h, cons
         return GOSSIP_EINVAL;
     if (h->sender != from || h->payload_len != len)
         return GOSSIP_EMALFORMED;
+    push_hdr ph;
     if (!m->has_view ||
         gossip_view_index(&(gossip_view){m->epoch, m->n, m->ids}, from) == UINT32_MAX ||
-        from == m->self)
+        from == m->self) {
+        /* A pairwise push from a member not (yet) in our view, e.g. one that
+         * just joined and we have not heard of: refuse it, but answer BUSY at
+         * once so the pusher does not wait out its deadline (with SWIM every
+         * joiner would otherwise lose a full step timeout per early push). */
+        if (from != m->self && from != 0 && h->type == GOSSIP_MSG_MIX_PUSH &&
+            m->algo == GOSSIP_MIX_GOSSIP && parse_push(m, h->type, p, len, &ph) == GOSSIP_OK &&
+            ph.algo == GOSSIP_MIX_GOSSIP)
+            (void)gossip_busy_reply(m, from, h, &ph);
         return GOSSIP_ENOTFOUND;
-    push_hdr ph;
+    }
     int rc;
     switch (h->type) {
     case GOSSIP_MSG_MIX_PUSH:
@@ -1285,12 +1430,56 @@ static int recv_frame(gossip_mix *m, uint64_t from, const gossip_header *h, cons
     }
 }
 
+/* Under SWIM every member installs a view at its own moment. A member that
+ * installs it before us sends its first rounds with the new view id, which
+ * we refuse (or, if it is new to us, we do not know the sender yet); it
+ * never sends them again, so without this we would wait a step deadline
+ * for each view change. Keep the last GOSSIP_MIX_STASH_MAX such frames of
+ * the synchronous algorithms and replay them when we install their view. */
+static void stash_put(gossip_mix *m, uint64_t from, const gossip_header *h, const uint8_t *p,
+                      size_t len)
+{
+    if (!m->stash || m->replaying || from == 0 || from == m->self || len > m->frame_cap)
+        return;
+    int sync_push = h->type == GOSSIP_MSG_MIX_PUSH && len > 0 &&
+                    (p[0] == GOSSIP_MIX_DPSGD || p[0] == GOSSIP_MIX_CHOCO);
+    if (!sync_push && h->type != GOSSIP_MSG_AR_CHUNK)
+        return;
+    mix_stash *e = &m->stash[m->stash_next];
+    m->stash_next = (m->stash_next + 1) % GOSSIP_MIX_STASH_MAX;
+    e->used = 1;
+    e->from = from;
+    e->h = *h;
+    e->len = len;
+    if (len)
+        memcpy(e->payload, p, len);
+}
+
+/* Replay the kept frames of the view just installed (oldest first). */
+static void stash_replay(gossip_mix *m, gossip_time_us now)
+{
+    if (!m->stash)
+        return;
+    m->replaying = 1;
+    for (uint32_t k = 0; k < GOSSIP_MIX_STASH_MAX; k++) {
+        mix_stash *e = &m->stash[(m->stash_next + k) % GOSSIP_MIX_STASH_MAX];
+        if (!e->used || e->h.epoch != m->view_id)
+            continue;
+        e->used = 0;
+        if (recv_frame(m, e->from, &e->h, e->payload, e->len, now) == GOSSIP_OK)
+            m->stats.stash_replayed++;
+    }
+    m->replaying = 0;
+}
+
 int gossip_mix_recv(gossip_mix *m, uint64_t from, const gossip_header *h, const uint8_t *payload,
                     size_t len, gossip_time_us now)
 {
     m->stats.frames_received++;
     m->stats.bytes_received += GOSSIP_HEADER_SIZE + len;
     int rc = recv_frame(m, from, h, payload, len, now);
+    if ((rc == GOSSIP_ESTALE || rc == GOSSIP_ENOTFOUND) && h && h->epoch != m->view_id)
+        stash_put(m, from, h, payload, len);
     if (rc)
         return mix_reject(m, rc);
     check_done(m);
@@ -1345,7 +1534,7 @@ static int stream_poll(gossip_mix *m, gossip_send *out)
         gossip_put_u32(p, m->dim);
         gossip_put_u32(p + 4, off);
         gossip_put_u32(p + 8, n);
-        gossip_put_u32(p + 12, 0);
+        gossip_put_u32(p + 12, m->out_links[s->link].seq);
         const double *v = m->out_links[s->link].v + off;
         for (uint32_t i = 0; i < n; i++) {
             uint64_t u;
@@ -1354,7 +1543,7 @@ static int stream_poll(gossip_mix *m, gossip_send *out)
         }
         payload = GOSSIP_MIX_PS_HEADER + 8 * (size_t)n;
     }
-    mix_header(m, f, s->type, m->epoch, s->round, payload);
+    mix_header(m, f, s->type, m->view_id, s->round, payload);
     out->frame = f;
     mix_sent(m, out, dest, GOSSIP_HEADER_SIZE + payload);
     if (++s->chunk == s->nchunks) {

@@ -29,7 +29,8 @@
  *   stochastic rounding) comes from the env.
  * - Membership is a gossip_view copied in by set_view (<= members_max ids).
  *   Synchronous algorithms (dpsgd, choco, allreduce) number their rounds from
- *   0 within an epoch and accept frames only from their own epoch.
+ *   0 within a view and accept frames only from members on the same view (the view id: a hash of
+ * the member ids, carried in the header epoch field).
  * - Vectors longer than chunk_values travel in several frames (chunks) of at
  *   most chunk_values values; GOSSIP_MIX_CHUNK_VALUES_MAX bounds it so a
  *   chunk at 64-bit push-sum precision still fits GOSSIP_PAYLOAD_MAX. Links
@@ -76,6 +77,10 @@ typedef enum gossip_mix_algo {
 #define GOSSIP_MIX_AR_HEADER   32u
 #define GOSSIP_MIX_ABORT_BYTES 8u
 #define GOSSIP_MIX_HEADER_MAX  32u
+/* Frames of the synchronous algorithms kept for a view we do not hold yet
+ * (a member installed it before us): replayed when we install it. Each
+ * entry is one frame buffer (frame_cap bytes). */
+#define GOSSIP_MIX_STASH_MAX 32u
 /* Frames queued for replies (gossip answers) before pushes are refused:
  * one per chunk of a concurrent push; the caller drains poll_send after every
  * recv, so 8 leaves ample slack. */
@@ -137,7 +142,9 @@ typedef struct gossip_mix_stats {
     uint64_t rejected_by[GOSSIP_ERR_COUNT]; /* by error code */
     uint64_t rounds_completed, rounds_aborted;
     uint64_t aborts_sent, aborts_received;
-    uint64_t choco_resets; /* public copies restarted (a lost round, here or at a peer) */
+    uint64_t choco_resets;   /* public copies restarted (a lost round, here or at a peer) */
+    uint64_t round_jumps;    /* dpsgd/choco: caught up with members rounds ahead */
+    uint64_t stash_replayed; /* frames of a view installed late, replayed (GOSSIP_MIX_STASH_MAX) */
 } gossip_mix_stats;
 
 typedef enum gossip_mix_state {

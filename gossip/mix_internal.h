@@ -42,6 +42,10 @@ typedef struct mix_link {
     int used;
     uint64_t peer;
     double *v; /* dim + 1 running sums; index dim is the weight */
+    /* out-link: pushes made on it (1 for the first); in-link: the last one
+     * seen. base_seq: an in-link adopted mid-stream, whose push base_seq
+     * only sets the baseline (push-sum's "link sequence", MIXING.md). */
+    uint32_t seq, base_seq;
 } mix_link;
 
 /* Bulk vector sender: every chunk of one vector to each of ndest peers. */
@@ -59,6 +63,15 @@ typedef struct mix_stream {
     uint32_t gen;     /* choco: generation the pushed q belongs to */
     uint32_t gen_age; /* choco: rounds since the sender's first push in gen */
 } mix_stream;
+
+/* A frame kept for a view we do not hold yet (see GOSSIP_MIX_STASH_MAX). */
+typedef struct mix_stash {
+    int used;
+    uint64_t from;
+    gossip_header h;
+    size_t len;
+    uint8_t *payload; /* frame_cap bytes */
+} mix_stash;
 
 typedef struct mix_abort_bcast {
     int active;
@@ -80,7 +93,8 @@ struct gossip_mix {
     /* view */
     uint64_t *ids;
     uint32_t n, me;
-    uint64_t epoch;
+    uint64_t epoch;   /* the installed view's epoch (local order of views) */
+    uint64_t view_id; /* hash of the view's members: what frames carry (below) */
     int has_view;
 
     /* round */
@@ -132,6 +146,12 @@ struct gossip_mix {
     double *link_mem; /* 2 * links_max * (dim + 1) */
     uint32_t *ps_off; /* random topology beyond links_max peers: circulant offsets */
     uint32_t ps_k;    /* how many (0 = pick uniformly from the whole view) */
+    mix_stash *stash; /* synchronous algorithms: GOSSIP_MIX_STASH_MAX entries */
+    uint8_t *stash_mem;
+    uint32_t stash_next;
+    int replaying;
+    uint64_t *ps_tomb; /* peers whose in-link we dropped (links_max, a ring) */
+    uint32_t ps_ntomb, ps_tomb_next;
 
     /* allreduce */
     float *inbox;

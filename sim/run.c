@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "gossip/mix.h"
+#include "gossip/node.h"
 #include "gossip/placement.h"
 #include "gossip/shards.h"
 #include "model/data.h"
@@ -72,6 +73,11 @@ typedef struct agent {
     uint32_t ntails, captails;
     uint32_t *tix; /* hash index of tails by `to` (slot = tail index + 1), or NULL */
     uint32_t tixcap;
+    /* membership.mode = swim: the agent's protocol core; mix is its mixer */
+    gossip_node *node;
+    uint8_t ready; /* the node has an agreed model (READY): it may mix */
+    uint32_t dim;  /* for the state-transfer snapshot */
+    char addr[24]; /* "sim://<index>" */
 } sim_agent_state;
 
 typedef struct shard_holder {
@@ -83,6 +89,7 @@ typedef struct runner {
     const sim_scenario *sc;
     uint32_t n, dim;
     int timed;
+    int swim; /* membership.mode = swim */
     sim_agent_state *a;
     sim_evq q;
     sim_net *net;
@@ -99,7 +106,7 @@ typedef struct runner {
     size_t npending, cappending;
     uint32_t *group; /* partition groups (rounds mode), NULL = none */
     double loss_p;
-    uint64_t messages, lost, mix_done, mix_aborted, crashes, restarts;
+    uint64_t messages, lost, mix_done, mix_aborted, crashes, restarts, transfers;
     double mix_time_sum, mix_time_max;
     uint64_t *ids;
     /* models */
@@ -586,6 +593,42 @@ static void schedule(runner *r, uint64_t t, uint32_t kind, uint32_t agent, uint6
 
 static void check_done(runner *r, uint32_t i);
 
+/* The agent's protocol object: its node (swim) or its mixer (oracle). */
+static gossip_time_us agent_deadline(const sim_agent_state *g)
+{
+    return g->node ? gossip_node_deadline(g->node) : gossip_mix_deadline(g->mix);
+}
+
+static void agent_tick(sim_agent_state *g, gossip_time_us now)
+{
+    if (g->node)
+        (void)gossip_node_tick(g->node, now);
+    else
+        (void)gossip_mix_tick(g->mix, now);
+}
+
+/* Swim: install a transferred (or the agent's own) model once the node has
+ * one; until then the agent neither trains nor mixes. */
+static void node_model(runner *r, sim_agent_state *g)
+{
+    if (!g->node || g->ready)
+        return;
+    gossip_node_model st = gossip_node_model_state(g->node);
+    if (st == GOSSIP_NODE_JOINING)
+        return;
+    if (st == GOSSIP_NODE_FETCHED) {
+        uint64_t round;
+        if (gossip_node_model_result(g->node, g->x, &round) != GOSSIP_OK)
+            return;
+        if (g->net)
+            model_sgd_reset(&g->sgd);
+        r->transfers++;
+    }
+    if (st != GOSSIP_NODE_READY && gossip_node_model_adopt(g->node) != GOSSIP_OK)
+        return;
+    g->ready = 1;
+}
+
 /* Timed mode: put frame f on the network at time t; the link is busy while
  * a flow carries it. */
 static void link_send(runner *r, link_tail *t, frame *f, uint64_t at)
@@ -638,11 +681,20 @@ static void drain(runner *r, uint32_t i)
     if (!g->alive || !g->mix)
         return;
     gossip_send s;
-    while (gossip_mix_poll_send(g->mix, &s, r->now) == 1) {
+    node_model(r, g);
+    while ((g->node ? gossip_node_poll_send(g->node, &s, r->now)
+                    : gossip_mix_poll_send(g->mix, &s, r->now)) == 1) {
         r->messages++;
         g->bytes_sent += s.len;
         uint64_t to64 = s.dest - 1;
-        if (s.dest == 0 || to64 >= r->n) {
+        if (s.dest == 0 && s.dest_addr && strncmp(s.dest_addr, "sim://", 6) == 0) {
+            char *end = NULL;
+            unsigned long v = strtoul(s.dest_addr + 6, &end, 10);
+            to64 = end && *end == '\0' ? v : UINT64_MAX;
+        } else if (s.dest == 0) {
+            to64 = UINT64_MAX;
+        }
+        if (to64 >= r->n || to64 == i) {
             r->lost++;
             continue;
         }
@@ -697,7 +749,7 @@ static void drain(runner *r, uint32_t i)
             return;
     }
     if (r->timed) {
-        gossip_time_us dl = gossip_mix_deadline(g->mix);
+        gossip_time_us dl = agent_deadline(g);
         if (dl != GOSSIP_TIME_NEVER && dl < g->tick_at) {
             g->tick_at = dl;
             schedule(r, dl > r->now ? dl : r->now, EV_TICK, i, dl, g->inc, NULL);
@@ -713,9 +765,16 @@ static void deliver(runner *r, frame *f)
         r->hash = hmix(hmix(hmix(r->hash, r->now), f->from), f->to);
         r->hash = hbytes(r->hash, f->bytes, f->len);
         to->bytes_recv += f->len;
-        if (gossip_header_decode(f->bytes, f->len, &h) == GOSSIP_OK)
-            (void)gossip_mix_recv(to->mix, (uint64_t)f->from + 1, &h, f->bytes + GOSSIP_HEADER_SIZE,
-                                  f->len - GOSSIP_HEADER_SIZE, r->now);
+        if (gossip_header_decode(f->bytes, f->len, &h) == GOSSIP_OK) {
+            if (to->node)
+                (void)gossip_node_recv(to->node, (uint64_t)f->from + 1, &h,
+                                       f->bytes + GOSSIP_HEADER_SIZE, f->len - GOSSIP_HEADER_SIZE,
+                                       r->now);
+            else
+                (void)gossip_mix_recv(to->mix, (uint64_t)f->from + 1, &h,
+                                      f->bytes + GOSSIP_HEADER_SIZE, f->len - GOSSIP_HEADER_SIZE,
+                                      r->now);
+        }
         drain(r, f->to);
         check_done(r, f->to);
     } else {
@@ -758,7 +817,7 @@ static void check_done(runner *r, uint32_t i)
 static int mix_begin(runner *r, uint32_t i)
 {
     sim_agent_state *g = &r->a[i];
-    if (r->n < 2 || gossip_mix_start(g->mix, g->x, r->now) != GOSSIP_OK)
+    if (r->n < 2 || (r->swim && !g->ready) || gossip_mix_start(g->mix, g->x, r->now) != GOSSIP_OK)
         return 0;
     g->mixing = 1;
     g->mix_start = r->now;
@@ -805,7 +864,7 @@ static void check_invariants(runner *r)
         if (e < r->seen_epoch[i])
             violate(r, "agent %u: view epoch went back from %llu to %llu", i,
                     (unsigned long long)r->seen_epoch[i], (unsigned long long)e);
-        else if (e != r->epoch)
+        else if (!r->swim && e != r->epoch)
             violate(r, "agent %u: view epoch %llu, current view is %llu", i, (unsigned long long)e,
                     (unsigned long long)r->epoch);
         if (e > r->seen_epoch[i])
@@ -922,7 +981,7 @@ static void view_change(runner *r)
         if (r->a[i].alive)
             r->ids[live++] = (uint64_t)i + 1;
     gossip_view v = {.epoch = r->epoch, .n = live, .ids = r->ids};
-    for (uint32_t i = 0; i < r->n; i++)
+    for (uint32_t i = 0; i < r->n && !r->swim; i++)
         if (r->a[i].alive && r->a[i].mix)
             (void)gossip_mix_set_view(r->a[i].mix, &v, r->now);
     for (uint32_t i = 0; i < r->n && !r->failed; i++)
@@ -934,8 +993,82 @@ static void view_change(runner *r)
     shards_update(r);
 }
 
+static int snapshot_model(void *ctx, float *out, uint32_t dim, uint64_t *round)
+{
+    const sim_agent_state *g = ctx;
+    if (!g->alive || !g->ready || dim != g->dim)
+        return -1;
+    memcpy(out, g->x, (size_t)dim * sizeof *out);
+    *round = g->mixes;
+    return 0;
+}
+
+/* Swim: agent i's protocol core; fetch: pull the model from peers first. */
+static int agent_node_create(runner *r, uint32_t i, int fetch)
+{
+    const sim_scenario *sc = r->sc;
+    sim_agent_state *g = &r->a[i];
+    snprintf(g->addr, sizeof g->addr, "sim://%u", i);
+    gossip_node_config c;
+    gossip_node_config_default(&c);
+    c.self = (uint64_t)i + 1;
+    c.self_addr = g->addr;
+    uint32_t mm = 2 * r->n + 8;
+    c.swim.members_max = mm < GOSSIP_MEMBERS_MAX ? mm : GOSSIP_MEMBERS_MAX;
+    c.swim.probe_interval_us = (gossip_time_us)llround(sc->membership.probe_interval_ms * 1e3);
+    c.swim.probe_timeout_us = (gossip_time_us)llround(sc->membership.probe_timeout_ms * 1e3);
+    c.swim.suspicion_mult = sc->membership.suspicion_mult;
+    c.swim.indirect_k = sc->membership.indirect_k;
+    c.mix = r->mcfg;
+    c.xfer.snapshot = snapshot_model;
+    c.xfer.snapshot_ctx = g;
+    c.fetch_model = fetch;
+    g->dim = r->dim;
+    g->ready = 0;
+    int rc = gossip_node_create(&g->node, &g->env, &c);
+    if (rc)
+        return fail(r, rc == GOSSIP_ENOMEM ? SIM_RUN_ENOMEM : SIM_RUN_EINVAL, "node: %s",
+                    gossip_strerror(rc));
+    g->mix = gossip_node_mix(g->node);
+    return 0;
+}
+
+/* Swim: join through up to 3 live agents drawn from the seed (none: found
+ * the cluster). */
+static void agent_node_join(runner *r, uint32_t i)
+{
+    const char *seeds[3];
+    size_t ns = 0;
+    uint32_t live = 0;
+    for (uint32_t k = 0; k < r->n; k++)
+        live += r->a[k].alive && r->a[k].node && k != i;
+    for (size_t t = 0; t < 3 && live; t++) {
+        uint64_t pick = model_rng_below(&r->state, live);
+        for (uint32_t k = 0; k < r->n; k++)
+            if (r->a[k].alive && r->a[k].node && k != i && pick-- == 0) {
+                seeds[ns++] = r->a[k].addr;
+                break;
+            }
+    }
+    if (ns)
+        (void)gossip_node_join(r->a[i].node, seeds, ns, r->now);
+}
+
+static void agent_core_destroy(sim_agent_state *g)
+{
+    if (g->node)
+        gossip_node_destroy(g->node);
+    else if (g->mix)
+        gossip_mix_destroy(g->mix);
+    g->node = NULL;
+    g->mix = NULL;
+    g->ready = 0;
+}
+
 static int agent_mix_create(runner *r, uint32_t i)
 {
+    if (r->swim)
+        return agent_node_create(r, i, 0);
     gossip_mix_config c = r->mcfg;
     c.self = (uint64_t)i + 1;
     int rc = gossip_mix_create(&r->a[i].mix, &r->a[i].env, &c);
@@ -951,21 +1084,26 @@ static void agent_up(runner *r, uint32_t i, int restart)
     sim_agent_state *g = &r->a[i];
     if (g->alive)
         return;
-    if (g->mix) {
-        gossip_mix_destroy(g->mix);
-        g->mix = NULL;
-    }
-    if (agent_mix_create(r, i))
+    agent_core_destroy(g);
+    if (r->swim ? agent_node_create(r, i, 1) : agent_mix_create(r, i))
         return;
+    if (r->swim && r->seen_epoch) /* a new process numbers its views from 1 */
+        r->seen_epoch[i] = 0;
     g->alive = 1;
     g->present = 1;
     g->mixing = 0;
     g->tick_at = GOSSIP_TIME_NEVER;
     g->inc++;
-    /* State transfer: copy the model of a live agent drawn from the seed. */
+    /* State transfer: copy the model of a live agent drawn from the seed
+     * (swim: the node pulls it from its peers, gossip/xfer, and the agent
+     * keeps its last vector as its checkpoint until then). */
     uint32_t live = 0;
     for (uint32_t k = 0; k < r->n; k++)
         live += r->a[k].alive && k != i;
+    if (r->swim) {
+        agent_node_join(r, i);
+        live = 0;
+    }
     if (live) {
         uint64_t pick = model_rng_below(&r->state, live);
         for (uint32_t k = 0; k < r->n; k++)
@@ -974,7 +1112,7 @@ static void agent_up(runner *r, uint32_t i, int restart)
                 break;
             }
     }
-    if (g->net)
+    if (g->net && !r->swim)
         model_sgd_reset(&g->sgd);
     r->restarts += restart;
     r->hash = hmix(hmix(r->hash, r->now), 0x0F00000000000000ULL | i);
@@ -992,6 +1130,8 @@ static void agent_down(runner *r, uint32_t i)
     g->mixing = 0;
     g->inc++;
     r->crashes++;
+    if (r->swim) /* the process is gone, with its protocol state */
+        agent_core_destroy(g);
     r->hash = hmix(hmix(r->hash, r->now), 0xC000000000000000ULL | i);
     view_change(r);
 }
@@ -1193,7 +1333,7 @@ static void run_timed(runner *r)
         case EV_TICK:
             if (g->alive && g->inc == ev.b && g->tick_at == ev.a) {
                 g->tick_at = GOSSIP_TIME_NEVER;
-                (void)gossip_mix_tick(g->mix, r->now);
+                agent_tick(g, r->now);
                 drain(r, ev.agent);
                 check_done(r, ev.agent);
             }
@@ -1201,6 +1341,10 @@ static void run_timed(runner *r)
         case EV_STEP:
             if (!g->alive || g->inc != ev.b)
                 break;
+            if (r->swim && !g->ready) { /* joining: no agreed model yet */
+                schedule(r, r->now + step_us(r, ev.agent), EV_STEP, ev.agent, 0, g->inc, NULL);
+                break;
+            }
             local_step(r, ev.agent);
             if (g->steps % r->sc->mixing.interval_steps != 0 || !mix_begin(r, ev.agent))
                 schedule(r, r->now + step_us(r, ev.agent), EV_STEP, ev.agent, 0, g->inc, NULL);
@@ -1261,7 +1405,7 @@ static uint64_t run_rounds(runner *r)
         uint64_t longest = 0;
         for (uint32_t i = 0; i < r->n && !r->failed; i++) {
             sim_agent_state *g = &r->a[i];
-            if (!g->alive || g->mixing)
+            if (!g->alive || g->mixing || (r->swim && !g->ready))
                 continue;
             uint64_t t = 0;
             for (uint32_t k = 0; k < r->sc->mixing.interval_steps; k++) {
@@ -1285,7 +1429,7 @@ static uint64_t run_rounds(runner *r)
             uint64_t next = UINT64_MAX;
             for (uint32_t i = 0; i < r->n; i++)
                 if (r->a[i].alive && r->a[i].mix) {
-                    gossip_time_us d = gossip_mix_deadline(r->a[i].mix);
+                    gossip_time_us d = agent_deadline(&r->a[i]);
                     if (d != GOSSIP_TIME_NEVER && d < next)
                         next = d;
                 }
@@ -1297,9 +1441,9 @@ static uint64_t run_rounds(runner *r)
         /* Timers due by the end of the round (timeouts of lost exchanges). */
         for (uint32_t i = 0; i < r->n && !r->failed; i++) {
             sim_agent_state *g = &r->a[i];
-            if (g->alive && g->mix && gossip_mix_deadline(g->mix) <= r->now) {
+            if (g->alive && g->mix && agent_deadline(g) <= r->now) {
                 r->events++;
-                (void)gossip_mix_tick(g->mix, r->now);
+                agent_tick(g, r->now);
                 drain(r, i);
             }
         }
@@ -1332,6 +1476,7 @@ static int setup(runner *r)
     char msg[512];
     r->n = sc->run.agents;
     r->timed = sc->run.mode == SIM_RUN_TIMED;
+    r->swim = sc->membership.mode == SIM_MEMBERSHIP_SWIM;
     r->end_us = (uint64_t)llround(sc->run.duration_s * 1e6);
     r->hash = 0xcbf29ce484222325ULL ^ sc->run.seed;
     r->loss_p = sc->network.loss;
@@ -1454,6 +1599,15 @@ static int setup(runner *r)
     r->copy_us = copy;
     if (r->failed)
         return r->failed;
+    /* Swim: every agent joins through up to 3 others; membership spreads
+     * from there (the first views are partial, as in a real start). */
+    for (uint32_t i = 0; i < r->n && r->swim && !r->failed; i++)
+        if (r->a[i].alive) {
+            agent_node_join(r, i);
+            drain(r, i);
+        }
+    if (r->failed)
+        return r->failed;
     size_t heap1 = heap_in_use();
     r->mem_per_agent = heap1 > heap0 ? (double)(heap1 - heap0) / r->n : 0;
     return 0;
@@ -1467,7 +1621,7 @@ static void teardown(runner *r)
     if (r->a)
         for (uint32_t i = 0; i < r->n; i++) {
             sim_agent_state *g = &r->a[i];
-            gossip_mix_destroy(g->mix);
+            agent_core_destroy(g);
             if (g->net) {
                 model_net_destroy(g->net);
                 model_sgd_free(&g->sgd);
@@ -1588,6 +1742,22 @@ int sim_run(const sim_scenario *sc, const sim_run_opts *opts, sim_summary *out, 
         (void)sim_summary_add(out, "agents_live_final", live);
         (void)sim_summary_add(out, "shards_under_replicated_final", shards_under_replicated(r));
         (void)sim_summary_add(out, "consensus_distance_initial", r->first_cd);
+        if (r->swim) {
+            /* Live agents whose SWIM view is not exactly the live set. */
+            uint32_t off = 0;
+            for (uint32_t i = 0; i < r->n; i++) {
+                if (!r->a[i].alive || !r->a[i].node)
+                    continue;
+                gossip_view v;
+                gossip_node_view(r->a[i].node, &v);
+                int same = v.n == live;
+                for (uint32_t k = 0; k < v.n && same; k++)
+                    same = v.ids[k] >= 1 && v.ids[k] <= r->n && r->a[v.ids[k] - 1].alive;
+                off += !same;
+            }
+            (void)sim_summary_add(out, "views_wrong_final", off);
+            (void)sim_summary_add(out, "state_transfers", (double)r->transfers);
+        }
         out->violations = r->violations;
         snprintf(out->violation, sizeof out->violation, "%s", r->violation);
         if (opts->check)

@@ -21,14 +21,23 @@
  *           through the network model (latency, max-min shared bandwidth,
  *           loss, partitions); timers fire at the mixers' deadlines.
  *
- * Membership is an oracle: every crash, restart or join installs a new
- * view (epoch + 1, the ids of the live agents) on every live mixer at
- * once. A restarted agent gets a fresh mixer and copies the model of a live
- * agent chosen from the seed (state transfer). Shards: shards.count shards
- * placed on shards.replication holders by gossip/placement over the live
- * view; a new holder has its copy after the transfer time of one shard at
- * the network bandwidth (instant when unlimited); a shard is lost when no
- * live agent holds a complete copy.
+ * Membership (membership.mode):
+ *   oracle  every crash, restart or join installs a new view (epoch + 1,
+ *           the ids of the live agents) on every live mixer at once. A
+ *           restarted agent gets a fresh mixer and copies the model of a
+ *           live agent chosen from the seed.
+ *   swim    every agent runs the real protocol core, gossip/node: SWIM
+ *           membership and failure detection (frames through the same
+ *           network model), the mixer on the agent's own view, and state
+ *           transfer (gossip/xfer) of the model to a restarted agent, which
+ *           neither trains nor mixes until it has it. Agents join through
+ *           up to 3 others drawn from the seed; a crashed agent's node is
+ *           destroyed (its state is lost) and a restart creates a new one.
+ *
+ * Shards: shards.count shards placed on shards.replication holders by
+ * gossip/placement over the live agents; a new holder has its copy after the transfer time of one
+ * shard at the network bandwidth (instant when unlimited); a shard is lost when no live agent holds
+ * a complete copy.
  *
  * Determinism: every draw comes from generators seeded by run.seed; events
  * are ordered by (time, sequence). The trace hash covers every delivered

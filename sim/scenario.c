@@ -2,6 +2,7 @@
 #include "sim/scenario.h"
 
 #include "gossip/mix.h"
+#include "gossip/swim.h"
 #include "gossip/topology.h"
 
 #include <assert.h>
@@ -33,6 +34,7 @@ static const char *const TOPOLOGIES[] = {
     "random", "ring", "torus", "exponential", "one-peer-exponential", NULL};
 static const char *const LATENCY_DISTS[] = {"const",     "uniform", "normal",
                                             "lognormal", "matrix",  NULL};
+static const char *const MEMBERSHIP_MODES[] = {"oracle", "swim", NULL};
 static const char *const STRAGGLER_MODELS[] = {"none",   "fixed",     "random",
                                                "pareto", "lognormal", NULL};
 
@@ -95,6 +97,16 @@ static const key_def KEYS[] = {
      "quantization bits per value: 1, 2, 4, 8, 16 or 32"},
     {"mixing.interval_steps", K_U32, OFF(mixing.interval_steps), 1, 1e6, 0, NULL, "1",
      "local steps between two mixing steps"},
+    {"membership.mode", K_ENUM, OFF(membership.mode), 0, 0, 0, MEMBERSHIP_MODES, "oracle",
+     "oracle: views change on every agent at once; swim: real SWIM membership (gossip/node)"},
+    {"membership.probe_interval_ms", K_F64, OFF(membership.probe_interval_ms), 1, 60000, 0, NULL,
+     "200", "swim: protocol period (one probe per agent per period)"},
+    {"membership.probe_timeout_ms", K_F64, OFF(membership.probe_timeout_ms), 0, 60000, 1, NULL,
+     "100", "swim: direct ack wait before indirect probes (< probe_interval_ms)"},
+    {"membership.suspicion_mult", K_U32, OFF(membership.suspicion_mult), 1, 64, 0, NULL, "4",
+     "swim: suspicion timeout = suspicion_mult * max(1, log10 N) periods"},
+    {"membership.indirect_k", K_U32, OFF(membership.indirect_k), 0, GOSSIP_SWIM_INDIRECT_MAX, 0,
+     NULL, "3", "swim: members asked to probe indirectly"},
     {"network.latency_ms", K_F64, OFF(network.latency_ms), 0, LAT_MAX, 0, NULL, "1",
      "one-way latency (const); mean (normal); median (lognormal)"},
     {"network.latency_dist", K_ENUM, OFF(network.latency_dist), 0, 0, 0, LATENCY_DISTS, "const",
@@ -162,7 +174,7 @@ static const key_def KEYS[] = {
 #define NKEYS (sizeof KEYS / sizeof KEYS[0])
 _Static_assert(sizeof KEYS / sizeof KEYS[0] <= SIM_SCENARIO_KEYS_MAX, "key table fits origins");
 
-static const char *const SECTIONS[] = {"run",     "model",  "mixing", "network",
+static const char *const SECTIONS[] = {"run",     "model",  "mixing", "membership", "network",
                                        "compute", "shards", "faults", "output"};
 #define NSECTIONS (sizeof SECTIONS / sizeof SECTIONS[0])
 
@@ -617,6 +629,24 @@ static const char *origin_of(const sim_scenario *sc, const char *key)
 
 int sim_scenario_check(const sim_scenario *sc, char *err, size_t errlen)
 {
+    if (sc->membership.mode == SIM_MEMBERSHIP_SWIM) {
+        if (!(sc->membership.probe_timeout_ms < sc->membership.probe_interval_ms)) {
+            set_err(err, errlen,
+                    "membership.probe_timeout_ms = %g (%s) must be less than "
+                    "membership.probe_interval_ms = %g (%s)",
+                    sc->membership.probe_timeout_ms, origin_of(sc, "membership.probe_timeout_ms"),
+                    sc->membership.probe_interval_ms,
+                    origin_of(sc, "membership.probe_interval_ms"));
+            return SIM_SCENARIO_ERANGE;
+        }
+        if (sc->run.agents > SIM_SWIM_AGENTS_MAX) {
+            set_err(err, errlen,
+                    "run.agents = %u (%s): membership.mode = swim runs at most %u agents (each "
+                    "holds a member table); use membership.mode = oracle beyond",
+                    sc->run.agents, origin_of(sc, "run.agents"), SIM_SWIM_AGENTS_MAX);
+            return SIM_SCENARIO_ERANGE;
+        }
+    }
     if (sc->shards.replication > sc->run.agents) {
         set_err(err, errlen, "shards.replication = %u (%s) exceeds run.agents = %u (%s)",
                 sc->shards.replication, origin_of(sc, "shards.replication"), sc->run.agents,

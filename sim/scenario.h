@@ -107,6 +107,17 @@ typedef enum sim_topology {
     SIM_TOPO_ONE_PEER_EXPONENTIAL,
 } sim_topology;
 
+/* membership.mode: oracle (every crash, restart or join installs the new
+ * view on every live agent at once) or swim (each agent runs the real
+ * protocol core, gossip/node: SWIM membership and failure detection, state
+ * transfer; views differ and lag as in a real cluster). */
+typedef enum sim_membership_mode {
+    SIM_MEMBERSHIP_ORACLE = 0,
+    SIM_MEMBERSHIP_SWIM,
+} sim_membership_mode;
+/* Most agents in membership.mode = swim (each holds a member table). */
+#define SIM_SWIM_AGENTS_MAX 2048u
+
 typedef struct sim_scenario {
     struct {
         uint64_t seed;
@@ -130,6 +141,13 @@ typedef struct sim_scenario {
         uint32_t bits;
         uint32_t interval_steps;
     } mixing;
+    struct {
+        sim_membership_mode mode;
+        double probe_interval_ms;
+        double probe_timeout_ms;
+        uint32_t suspicion_mult;
+        uint32_t indirect_k;
+    } membership;
     struct {
         double latency_ms;
         sim_net_latency_kind latency_dist;

@@ -86,6 +86,7 @@ void sim_soak_draw(uint64_t seed, sim_soak_sets *s)
     }
     uint32_t rmax = n < 3 ? n : 3;
     uint32_t r = 1 + (uint32_t)model_rng_below(&g, rmax);
+    int swim = model_rng_below(&g, 10) < 4;
 
     add(s, "run.seed=%llu", (unsigned long long)seed);
     add(s, "run.agents=%u", n);
@@ -107,6 +108,11 @@ void sim_soak_draw(uint64_t seed, sim_soak_sets *s)
     add(s, "mixing.algorithm=%s", algo);
     add(s, "mixing.topology=%s", topo);
     add(s, "mixing.bits=%u", bits);
+    if (swim) {
+        add(s, "membership.mode=swim");
+        add(s, "membership.probe_interval_ms=100");
+        add(s, "membership.probe_timeout_ms=40");
+    }
     add(s, "compute.step_ms=10");
     add(s, "compute.stragglers=0");
     add(s, "shards.replication=%u", r);
@@ -187,12 +193,15 @@ static double cd_bound(const sim_scenario *sc)
 static void liveness(const sim_scenario *sc, const sim_summary *s, char *why, size_t len)
 {
     double live = extra(s, "agents_live_final");
+    double wrong = sc->membership.mode == SIM_MEMBERSHIP_SWIM ? extra(s, "views_wrong_final") : 0;
     double under = extra(s, "shards_under_replicated_final");
     double cd0 = extra(s, "consensus_distance_initial");
     double cd = s->consensus_distance_final;
     why[0] = '\0';
     if (!(live == (double)s->agents))
         snprintf(why, len, "liveness: %g of %u agents up after healing", live, s->agents);
+    else if (!(wrong == 0))
+        snprintf(why, len, "liveness: %g agents with a wrong membership view after healing", wrong);
     else if (!(under == 0))
         snprintf(why, len, "liveness: %g shards below replication after healing", under);
     else if (!(cd <= cd_bound(sc) * cd0))

@@ -9,7 +9,8 @@
  *     sample and fault: every value finite; every live mixer on the
  *     current view and epochs only grow; no shard lost while fewer than
  *     shards.replication of its holders failed;
- *   liveness, at the end of the quiet phase: every agent up again; every
+ *   liveness, at the end of the quiet phase: every agent up again (and,
+ *     under SWIM, every view exactly the live set); every
  *     shard back to min(r, live) complete copies; the consensus distance
  *     at most SIM_SOAK_CD_FACTOR times the initial one.
  *
@@ -18,7 +19,8 @@
  * --set lines and the summary).
  *
  * Scenario draw (sim_soak_scenario; deterministic in the soak seed):
- * 4-24 agents; rounds mode (70 %) or timed mode; the consensus model
+ * 4-24 agents; rounds mode (70 %) or timed mode; oracle membership or
+ * (40 %) SWIM (gossip/node, 100 ms periods); the consensus model
  * (dim 8-64); an algorithm and a topology that mix fast enough for the
  * quiet phase (gossip or push-sum on random / one-peer-exponential peers,
  * dpsgd or choco on the exponential graph, allreduce); bits 32/16/8 (choco
