@@ -93,13 +93,13 @@ void sim_soak_draw(uint64_t seed, sim_soak_sets *s)
     add(s, "run.mode=%s", timed ? "timed" : "rounds");
     double fault_s = timed ? SIM_SOAK_TIMED_FAULT_S : SIM_SOAK_FAULT_S;
     if (timed) {
-        add(s, "run.duration_s=%g", SIM_SOAK_TIMED_DURATION);
+        add(s, "run.duration_s=%g", SIM_SOAK_TIMED_DURATION * (swim ? SIM_SOAK_SWIM_STRETCH : 1));
         add(s, "network.latency_dist=uniform");
         add(s, "network.latency_min_ms=0.5");
         add(s, "network.latency_max_ms=%g", uniform(&g, 1, 5));
         add(s, "network.bandwidth_mbps=%u", model_rng_below(&g, 2) ? 1000u : 0u);
     } else {
-        add(s, "run.rounds=%u", SIM_SOAK_ROUNDS);
+        add(s, "run.rounds=%u", SIM_SOAK_ROUNDS * (swim ? SIM_SOAK_SWIM_STRETCH : 1));
         add(s, "run.duration_s=%g", fault_s);
         add(s, "network.bandwidth_mbps=0");
     }
