@@ -1,0 +1,265 @@
+#!/bin/sh
+# Reproduce the simulator experiments and write the measured-vs-expected
+# tables into docs/experiments.md (between the results markers).
+#
+#   sh sim/experiments/run.sh [BUILD] [1 2 3 5 6 7 ...]     (make experiments)
+#
+# Each experiment runs `BUILD/murmur sim` on its scenario file in
+# sim/experiments/ with --set/--sweep overrides, reads the runs' summary.json
+# or series.csv from BUILD/experiments/, and computes the expected figure
+# from the formulas derived in docs/experiments.md (in awk, here). No figure
+# in the tables is typed by hand.
+set -eu
+build=${1:-build}
+[ $# -gt 0 ] && shift
+which=${*:-1 2 3 4 5 6 7 8}
+bin="$build/murmur"
+[ -x "$bin" ] || { echo "experiments: $bin not built (make)" >&2; exit 1; }
+dir=sim/experiments
+out="$build/experiments"
+doc=docs/experiments.md
+mkdir -p "$out"
+res="$out/results.md"
+
+sim() { # scenario outdir args...
+    scen=$1 o=$2
+    shift 2
+    nice "$bin" sim "$dir/$scen" --out "$o" --quiet "$@" >"$o.log" 2>&1 ||
+        { cat "$o.log" >&2; echo "experiments: murmur sim $scen failed" >&2; exit 1; }
+}
+# jget FILE KEY: a number of summary.json ("null" stays null)
+jget() { sed -n "s/^  \"$2\": \"\{0,1\}\([^\",]*\)\"\{0,1\},\{0,1\}\$/\1/p" "$1" | head -n 1; }
+p() { printf '%s\n' "$*" >>"$res"; }
+# Each experiment writes its own results-N.md; the page gets all of them,
+# so a subset run refreshes only its own tables.
+want() {
+    case " $which " in *" $1 "*) res="$out/results-$1.md"; : >"$res"; return 0 ;; esac
+    return 1
+}
+
+if want 1; then
+    echo "experiments: 1 (ring allreduce vs alpha-beta)"
+    p "### 1. Ring allreduce time vs the alpha-beta cost"
+    p ""
+    p "a = 1 ms, B = 1000 Mb/s, M = 4 dim bytes. Measured: \`mix_time_max_s\` of one allreduce started by all agents at once. Parameter server and recursive halving/doubling: expected cost only (not simulated)."
+    p ""
+    p "| N | M (bytes) | chunks per segment k | alpha-beta 2(N-1)a + 2(N-1)/N M/B (s) | expected, pipelined when k > 1 (s) | measured (s) | error | within 1% | PS expected (s) | rec. doubling expected (s) |"
+    p "|---:|---:|---:|---:|---:|---:|---:|:---:|---:|---:|"
+    for n in 2 4 8 16 32 64; do
+        for d in 256 16384 262144 1048576 4194304; do
+            # at most 2^24 values over all members (memory, see the text)
+            [ $((d * n)) -le 16777216 ] || continue
+            o="$out/e1-n$n-d$d"
+            sim exp1_allreduce.ini "$o" --set run.agents=$n --set model.dim=$d
+            t=$(jget "$o/summary.json" mix_time_max_s)
+            awk -v n=$n -v d=$d -v t="$t" 'BEGIN {
+                a = 1e-3; B = 1e9; M = 4 * d * 8
+                e0 = 2 * (n - 1) * a + 2 * (n - 1) / n * M / B
+                # k chunks per segment of d / n values (64 Ki values each):
+                # pipelined, T = max(2 (N-1)(a + tau) + (k-1) tau, 2 (N-1) k tau + a),
+                # tau = one chunk over B (docs/experiments.md); k = 1 gives e0
+                seg = d / n; kc = int((seg + 65535) / 65536); tau = 4 * (seg / kc) * 8 / B
+                e1 = 2 * (n - 1) * (a + tau) + (kc - 1) * tau; e2 = 2 * (n - 1) * kc * tau + a
+                e = kc == 1 ? e0 : (e1 > e2 ? e1 : e2)
+                ps = 2 * a + 2 * n * M / B
+                k = 0; for (m = 1; m < n; m *= 2) k++
+                rd = 2 * k * a + 2 * (n - 1) / n * M / B
+                err = (t - e) / e * 100
+                printf "| %d | %d | %d | %.6f | %.6f | %.6f | %+.3f%% | %s | %.6f | %.6f |\n", n, 4 * d, kc, e0, e, t, err,
+                    (err < 1 && err > -1) ? "yes" : "NO", ps, rd }' >>"$res"
+        done
+    done
+    p ""
+fi
+
+if want 2; then
+    echo "experiments: 2 (stragglers)"
+    p "### 2. Stragglers: synchronous allreduce vs asynchronous gossip (N = 16)"
+    p ""
+    p "Throughput = local steps per simulated second over all agents (200 s, 10 ms steps, one agent s times slower). With communication, the allreduce column's expected value is the lower bound N / (s t + T_ring) (the fast members start each ring early, so part of it overlaps their wait); gossip's ratio must stay below the zero-cost one."
+    p ""
+    p "| network | s | allreduce (steps/s) | gossip (steps/s) | measured ratio | expected ratio | error | check |"
+    p "|---|---:|---:|---:|---:|---:|---:|:---:|"
+    o="$out/e2-free"
+    sim exp2_stragglers.ini "$o" --sweep compute.slowdown=2,10,100 \
+        --sweep mixing.algorithm=allreduce,gossip
+    # sweep.csv: run,slowdown,algorithm,seed,trace_hash,events,wall_s,sim_time_s,rounds,steps_total
+    awk -F, 'NR > 1 { st[$2 "," $3] = $10 / $8 } END {
+        n = 16; split("2 10 100", S, " ")
+        for (i = 1; i <= 3; i++) { s = S[i]; ar = st[s ",allreduce"]; go = st[s ",gossip"]
+            r = go / ar; e = (s * (n - 1) + 1) / n; err = (r - e) / e * 100
+            printf "| zero cost | %d | %.2f | %.2f | %.4f | %.4f | %+.3f%% | %s |\n", s, ar, go, r, e, err,
+                (err < 2 && err > -2) ? "yes" : "NO" } }' "$o/sweep.csv" >>"$res"
+    o="$out/e2-net"
+    sim exp2_stragglers.ini "$o" --set network.latency_ms=1 --set network.bandwidth_mbps=100 \
+        --set model.dim=65536 --set run.duration_s=60 --sweep compute.slowdown=2,10,100 \
+        --sweep mixing.algorithm=allreduce,gossip
+    awk -F, 'NR > 1 { st[$2 "," $3] = $10 / $8 } END {
+        n = 16; a = 1e-3; B = 1e8; M = 4 * 65536 * 8; t = 0.01
+        T = 2 * (n - 1) * a + 2 * (n - 1) / n * M / B
+        split("2 10 100", S, " ")
+        for (i = 1; i <= 3; i++) { s = S[i]; ar = st[s ",allreduce"]; go = st[s ",gossip"]
+            lb = n / (s * t + T); zr = (s * (n - 1) + 1) / n; r = go / ar
+            printf "| 1 ms, 100 Mb/s, 256 KiB model | %d | %.2f (expected %.2f, %+.2f%%) | %.2f | %.4f | zero-cost %.4f | | %s |\n",
+                s, ar, lb, (ar - lb) / lb * 100, go, r, zr, (r < zr) ? "below: yes" : "below: NO" } }' "$o/sweep.csv" >>"$res"
+    p ""
+fi
+
+if want 3; then
+    echo "experiments: 3 (bytes per agent per step)"
+    p "### 3. Bytes sent per agent per step (one mixing step per local step)"
+    p ""
+    p "Model of 65 536 float32 values (256 KiB), 20 rounds. Expected sizes from the frame formats (docs/experiments.md); measured = bytes_total / steps_total."
+    p ""
+    p "| N | algorithm | bits | expected (B/agent/step) | measured | measured / expected |"
+    p "|---:|---|---:|---:|---:|---:|"
+    o="$out/e3"
+    sim exp3_bytes.ini "$o" --sweep run.agents=4,16,64 --sweep mixing.algorithm=allreduce,gossip \
+        --sweep mixing.bits=32,8,4,1
+    awk -F, 'function codec(n, b,   nb, last) {
+            if (b == 32) return 4 * n
+            nb = int(n / 256); last = n - 256 * nb
+            return nb * (4 + int((256 * b + 7) / 8)) + (last ? 4 + int((last * b + 7) / 8) : 0) }
+        NR > 1 { n = $2; alg = $3; b = $4; meas = $12 / $11; d = 65536
+            if (alg == "allreduce") e = 2 * (n - 1) * (32 + 32 + codec(d / n, b))
+            else { c = 1 / (2 * (n - 1)); e = (2 - c) * (32 + 32 + codec(d, b)) + c * 64 }
+            printf "| %d | %s | %d | %.0f | %.0f | %.4f |\n", n, alg, b, e, meas, meas / e }' \
+        "$o/sweep.csv" >>"$res"
+    p ""
+    p "Parameter server (not simulated): a worker sends its gradient and receives the model, 2 (64 + codec(dim, bits)) bytes per step; the server moves N times that."
+    p ""
+fi
+
+if want 4; then
+    echo "experiments: 4 (slow network: time to accuracy)"
+    p "### 4. Slow network (100 Mb/s, 10 ms): time to 0.80 accuracy, Fashion-MNIST MLP, 16 agents"
+    p ""
+    p "| mixing | time to 0.80 (simulated s) | final accuracy | bytes per agent | steps per agent |"
+    p "|---|---:|---:|---:|---:|"
+    o="$out/e4"
+    sim exp4_slownet.ini "$o" --sweep mixing.algorithm=allreduce,gossip
+    # sweep.csv: run,algorithm,seed,trace_hash,events,wall_s,sim_time_s,rounds,steps_total,bytes_total,
+    #            bytes_per_agent_max,final_accuracy,time_to_target_s,...
+    awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; next }
+        { alg = $col["mixing.algorithm"]; t[alg] = $col["time_to_target_s"]
+          printf "| %s | %s | %.4f | %.0f | %.0f |\n", alg, t[alg] == "" ? "not reached" : t[alg],
+              $col["final_accuracy"], $col["bytes_total"] / 16, $col["steps_total"] / 16 }
+        END { if (t["allreduce"] != "" && t["gossip"] != "")
+                  printf "\nGossip reaches the target %.1f times sooner than allreduce.\n", t["allreduce"] / t["gossip"] }' \
+        "$o/sweep.csv" >>"$res"
+    p ""
+fi
+
+if want 5; then
+    echo "experiments: 5 (consensus rate vs spectral gap)"
+    p "### 5. Consensus rate of dpsgd per topology vs lambda2 of its mixing matrix"
+    p ""
+    p "Measured rate = (cd(t2) / cd(t1))^(1 / (t2 - t1)), t2 = last round with cd above 1e-4 cd(0) (float32 values), at most 400, t1 = max(5, t2 / 3)."
+    p ""
+    p "| N | topology | lambda2 (expected rate) | spectral gap | measured rate | error |"
+    p "|---:|---|---:|---:|---:|---:|"
+    for n in 16 64; do
+        for topo in ring torus exponential; do
+            o="$out/e5-$n-$topo"
+            sim exp5_spectral.ini "$o" --set run.agents=$n --set mixing.topology=$topo
+            awk -F, -v n=$n -v topo=$topo 'BEGIN { pi = atan2(0, -1) }
+                NR > 1 && $3 == "all" { cd[$2 + 0] = $6 + 0; last = $2 + 0 }
+                END {
+                    # lambda2: circulant (ring, exponential) or torus eigenvalues
+                    l2 = 0
+                    if (topo == "torus") {
+                        r = 1; for (k = 1; k * k <= n; k++) if (n % k == 0) r = k
+                        c = n / r
+                        for (a = 0; a < r; a++) for (b = 0; b < c; b++) {
+                            if (a == 0 && b == 0) continue
+                            v = (1 + 2 * cos(2 * pi * a / r) + 2 * cos(2 * pi * b / c)) / 5
+                            if (v < 0) v = -v; if (v > l2) l2 = v }
+                    } else {
+                        m = 0; s[m++] = 0
+                        if (topo == "ring") { s[m++] = 1; s[m++] = n - 1 }
+                        else for (p2 = 1; p2 <= n - 1; p2 *= 2) s[m++] = p2
+                        for (k = 1; k < n; k++) { re = 0; im = 0
+                            for (j = 0; j < m; j++) { re += cos(2 * pi * k * s[j] / n); im += sin(2 * pi * k * s[j] / n) }
+                            v = sqrt(re * re + im * im) / m; if (v > l2) l2 = v }
+                    }
+                    t2 = 5
+                    for (t = 6; t <= last; t++) if (cd[t] > 1e-4 * cd[0]) t2 = t
+                    t1 = int(t2 / 3); if (t1 < 5) t1 = 5
+                    rate = (cd[t2] / cd[t1]) ^ (1 / (t2 - t1))
+                    printf "| %d | %s | %.4f | %.4f | %.4f | %+.2f%% |\n", n, topo, l2, 1 - l2, rate, (rate - l2) / l2 * 100 }' \
+                "$o/series.csv" >>"$res"
+        done
+    done
+    p ""
+fi
+
+if want 6; then
+    echo "experiments: 6 (push-pull averaging at 10,000 agents)"
+    p "### 6. Push-pull random averaging at 10 000 agents"
+    p ""
+    p "| N | rounds | expected variance factor per round | measured | error |"
+    p "|---:|---:|---:|---:|---:|"
+    o="$out/e6"
+    sim exp6_pushpull.ini "$o"
+    awk -F, 'NR > 1 && $3 == "all" { cd[$2 + 0] = $6 + 0 } END {
+        e = 1 / (2 * sqrt(exp(1))); f = (cd[12] / cd[2]) ^ (2 / 10)
+        printf "| 10000 | 2..12 | %.4f | %.4f | %+.2f%% |\n", e, f, (f - e) / e * 100 }' \
+        "$o/series.csv" >>"$res"
+    p ""
+fi
+
+if want 7; then
+    echo "experiments: 7 (churn and shard replication)"
+    p "### 7. Churn: shards lost for replication r = 1, 2, 3"
+    p ""
+    p "32 agents, 64 shards of 64 MiB, 100 Mb/s links (a new replica takes 5.37 s), random crashes at 0.3/s for 60 s, no restarts; 5 seeds per r. Expected for r = 1, given the C crashes of a run: each crash loses the shards its victim holds, E = sum over k < C of (shards left) / (32 - k). For r >= 2 a shard is lost only when its r holders all fail within one copy time; no closed form is derived here."
+    p ""
+    p "| r | seed | crashes | shards lost | expected (r = 1) |"
+    p "|---:|---:|---:|---:|---:|"
+    o="$out/e7"
+    sim exp7_churn.ini "$o" --sweep shards.replication=1,2,3 --sweep run.seed=1,2,3,4,5
+    for i in 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14; do
+        f=$(printf '%s/run-%04d/summary.json' "$o" $i)
+        awk -v r=$((i / 5 + 1)) -v seed=$((i % 5 + 1)) -v c="$(jget "$f" crashes)" \
+            -v lost="$(jget "$f" shards_lost)" 'BEGIN {
+            e = 0; left = 64
+            for (k = 0; k < c; k++) { x = left / (32 - k); e += x; left -= x }
+            printf "| %d | %d | %d | %d | %s |\n", r, seed, c, lost, r == 1 ? sprintf("%.1f", e) : "-" }' >>"$res"
+    done
+    p ""
+fi
+
+if want 8; then
+    echo "experiments: 8 (bits, bytes, time to accuracy, error feedback)"
+    p "### 8. Bits vs bytes vs time to 0.80, without (gossip) and with (choco) error feedback"
+    p ""
+    p "| mixing | bits | bytes per agent | x 32-bit run | final accuracy | time to 0.80 (s) |"
+    p "|---|---:|---:|---:|---:|---:|"
+    o="$out/e8"
+    sim exp8_bits.ini "$o" --sweep mixing.algorithm=gossip,choco --sweep mixing.bits=32,8,4,2,1
+    awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; next }
+        { alg = $col["mixing.algorithm"]; b = $col["mixing.bits"]; by = $col["bytes_total"] / 16
+          if (b == 32) ref[alg] = by
+          t = $col["time_to_target_s"]
+          printf "| %s | %d | %.0f | %.3f | %.4f | %s |\n", alg, b, by, by / ref[alg],
+              $col["final_accuracy"], t == "" ? "not reached" : t }' "$o/sweep.csv" >>"$res"
+    p ""
+fi
+
+# Replace the results block of docs/experiments.md.
+res="$out/results.md"
+: >"$res"
+for k in 1 2 3 4 5 6 7 8; do
+    [ -f "$out/results-$k.md" ] && cat "$out/results-$k.md" >>"$res"
+done
+if [ -f "$doc" ] && grep -q '^<!-- results:begin -->$' "$doc"; then
+    awk -v res="$res" '
+        /^<!-- results:begin -->$/ { print; print ""; print "Produced by `sh sim/experiments/run.sh` (make experiments); do not edit by hand."; print ""
+                                     while ((getline l < res) > 0) print l; skip = 1; next }
+        /^<!-- results:end -->$/ { skip = 0 }
+        !skip { print }' "$doc" >"$out/experiments.md.new"
+    mv "$out/experiments.md.new" "$doc"
+    echo "experiments: tables written to $doc"
+else
+    cat "$res"
+fi
