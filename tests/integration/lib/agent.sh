@@ -10,10 +10,19 @@ bin="$build/murmur"
 case "$bin" in /*) ;; *) bin="$(pwd)/$bin" ;; esac
 tmp=$(mktemp -d)
 pids=""
+# On exit: kill every agent; a test that passed still fails if any agent
+# log holds a sanitizer report or an error-level line.
 cleanup_agents() {
+    rc=$?
     for p in $pids; do kill -9 "$p" 2>/dev/null || true; done
     for p in $pids; do wait "$p" 2>/dev/null || true; done
+    if [ "$rc" -eq 0 ] && grep -E 'Sanitizer|runtime error:|level=error' "$tmp"/a*.log >"$tmp/bad" 2>/dev/null; then
+        echo "$NAME: FAIL agent logs report errors:" >&2
+        head -n 20 "$tmp/bad" >&2
+        rc=1
+    fi
     rm -rf "$tmp"
+    exit "$rc"
 }
 trap cleanup_agents EXIT
 trap 'exit 130' INT TERM
