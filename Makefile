@@ -9,7 +9,7 @@
 #   make                     build build/murmur
 #   make test                install deps, build, run every suite
 #   make SANITIZER=address test   (address+undefined), undefined, thread
-#   make demo | bench | experiments | soak | fmt | fmt-check | lint | clean
+#   make demo | bench | bench-peers | experiments | soak | fmt | fmt-check | lint | clean
 #   make install PREFIX=/usr/local
 
 CC        ?= cc
@@ -56,7 +56,7 @@ C_FILES   := $(shell git ls-files '*.c' '*.h' 2>/dev/null || find . -name '*.[ch
 
 .SECONDARY:
 
-.PHONY: all deps test unit demo bench experiments soak fmt fmt-check lint clean install help
+.PHONY: all deps test unit demo bench bench-peers experiments soak fmt fmt-check lint clean install help
 
 all: $(BIN)
 
@@ -99,6 +99,14 @@ demo: deps
 bench: deps
 	@$(MAKE) --no-print-directory $(BIN) $(BENCH_BINS)
 	@sh bench/run.sh $(BUILD)
+
+# `make bench-peers`: murmur side by side with its peers (PyTorch DDP, Gloo,
+# Open MPI), interleaved, ratios as medians: every bench/peers/*.sh script.
+# Installs the peers' Debian packages first (scripts/deps.sh peers).
+bench-peers: deps
+	@sh scripts/deps.sh peers
+	@$(MAKE) --no-print-directory $(BIN) $(BENCH_BINS)
+	@sh bench/peers/run.sh $(BUILD)
 
 experiments: deps
 	@$(MAKE) --no-print-directory $(BIN)

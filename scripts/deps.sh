@@ -3,8 +3,13 @@
 # Idempotent: does nothing when all are present. Used by `make test`,
 # `make demo` and `make bench`.
 set -u
+# `deps.sh peers`: the peer systems of `make bench-peers` instead.
+if [ "${1:-}" = peers ]; then
+    PKGS="python3-torch python3-numpy openmpi-bin libopenmpi-dev"
+else
 PKGS="build-essential pkg-config libsodium-dev libnng-dev libopenblas-dev zlib1g-dev \
 libcmocka-dev libpng-dev dataset-fashion-mnist nng-utils clang-format"
+fi
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

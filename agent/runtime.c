@@ -1,141 +1,30 @@
-/* agent/agent — see agent.h. */
-#include "agent/agent.h"
+/* agent/runtime — create/destroy and the event loop of `murmur agent`; see
+ * agent.h. The training thread is agent/trainer.c, start-up data
+ * agent/catalog.c, the shared state agent/runtime_internal.h. */
+
+#include "agent/runtime_internal.h"
 
 #include <cblas.h>
-#include <dirent.h>
-#include <errno.h>
 #include <math.h>
-#include <pthread.h>
-#include <signal.h>
 #include <sodium.h>
 #include <stdarg.h>
-#include <stdatomic.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "agent/checkpoint.h"
-#include "agent/keys.h"
 #include "agent/log.h"
-#include "agent/metrics.h"
 #include "agent/store_file.h"
-#include "gossip/node.h"
-#include "model/data.h"
-#include "model/net.h"
-#include "model/optim.h"
-#include "model/rng.h"
-#include "model/shardfile.h"
-#include "net/transport.h"
 
 /* Largest shard file the agent imports or fetches (gossip/shards default). */
 #define AGENT_SHARD_BYTES_MAX GOSSIP_SHARDS_SHARD_BYTES_DEFAULT
-/* Status and metrics refresh period of the loop. */
-#define AGENT_STATUS_EVERY_US 250000u
-/* Frames taken from the inbox per loop pass before timers and sends run. */
-#define AGENT_RECV_BATCH 256u
-/* Moving average weights: training loss per step, consensus per round. */
-#define AGENT_LOSS_EWMA      0.02
-#define AGENT_CONSENSUS_EWMA 0.2
 
-typedef struct trainer {
-    model_net *net;
-    model_sgd sgd;
-    model_schedule sched;
-    model_norm norm;
-    model_data data; /* concatenation of the primary shards */
-    uint32_t *order;
-    uint32_t order_cap, at;
-    model_rng rng;
-    float *sent; /* parameters handed to mixing, for the correction */
-    int inflight;
-    uint64_t step, since_mix;
-    uint64_t gen; /* primary list generation loaded */
-    double loss_avg;
-    int loss_init;
-    double acc, test_loss;
-    uint64_t sps_step;
-    uint64_t sps_t_us;
-} trainer;
-
-struct agent_runtime {
-    agent_config cfg;
-    net_identity id;
-    uint8_t network_key[NET_NETWORK_KEY_SIZE];
-    uint8_t *allow;
-    size_t allow_n;
-    net_transport *t;
-    char addr[GOSSIP_ADDR_MAX];
-    agent_metrics *reg;
-    agent_metrics_std ms;
-    agent_metrics_server *srv;
-    agent_metric *rejections_net[NET_REJECT_COUNT], *rejections_core[GOSSIP_ERR_COUNT];
-    uint64_t last_net[NET_REJECT_COUNT], last_core[GOSSIP_ERR_COUNT];
-    uint64_t start_us;
-
-    model_data test;
-    uint32_t input_dim, classes;
-    uint8_t (*catalog)[GOSSIP_SHARD_ID_SIZE];
-    uint32_t n_catalog;
-    gossip_store store;
-
-    model_rng env_rng;
-    gossip_env env;
-    gossip_node *node;
-    uint32_t dim;
-    float *latest;   /* loop: the model served to joiners */
-    float *mix_sent; /* loop: vector given to gossip_mix_start */
-    float *mix_out;  /* loop: vector from gossip_mix_take */
-    int mixing;      /* loop: a round is running */
-    uint64_t epoch;
-    uint64_t *view_ids;
-    uint32_t view_n;
-    uint64_t mixing_rounds, round_aborts, bytes_sent, bytes_received;
-    double consensus;
-    int consensus_init;
-    uint32_t *primary_scratch;
-    uint32_t primary_count, held_count;
-    uint64_t shards_fetched_seen;
-    uint64_t next_status_us, next_progress_us;
-    _Atomic uint64_t round;
-
-    /* shared with the trainer under mu */
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    float *out_vec;
-    int out_ready;
-    float *in_vec;
-    int in_ready, in_replace;
-    uint32_t *primary;
-    uint32_t n_primary;
-    uint64_t primary_gen;
-    int model_ready;
-    int trainer_stop;
-
-    trainer tr;
-    float *init_params; /* from init or checkpoint, before the trainer starts */
-    float *init_momentum;
-    int have_ckpt;
-    uint64_t ckpt_step, ckpt_round;
-    pthread_t trainer_thread;
-    int trainer_started;
-
-    pthread_mutex_t st_mu;
-    agent_status st;
-
-    volatile sig_atomic_t stop;
-};
-
-static uint64_t mono_us(void)
+uint64_t agent_mono_us(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
 
-static void errf(char *err, size_t len, const char *fmt, ...)
+void agent_errf(char *err, size_t len, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -190,387 +79,6 @@ static const char *core_cause(int err)
     default:
         return "other";
     }
-}
-
-/* ---- catalog and shard import ---- */
-
-static int catalog_load(agent_runtime *a, char *err, size_t errlen)
-{
-    char path[AGENT_CONFIG_PATH_MAX + 16];
-    snprintf(path, sizeof path, "%s/catalog", a->cfg.shards_dir);
-    FILE *f = fopen(path, "r");
-    if (!f) {
-        errf(err, errlen,
-             "%s: %s; copy the catalog that 'murmur shard --out DIR' wrote (DIR/catalog) "
-             "into the shards directory (shards.dir)",
-             path, strerror(errno));
-        return -1;
-    }
-    a->catalog = calloc(AGENT_CATALOG_MAX, GOSSIP_SHARD_ID_SIZE);
-    if (!a->catalog) {
-        fclose(f);
-        errf(err, errlen, "out of memory for the shard catalog");
-        return -1;
-    }
-    char line[512];
-    unsigned lineno = 0;
-    int rc = 0;
-    while (fgets(line, sizeof line, f)) {
-        lineno++;
-        char *p = line;
-        while (*p == ' ' || *p == '\t')
-            p++;
-        if (*p == '#' || *p == '\n' || *p == 0)
-            continue;
-        char hex[80];
-        unsigned idx;
-        if (sscanf(p, "%79s %u", hex, &idx) != 2 || strlen(hex) != 64 ||
-            agent_keys_unhex(hex, 64, a->catalog[a->n_catalog]) || idx != a->n_catalog) {
-            errf(err, errlen,
-                 "%s:%u: not a catalog line 'HASH INDEX SAMPLES' with index %u; was it written "
-                 "by 'murmur shard'?",
-                 path, lineno, a->n_catalog);
-            rc = -1;
-            break;
-        }
-        if (++a->n_catalog == AGENT_CATALOG_MAX) {
-            errf(err, errlen, "%s: more than %u shards", path, AGENT_CATALOG_MAX);
-            rc = -1;
-            break;
-        }
-    }
-    fclose(f);
-    if (!rc && a->n_catalog == 0) {
-        errf(err, errlen, "%s: lists no shard", path);
-        rc = -1;
-    }
-    return rc;
-}
-
-static long catalog_find(const agent_runtime *a, const uint8_t id[GOSSIP_SHARD_ID_SIZE])
-{
-    for (uint32_t i = 0; i < a->n_catalog; i++)
-        if (!memcmp(a->catalog[i], id, GOSSIP_SHARD_ID_SIZE))
-            return i;
-    return -1;
-}
-
-static int is_hex_name(const char *name)
-{
-    size_t n = strlen(name);
-    if (n != 64 + strlen(AGENT_STORE_FILE_SUFFIX) || strcmp(name + 64, AGENT_STORE_FILE_SUFFIX))
-        return 0;
-    for (size_t i = 0; i < 64; i++)
-        if (!((name[i] >= '0' && name[i] <= '9') || (name[i] >= 'a' && name[i] <= 'f')))
-            return 0;
-    return 1;
-}
-
-/* Shard files of the catalog under another name (shard-III-of-SSS.msh from
- * `murmur shard`) get a hard link under their content address, the name
- * the file store uses. Files that do not verify are left alone. */
-static void shards_import(agent_runtime *a)
-{
-    DIR *d = opendir(a->cfg.shards_dir);
-    if (!d)
-        return;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        size_t n = strlen(e->d_name);
-        if (n < 5 || strcmp(e->d_name + n - 4, AGENT_STORE_FILE_SUFFIX) || is_hex_name(e->d_name))
-            continue;
-        char path[AGENT_STORE_FILE_PATH_MAX + 256];
-        snprintf(path, sizeof path, "%s/%s", a->cfg.shards_dir, e->d_name);
-        FILE *f = fopen(path, "rb");
-        if (!f)
-            continue;
-        uint8_t *buf = NULL;
-        long size = -1;
-        if (!fseek(f, 0, SEEK_END) && (size = ftell(f)) > 0 &&
-            size <= (long)AGENT_SHARD_BYTES_MAX && !fseek(f, 0, SEEK_SET) &&
-            (buf = malloc((size_t)size)) && fread(buf, 1, (size_t)size, f) == (size_t)size) {
-            uint8_t id[MODEL_SHARD_HASH_SIZE];
-            char msg[MODEL_MSG_MAX];
-            if (!model_shard_verify(buf, (size_t)size, NULL, msg, sizeof msg) &&
-                !model_shard_hash(buf, (size_t)size, id) && catalog_find(a, id) >= 0) {
-                char target[AGENT_STORE_FILE_PATH_MAX];
-                struct stat st;
-                if (!agent_store_file_path(a->cfg.shards_dir, id, target, sizeof target) &&
-                    stat(target, &st) != 0) {
-                    if (link(path, target) == 0)
-                        agent_log(AGENT_LOG_INFO, "shard_imported", "file", path, "as", target,
-                                  NULL);
-                    else
-                        agent_log(AGENT_LOG_WARN, "shard_import_failed", "file", path, "why",
-                                  strerror(errno), NULL);
-                }
-            }
-        }
-        free(buf);
-        fclose(f);
-    }
-    closedir(d);
-}
-
-/* ---- test set ---- */
-
-static int is_dir(const char *p)
-{
-    struct stat st;
-    return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
-}
-
-static int load_test_set(agent_runtime *a, char *err, size_t errlen)
-{
-    char msg[MODEL_MSG_MAX] = "";
-    int rc;
-    const char *ds = a->cfg.dataset;
-    if (!strcmp(ds, "fashion-mnist") || is_dir(ds)) {
-        const char *dir = strcmp(ds, "fashion-mnist") ? ds : MODEL_FASHION_DIR;
-        char img[AGENT_CONFIG_PATH_MAX + 40], lab[AGENT_CONFIG_PATH_MAX + 40];
-        snprintf(img, sizeof img, "%s/t10k-images-idx3-ubyte.gz", dir);
-        snprintf(lab, sizeof lab, "%s/t10k-labels-idx1-ubyte.gz", dir);
-        if (access(img, R_OK)) {
-            snprintf(img, sizeof img, "%s/t10k-images-idx3-ubyte", dir);
-            snprintf(lab, sizeof lab, "%s/t10k-labels-idx1-ubyte", dir);
-        }
-        rc = model_idx_load(&a->test, img, lab, 0, msg, sizeof msg);
-    } else {
-        rc = model_csv_load(&a->test, ds, 0, msg, sizeof msg);
-    }
-    if (rc) {
-        errf(err, errlen, "test set %s: %s (%s)", ds, msg[0] ? msg : "cannot load",
-             model_strerror(rc));
-        return -1;
-    }
-    if (a->cfg.eval_samples && a->cfg.eval_samples < a->test.count)
-        a->test.count = a->cfg.eval_samples; /* arrays keep their size */
-    a->input_dim = a->test.dim;
-    a->classes = a->test.classes < 10 ? 10 : a->test.classes;
-    return 0;
-}
-
-/* ---- the training thread ---- */
-
-static void trainer_publish(agent_runtime *a)
-{
-    trainer *tr = &a->tr;
-    uint64_t now = mono_us();
-    pthread_mutex_lock(&a->st_mu);
-    a->st.step = tr->step;
-    a->st.loss = tr->loss_init ? tr->loss_avg : NAN;
-    a->st.accuracy = tr->acc;
-    a->st.test_loss = tr->test_loss;
-    if (now > tr->sps_t_us + 1000000u) {
-        double s = (double)(now - tr->sps_t_us) / 1e6;
-        if (tr->sps_t_us)
-            a->st.samples_per_second = (double)(tr->step - tr->sps_step) * a->cfg.batch / s;
-        tr->sps_t_us = now;
-        tr->sps_step = tr->step;
-    }
-    pthread_mutex_unlock(&a->st_mu);
-    agent_metric_set(a->ms.loss, a->st.loss);
-    agent_metric_set(a->ms.accuracy, tr->acc);
-    agent_metric_set(a->ms.samples_per_second, a->st.samples_per_second);
-}
-
-/* Load the primary shards listed in ids[0..n) into tr->data. */
-static void trainer_load(agent_runtime *a, const uint32_t *ids, uint32_t n)
-{
-    trainer *tr = &a->tr;
-    model_data_free(&tr->data);
-    memset(&tr->data, 0, sizeof tr->data);
-    if (!n)
-        return;
-    model_data *parts = calloc(n, sizeof *parts);
-    if (!parts)
-        return;
-    uint32_t ok = 0;
-    for (uint32_t i = 0; i < n; i++) {
-        char path[AGENT_STORE_FILE_PATH_MAX], msg[MODEL_MSG_MAX] = "";
-        if (agent_store_file_path(a->cfg.shards_dir, a->catalog[ids[i]], path, sizeof path))
-            continue;
-        int rc = model_shard_load(&parts[ok], NULL, path, msg, sizeof msg);
-        if (!rc && (parts[ok].dim != a->input_dim || parts[ok].classes > a->classes ||
-                    parts[ok].dtype != a->test.dtype)) {
-            snprintf(msg, sizeof msg, "%u features (%u classes), the test set %u (%u)",
-                     parts[ok].dim, parts[ok].classes, a->input_dim, a->classes);
-            model_data_free(&parts[ok]);
-            rc = MODEL_EDIM;
-        }
-        if (rc) {
-            agent_log(AGENT_LOG_WARN, "shard_unusable", "file", path, "why", msg, NULL);
-            continue;
-        }
-        ok++;
-    }
-    char msg[MODEL_MSG_MAX];
-    if (ok && model_data_concat(&tr->data, parts, ok, msg, sizeof msg))
-        memset(&tr->data, 0, sizeof tr->data);
-    for (uint32_t i = 0; i < ok; i++)
-        model_data_free(&parts[i]);
-    free(parts);
-    if (tr->data.count > tr->order_cap) {
-        free(tr->order);
-        tr->order = malloc((size_t)tr->data.count * sizeof *tr->order);
-        tr->order_cap = tr->order ? tr->data.count : 0;
-        if (!tr->order) {
-            model_data_free(&tr->data);
-            memset(&tr->data, 0, sizeof tr->data);
-        }
-    }
-    tr->at = tr->data.count; /* reshuffle at the next step */
-    agent_log_line l;
-    agent_log_begin(&l, AGENT_LOG_INFO, "training_data");
-    agent_log_u64(&l, "shards", ok);
-    agent_log_u64(&l, "samples", tr->data.count);
-    agent_log_end(&l);
-}
-
-static void trainer_checkpoint(agent_runtime *a, const char *why)
-{
-    trainer *tr = &a->tr;
-    agent_checkpoint ck = {.spec = a->cfg.model_spec,
-                           .dim = a->dim,
-                           .step = tr->step,
-                           .round = atomic_load(&a->round),
-                           .epoch = a->epoch,
-                           .params = model_net_params(tr->net),
-                           .momentum = tr->sgd.velocity};
-    char err[256] = "";
-    if (agent_checkpoint_save(a->cfg.checkpoint_path, &ck, err, sizeof err)) {
-        agent_metric_inc(a->ms.checkpoint_failures);
-        agent_log(AGENT_LOG_WARN, "checkpoint_failed", "why", err, NULL);
-        return;
-    }
-    agent_metric_inc(a->ms.checkpoints);
-    agent_log_line l;
-    agent_log_begin(&l, AGENT_LOG_INFO, "checkpoint_written");
-    agent_log_str(&l, "path", a->cfg.checkpoint_path);
-    agent_log_u64(&l, "step", tr->step);
-    agent_log_u64(&l, "round", ck.round);
-    agent_log_str(&l, "reason", why);
-    agent_log_end(&l);
-}
-
-static void trainer_evaluate(agent_runtime *a)
-{
-    trainer *tr = &a->tr;
-    double loss, acc;
-    if (model_net_evaluate(tr->net, &a->test, &tr->norm, &loss, &acc) == MODEL_OK) {
-        tr->acc = acc;
-        tr->test_loss = loss;
-    }
-}
-
-static void *trainer_main(void *arg)
-{
-    agent_runtime *a = arg;
-    trainer *tr = &a->tr;
-    float *params = model_net_params(tr->net);
-    float *xb = model_net_input_buffer(tr->net);
-    uint16_t *yb = model_net_label_buffer(tr->net);
-    uint32_t *ids = malloc((size_t)a->n_catalog * sizeof *ids);
-    if (!ids) {
-        agent_log(AGENT_LOG_ERROR, "trainer_failed", "why", "out of memory", NULL);
-        return NULL;
-    }
-    uint64_t last_publish = 0;
-    for (;;) {
-        int ready = 0, reload = 0, replaced = 0;
-        uint32_t n_ids = 0;
-        pthread_mutex_lock(&a->mu);
-        if (a->trainer_stop) {
-            pthread_mutex_unlock(&a->mu);
-            break;
-        }
-        if (a->in_ready) {
-            if (a->in_replace) {
-                memcpy(params, a->in_vec, a->dim * sizeof *params);
-                replaced = 1;
-            } else if (tr->inflight) {
-                for (uint32_t k = 0; k < a->dim; k++)
-                    params[k] += a->in_vec[k] - tr->sent[k];
-            }
-            tr->inflight = 0;
-            a->in_ready = a->in_replace = 0;
-        }
-        if (a->primary_gen != tr->gen) {
-            tr->gen = a->primary_gen;
-            n_ids = a->n_primary;
-            memcpy(ids, a->primary, n_ids * sizeof *ids);
-            reload = 1;
-        }
-        ready = a->model_ready;
-        pthread_mutex_unlock(&a->mu);
-        if (replaced)
-            model_sgd_reset(&tr->sgd);
-        if (reload)
-            trainer_load(a, ids, n_ids);
-        if (!ready || tr->data.count == 0) {
-            pthread_mutex_lock(&a->mu);
-            if (!a->trainer_stop && !a->in_ready && a->primary_gen == tr->gen) {
-                struct timespec ts;
-                clock_gettime(CLOCK_REALTIME, &ts);
-                ts.tv_nsec += 100000000;
-                if (ts.tv_nsec >= 1000000000) {
-                    ts.tv_sec++;
-                    ts.tv_nsec -= 1000000000;
-                }
-                pthread_cond_timedwait(&a->cv, &a->mu, &ts);
-            }
-            pthread_mutex_unlock(&a->mu);
-            continue;
-        }
-        /* one local step */
-        uint32_t n = a->cfg.batch;
-        if (tr->at + n > tr->data.count) {
-            model_data_shuffle(tr->order, tr->data.count, &tr->rng);
-            tr->at = 0;
-            if (n > tr->data.count)
-                n = tr->data.count;
-        }
-        model_data_gather(&tr->data, &tr->norm, tr->order + tr->at, n, xb, yb);
-        tr->at += n;
-        float lr = model_schedule_lr(&tr->sched, tr->step);
-        float loss;
-        if (model_train_step(tr->net, &tr->sgd, xb, yb, n, lr, &loss) != MODEL_OK ||
-            !isfinite(loss)) {
-            agent_log(AGENT_LOG_ERROR, "training_diverged", "why",
-                      "non-finite loss; lower model.lr", NULL);
-            a->stop = 1;
-            break;
-        }
-        tr->step++;
-        tr->since_mix++;
-        tr->loss_avg =
-            tr->loss_init ? (1 - AGENT_LOSS_EWMA) * tr->loss_avg + AGENT_LOSS_EWMA * loss : loss;
-        tr->loss_init = 1;
-        agent_metric_inc(a->ms.steps);
-        agent_metric_add(a->ms.samples, n);
-        if (tr->since_mix >= a->cfg.interval_steps && !tr->inflight) {
-            memcpy(tr->sent, params, a->dim * sizeof *params);
-            pthread_mutex_lock(&a->mu);
-            memcpy(a->out_vec, params, a->dim * sizeof *params);
-            a->out_ready = 1;
-            pthread_mutex_unlock(&a->mu);
-            tr->inflight = 1;
-            tr->since_mix = 0;
-            net_transport_wake(a->t);
-        }
-        if (tr->step % a->cfg.eval_every_steps == 0 || tr->step == 1)
-            trainer_evaluate(a);
-        if (a->cfg.checkpoint_every_steps && tr->step % a->cfg.checkpoint_every_steps == 0)
-            trainer_checkpoint(a, "periodic");
-        uint64_t now = mono_us();
-        if (now - last_publish > 100000u) {
-            trainer_publish(a);
-            last_publish = now;
-        }
-    }
-    trainer_publish(a);
-    free(ids);
-    return NULL;
 }
 
 /* ---- the event loop ---- */
@@ -815,7 +323,7 @@ static void sync_metrics(agent_runtime *a)
         agent_metric_add(a->rejections_core[e], d);
         a->last_core[e] = ns->rejected[e];
     }
-    uint64_t now = mono_us();
+    uint64_t now = agent_mono_us();
     agent_metric_set(a->ms.uptime_seconds, (double)(now - a->start_us) / 1e6);
     gossip_view v;
     gossip_node_view(a->node, &v);
@@ -871,7 +379,7 @@ static void log_progress(agent_runtime *a)
 /* One pass: inbox, timers, model state, mixing, sends. */
 static void loop_pass(agent_runtime *a)
 {
-    uint64_t now = mono_us();
+    uint64_t now = agent_mono_us();
     net_message msg;
     for (uint32_t k = 0; k < AGENT_RECV_BATCH && net_transport_recv(a->t, &msg) == NET_OK; k++) {
         int rc = gossip_node_recv_frame(a->node, msg.from, msg.data, msg.len, now);
@@ -906,7 +414,7 @@ static void loop_pass(agent_runtime *a)
 
 static int loop_wait_ms(agent_runtime *a)
 {
-    uint64_t now = mono_us();
+    uint64_t now = agent_mono_us();
     gossip_time_us d = gossip_node_deadline(a->node);
     int ms = AGENT_LOOP_WAIT_MAX_MS;
     if (d <= now)
@@ -918,12 +426,12 @@ static int loop_wait_ms(agent_runtime *a)
 
 int agent_runtime_run(agent_runtime *a)
 {
-    if (pthread_create(&a->trainer_thread, NULL, trainer_main, a)) {
+    if (pthread_create(&a->trainer_thread, NULL, agent_trainer_main, a)) {
         agent_log(AGENT_LOG_ERROR, "agent_failed", "why", "cannot start the training thread", NULL);
         return 1;
     }
     a->trainer_started = 1;
-    uint64_t now = mono_us();
+    uint64_t now = agent_mono_us();
     if (a->cfg.seed_count) {
         const char *seeds[AGENT_CONFIG_SEEDS_MAX];
         size_t n = a->cfg.seed_count;
@@ -941,11 +449,11 @@ int agent_runtime_run(agent_runtime *a)
     }
     /* graceful leave */
     agent_log(AGENT_LOG_INFO, "leaving", NULL);
-    now = mono_us();
+    now = agent_mono_us();
     gossip_node_leave(a->node, now);
     flush_sends(a, now);
     uint64_t until = now + AGENT_LEAVE_FLUSH_MS * 1000u;
-    while ((now = mono_us()) < until) {
+    while ((now = agent_mono_us()) < until) {
         net_message msg;
         while (net_transport_recv(a->t, &msg) == NET_OK)
             net_message_release(&msg);
@@ -965,7 +473,7 @@ int agent_runtime_run(agent_runtime *a)
         for (uint32_t k = 0; k < a->dim; k++)
             params[k] += a->mix_out[k];
     if (a->cfg.checkpoint_every_steps && a->tr.step)
-        trainer_checkpoint(a, "shutdown");
+        agent_trainer_checkpoint(a, "shutdown");
     log_progress(a);
     agent_log_line l;
     agent_log_begin(&l, AGENT_LOG_INFO, "agent_stopped");
@@ -1032,27 +540,27 @@ static int setup_model(agent_runtime *a, char *err, size_t errlen)
     int rc = model_net_create(&tr->net, a->cfg.model_spec, a->input_dim, a->classes, a->cfg.batch,
                               msg, sizeof msg);
     if (rc) {
-        errf(err, errlen, "model %s: %s (%s)", a->cfg.model_spec, msg[0] ? msg : "cannot create",
-             model_strerror(rc));
+        agent_errf(err, errlen, "model %s: %s (%s)", a->cfg.model_spec,
+                   msg[0] ? msg : "cannot create", model_strerror(rc));
         return -1;
     }
     size_t p = model_net_param_count(tr->net);
     if (p > GOSSIP_CODEC_DIM_MAX) {
-        errf(err, errlen, "model %s has %zu parameters; mixing carries at most %u",
-             a->cfg.model_spec, p, GOSSIP_CODEC_DIM_MAX);
+        agent_errf(err, errlen, "model %s has %zu parameters; mixing carries at most %u",
+                   a->cfg.model_spec, p, GOSSIP_CODEC_DIM_MAX);
         return -1;
     }
     a->dim = (uint32_t)p;
     model_sgd_config sc = {.momentum = (float)a->cfg.momentum,
                            .weight_decay = (float)a->cfg.weight_decay};
     if (model_sgd_init(&tr->sgd, p, &sc)) {
-        errf(err, errlen, "cannot set up the optimiser (momentum %g)", a->cfg.momentum);
+        agent_errf(err, errlen, "cannot set up the optimiser (momentum %g)", a->cfg.momentum);
         return -1;
     }
     agent_config_schedule(&a->cfg, &tr->sched);
     if (model_norm_fit(&tr->norm, &a->test,
                        a->test.dtype == MODEL_DTYPE_U8 ? MODEL_NORM_UNIT : MODEL_NORM_NONE)) {
-        errf(err, errlen, "cannot set up the input normalisation");
+        agent_errf(err, errlen, "cannot set up the input normalisation");
         return -1;
     }
     model_rng init;
@@ -1067,7 +575,7 @@ static int setup_model(agent_runtime *a, char *err, size_t errlen)
     a->out_vec = malloc(bytes);
     a->in_vec = malloc(bytes);
     if (!tr->sent || !a->latest || !a->mix_sent || !a->mix_out || !a->out_vec || !a->in_vec) {
-        errf(err, errlen, "out of memory for %zu parameters", p);
+        agent_errf(err, errlen, "out of memory for %zu parameters", p);
         return -1;
     }
     /* checkpoint */
@@ -1100,7 +608,7 @@ static int setup_model(agent_runtime *a, char *err, size_t errlen)
 
 static int setup_node(agent_runtime *a, char *err, size_t errlen)
 {
-    model_rng_seed(&a->env_rng, a->id.node_id ^ mono_us(), 7);
+    model_rng_seed(&a->env_rng, a->id.node_id ^ agent_mono_us(), 7);
     a->env = (gossip_env){.alloc = env_alloc,
                           .free = env_free,
                           .random = model_rng_callback,
@@ -1124,10 +632,11 @@ static int setup_node(agent_runtime *a, char *err, size_t errlen)
     nc.mix.members_max = nc.swim.members_max;
     nc.mix.step_timeout_us = (gossip_time_us)a->cfg.allreduce_step_deadline_ms * 1000u;
     if (!gossip_mix_combination_valid(nc.mix.algo, nc.mix.topology)) {
-        errf(err, errlen,
-             "mixing.algorithm %s cannot run on mixing.topology %s (dpsgd needs a graph "
-             "topology, choco ring, torus or exponential)",
-             agent_mixing_algorithm_name(a->cfg.algorithm), agent_topology_name(a->cfg.topology));
+        agent_errf(err, errlen,
+                   "mixing.algorithm %s cannot run on mixing.topology %s (dpsgd needs a graph "
+                   "topology, choco ring, torus or exponential)",
+                   agent_mixing_algorithm_name(a->cfg.algorithm),
+                   agent_topology_name(a->cfg.topology));
         return -1;
     }
     nc.xfer.snapshot = snapshot_fn;
@@ -1143,7 +652,7 @@ static int setup_node(agent_runtime *a, char *err, size_t errlen)
     nc.ckpt_round = a->ckpt_round;
     int rc = gossip_node_create(&a->node, &a->env, &nc);
     if (rc) {
-        errf(err, errlen, "cannot create the protocol core: %s", gossip_strerror(rc));
+        agent_errf(err, errlen, "cannot create the protocol core: %s", gossip_strerror(rc));
         return -1;
     }
     return 0;
@@ -1154,11 +663,11 @@ int agent_runtime_create(agent_runtime **out, const agent_config *cfg, char *err
     *out = NULL;
     agent_runtime *a = calloc(1, sizeof *a);
     if (!a) {
-        errf(err, errlen, "out of memory");
+        agent_errf(err, errlen, "out of memory");
         return 1;
     }
     a->cfg = *cfg;
-    a->start_us = mono_us();
+    a->start_us = agent_mono_us();
     pthread_mutex_init(&a->mu, NULL);
     pthread_cond_init(&a->cv, NULL);
     pthread_mutex_init(&a->st_mu, NULL);
@@ -1167,15 +676,16 @@ int agent_runtime_create(agent_runtime **out, const agent_config *cfg, char *err
     char msg[512] = "";
     openblas_set_num_threads(1);
     if (net_init()) {
-        errf(err, errlen, "libsodium cannot be initialised");
+        agent_errf(err, errlen, "libsodium cannot be initialised");
         goto fail;
     }
     if (agent_keys_read_identity(cfg->key_file, &a->id, msg, sizeof msg)) {
-        errf(err, errlen, "%s (create keys with: murmur keygen --out %s)", msg, cfg->data_dir);
+        agent_errf(err, errlen, "%s (create keys with: murmur keygen --out %s)", msg,
+                   cfg->data_dir);
         goto fail;
     }
     if (agent_keys_read_network(cfg->network_key_file, a->network_key, msg, sizeof msg)) {
-        errf(err, errlen, "%s (every agent of a cluster needs the same network key)", msg);
+        agent_errf(err, errlen, "%s (every agent of a cluster needs the same network key)", msg);
         goto fail;
     }
     if (cfg->allow_list_file[0]) {
@@ -1183,33 +693,33 @@ int agent_runtime_create(agent_runtime **out, const agent_config *cfg, char *err
         if (!a->allow ||
             agent_keys_read_allow(cfg->allow_list_file, a->allow, NET_CHANNEL_ALLOW_MAX,
                                   &a->allow_n, msg, sizeof msg)) {
-            errf(err, errlen, "%s", a->allow ? msg : "out of memory");
+            agent_errf(err, errlen, "%s", a->allow ? msg : "out of memory");
             goto fail;
         }
     }
-    if (load_test_set(a, err, errlen) || catalog_load(a, err, errlen))
+    if (agent_load_test_set(a, err, errlen) || agent_catalog_load(a, err, errlen))
         goto fail;
     {
         char serr[512] = "";
         if (agent_store_file_open(&a->store, cfg->shards_dir, AGENT_SHARD_BYTES_MAX, serr,
                                   sizeof serr)) {
-            errf(err, errlen, "%s", serr);
+            agent_errf(err, errlen, "%s", serr);
             goto fail;
         }
     }
-    shards_import(a);
+    agent_shards_import(a);
     a->primary = calloc(a->n_catalog, sizeof *a->primary);
     a->primary_scratch = calloc(a->n_catalog, sizeof *a->primary_scratch);
     a->view_ids = calloc((size_t)cfg->max_peers + 1, sizeof *a->view_ids);
     if (!a->primary || !a->primary_scratch || !a->view_ids) {
-        errf(err, errlen, "out of memory");
+        agent_errf(err, errlen, "out of memory");
         goto fail;
     }
     if (setup_model(a, err, errlen))
         goto fail;
     /* metrics */
     if (agent_metrics_create(&a->reg) || agent_metrics_std_register(a->reg, &a->ms)) {
-        errf(err, errlen, "cannot set up the metrics registry");
+        agent_errf(err, errlen, "cannot set up the metrics registry");
         goto fail;
     }
     /* transport */
@@ -1224,15 +734,15 @@ int agent_runtime_create(agent_runtime **out, const agent_config *cfg, char *err
                                .inbox_frames_max = cfg->recv_queue_len};
     int rc = net_transport_create(&a->t, &tc);
     if (rc) {
-        errf(err, errlen, "cannot create the transport: %s", net_strerror(rc));
+        agent_errf(err, errlen, "cannot create the transport: %s", net_strerror(rc));
         goto fail;
     }
     char bound[GOSSIP_ADDR_MAX];
     rc = net_transport_listen(a->t, cfg->listen, bound, sizeof bound);
     if (rc) {
-        errf(err, errlen,
-             "cannot listen on %s: %s (is the port taken by another agent? set node.listen)",
-             cfg->listen, net_strerror(rc));
+        agent_errf(err, errlen,
+                   "cannot listen on %s: %s (is the port taken by another agent? set node.listen)",
+                   cfg->listen, net_strerror(rc));
         goto fail;
     }
     snprintf(a->addr, sizeof a->addr, "%s",
@@ -1243,7 +753,7 @@ int agent_runtime_create(agent_runtime **out, const agent_config *cfg, char *err
         char merr[256] = "";
         if (agent_metrics_serve(a->reg, cfg->metrics_listen, status_fn, a, &a->srv, merr,
                                 sizeof merr)) {
-            errf(err, errlen, "metrics server: %s (set metrics.listen)", merr);
+            agent_errf(err, errlen, "metrics server: %s (set metrics.listen)", merr);
             goto fail;
         }
     }

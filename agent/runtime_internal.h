@@ -1,0 +1,139 @@
+/* agent/runtime_internal — the state shared by the agent runtime's files
+ * (not part of any public API):
+ *   agent/runtime.c  create/destroy, the event loop (the only thread that
+ *                    touches the gossip_node), status and metrics;
+ *   agent/trainer.c  the training thread (owns the model);
+ *   agent/catalog.c  start-up data: shard catalog, shard import, test set.
+ * Thread rules are in agent/agent.h: fields under "shared with the trainer"
+ * are read and written under `mu` only; `st` under `st_mu`.
+ */
+#ifndef AGENT_RUNTIME_INTERNAL_H
+#define AGENT_RUNTIME_INTERNAL_H
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "agent/agent.h"
+#include "agent/keys.h"
+#include "agent/metrics.h"
+#include "gossip/node.h"
+#include "model/data.h"
+#include "model/net.h"
+#include "model/optim.h"
+#include "model/rng.h"
+#include "net/transport.h"
+
+#define AGENT_STATUS_EVERY_US 250000u
+/* Frames taken from the inbox per loop pass before timers and sends run. */
+#define AGENT_RECV_BATCH 256u
+/* Moving average weights: training loss per step, consensus per round. */
+#define AGENT_LOSS_EWMA      0.02
+#define AGENT_CONSENSUS_EWMA 0.2
+
+typedef struct trainer {
+    model_net *net;
+    model_sgd sgd;
+    model_schedule sched;
+    model_norm norm;
+    model_data data; /* concatenation of the primary shards */
+    uint32_t *order;
+    uint32_t order_cap, at;
+    model_rng rng;
+    float *sent; /* parameters handed to mixing, for the correction */
+    int inflight;
+    uint64_t step, since_mix;
+    uint64_t gen; /* primary list generation loaded */
+    double loss_avg;
+    int loss_init;
+    double acc, test_loss;
+    uint64_t sps_step;
+    uint64_t sps_t_us;
+} trainer;
+
+struct agent_runtime {
+    agent_config cfg;
+    net_identity id;
+    uint8_t network_key[NET_NETWORK_KEY_SIZE];
+    uint8_t *allow;
+    size_t allow_n;
+    net_transport *t;
+    char addr[GOSSIP_ADDR_MAX];
+    agent_metrics *reg;
+    agent_metrics_std ms;
+    agent_metrics_server *srv;
+    agent_metric *rejections_net[NET_REJECT_COUNT], *rejections_core[GOSSIP_ERR_COUNT];
+    uint64_t last_net[NET_REJECT_COUNT], last_core[GOSSIP_ERR_COUNT];
+    uint64_t start_us;
+
+    model_data test;
+    uint32_t input_dim, classes;
+    uint8_t (*catalog)[GOSSIP_SHARD_ID_SIZE];
+    uint32_t n_catalog;
+    gossip_store store;
+
+    model_rng env_rng;
+    gossip_env env;
+    gossip_node *node;
+    uint32_t dim;
+    float *latest;   /* loop: the model served to joiners */
+    float *mix_sent; /* loop: vector given to gossip_mix_start */
+    float *mix_out;  /* loop: vector from gossip_mix_take */
+    int mixing;      /* loop: a round is running */
+    uint64_t epoch;
+    uint64_t *view_ids;
+    uint32_t view_n;
+    uint64_t mixing_rounds, round_aborts, bytes_sent, bytes_received;
+    double consensus;
+    int consensus_init;
+    uint32_t *primary_scratch;
+    uint32_t primary_count, held_count;
+    uint64_t shards_fetched_seen;
+    uint64_t next_status_us, next_progress_us;
+    _Atomic uint64_t round;
+
+    /* shared with the trainer under mu */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    float *out_vec;
+    int out_ready;
+    float *in_vec;
+    int in_ready, in_replace;
+    uint32_t *primary;
+    uint32_t n_primary;
+    uint64_t primary_gen;
+    int model_ready;
+    int trainer_stop;
+
+    trainer tr;
+    float *init_params; /* from init or checkpoint, before the trainer starts */
+    float *init_momentum;
+    int have_ckpt;
+    uint64_t ckpt_step, ckpt_round;
+    pthread_t trainer_thread;
+    int trainer_started;
+
+    pthread_mutex_t st_mu;
+    agent_status st;
+
+    volatile sig_atomic_t stop;
+};
+
+/* runtime.c */
+uint64_t agent_mono_us(void);
+void agent_errf(char *err, size_t len, const char *fmt, ...);
+
+/* catalog.c: start-up data. Each returns 0, or -1 with a message in err. */
+int agent_catalog_load(agent_runtime *a, char *err, size_t errlen);
+long agent_catalog_find(const agent_runtime *a, const uint8_t id[GOSSIP_SHARD_ID_SIZE]);
+void agent_shards_import(agent_runtime *a);
+int agent_load_test_set(agent_runtime *a, char *err, size_t errlen);
+
+/* trainer.c: the training thread (arg: the agent_runtime). */
+void *agent_trainer_main(void *arg);
+void agent_trainer_checkpoint(agent_runtime *a, const char *why);
+void agent_trainer_publish(agent_runtime *a);
+
+#endif
