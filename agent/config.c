@@ -69,7 +69,8 @@ const agent_config_option agent_config_options[] = {
     {"node", "network_key_file", T_PATH_OPT, FIELD(network_key_file), 0, 0, NULL, "", "",
      "the cluster's shared network key (admission); empty = DATA_DIR/network.key"},
     {"node", "allow_list_file", T_PATH_OPT, FIELD(allow_list_file), 0, 0, NULL, "", "",
-     "file of allowed public keys, one per line; empty = admit any holder of the network key"},
+     "file of allowed public keys, one per line (a file with no key admits nobody); unset = "
+     "admit any holder of the network key"},
     {"seeds", "seed", T_SEED, FIELD(seeds), 0, 0, NULL, "", "",
      "HOST:PORT of an agent to join through; repeat the line for several"},
     {"model", "spec", T_SPEC, FIELD(model_spec), 0, 0, NULL, "mlp:256,128", "",

@@ -255,13 +255,38 @@ int agent_keys_read_allow(const char *path, uint8_t *keys, size_t max, size_t *n
     if (!path || !n || (max && !keys))
         return say(msg, msg_cap, AGENT_KEYS_EINVAL, "no path or output");
     *n = 0;
-    FILE *f = fopen(path, "r");
-    if (!f)
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
         return say(msg, msg_cap, AGENT_KEYS_EIO, "%s: cannot open allow-list: %s", path,
                    strerror(errno));
+    /* The list decides who may join: whoever can rewrite it can admit
+     * anyone. Checked on the open descriptor, so the file read is the file
+     * checked. Readable by all is fine (public keys are not secret). */
+    struct stat st;
+    int rc = AGENT_KEYS_OK;
+    if (fstat(fd, &st) != 0)
+        rc = say(msg, msg_cap, AGENT_KEYS_EIO, "%s: cannot stat: %s", path, strerror(errno));
+    else if (!S_ISREG(st.st_mode))
+        rc = say(msg, msg_cap, AGENT_KEYS_EMODE, "%s: the allow-list is not a regular file", path);
+    else if (st.st_mode & 022)
+        rc = say(msg, msg_cap, AGENT_KEYS_EMODE,
+                 "%s: mode %04o lets other users change the allow-list (and admit any key); "
+                 "run 'chmod go-w %s'",
+                 path, (unsigned)(st.st_mode & 07777), path);
+    else if (st.st_uid != geteuid() && st.st_uid != 0)
+        rc = say(msg, msg_cap, AGENT_KEYS_EMODE,
+                 "%s: owned by uid %u, so another user can change the allow-list; make it "
+                 "owned by this user (uid %u) or root",
+                 path, (unsigned)st.st_uid, (unsigned)geteuid());
+    FILE *f = rc ? NULL : fdopen(fd, "r");
+    if (!f) {
+        close(fd);
+        return rc ? rc
+                  : say(msg, msg_cap, AGENT_KEYS_EIO, "%s: cannot read allow-list: %s", path,
+                        strerror(errno));
+    }
     char line[256];
     unsigned lineno = 0;
-    int rc = AGENT_KEYS_OK;
     while (fgets(line, sizeof line, f)) {
         lineno++;
         size_t len = strlen(line);

@@ -9,7 +9,8 @@
  *                    of a cluster holds the same one (admission).
  *   allow-list       text: one public key (64 hex digits) per line; blank
  *                    lines and lines starting with '#' are ignored; at most
- *                    NET_CHANNEL_ALLOW_MAX keys.
+ *                    NET_CHANNEL_ALLOW_MAX keys; not writable by group or
+ *                    others. A list with no key admits nobody.
  * A secret file readable by group or others is refused, not silently used:
  * a leaked key is a leaked identity. Files are written to a temporary name,
  * fsynced and renamed, so a crash never leaves half a key.
@@ -63,8 +64,11 @@ int agent_keys_write_network(const char *path, const uint8_t key[NET_NETWORK_KEY
 int agent_keys_read_network(const char *path, uint8_t key[NET_NETWORK_KEY_SIZE], char *msg,
                             size_t msg_cap);
 
-/* Read an allow-list into keys (max entries of 32 bytes); *n = count.
- * Errors: EIO, EFORMAT (names the line), ETOOMANY. */
+/* Read an allow-list into keys (max entries of 32 bytes); *n = count, which
+ * may be 0 (a list of comments only): the caller must then admit nobody,
+ * never everybody. The file must be a regular file that no other user can
+ * change: not writable by group or others, owned by this user or root.
+ * Errors: EIO, EMODE, EFORMAT (names the line), ETOOMANY. */
 int agent_keys_read_allow(const char *path, uint8_t *keys, size_t max, size_t *n, char *msg,
                           size_t msg_cap);
 

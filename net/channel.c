@@ -167,6 +167,29 @@ int net_channel_poll_send(net_channel *ch, const uint8_t **rec, size_t *len)
     return 1;
 }
 
+int net_channel_set_allow(net_channel *ch, const uint8_t *allow, size_t allow_n)
+{
+    if (!ch || allow_n > NET_CHANNEL_ALLOW_MAX || (allow_n && !allow))
+        return NET_EINVAL;
+    ch->allow = allow;
+    ch->allow_n = allow_n;
+    return NET_OK;
+}
+
+int net_channel_allowed(const net_channel *ch, const uint8_t pk[NET_PUBLIC_KEY_SIZE])
+{
+    if (!ch || !pk)
+        return 0;
+    /* The list is "configured" when the pointer is set, whatever its length:
+     * an empty list admits nobody (fail closed). */
+    if (!ch->allow)
+        return 1;
+    int found = 0;
+    for (size_t i = 0; i < ch->allow_n; i++)
+        found |= sodium_memcmp(ch->allow + i * NET_PUBLIC_KEY_SIZE, pk, NET_PUBLIC_KEY_SIZE) == 0;
+    return found;
+}
+
 /* Checks shared by both sides once the peer's key is known and signed. */
 static int admit_peer(net_channel *ch, const uint8_t *pk)
 {
@@ -175,14 +198,8 @@ static int admit_peer(net_channel *ch, const uint8_t *pk)
     uint64_t id = net_node_id(pk);
     if (id == 0)
         return fail(ch, NET_REJECT_BAD_KEY);
-    if (ch->allow_n) {
-        int found = 0;
-        for (size_t i = 0; i < ch->allow_n; i++)
-            found |=
-                sodium_memcmp(ch->allow + i * NET_PUBLIC_KEY_SIZE, pk, NET_PUBLIC_KEY_SIZE) == 0;
-        if (!found)
-            return fail(ch, NET_REJECT_NOT_ALLOWED);
-    }
+    if (!net_channel_allowed(ch, pk))
+        return fail(ch, NET_REJECT_NOT_ALLOWED);
     if (ch->initiator && ch->expect_peer && ch->expect_peer != id)
         return fail(ch, NET_REJECT_WRONG_PEER);
     ch->peer_id = id;

@@ -100,9 +100,12 @@ typedef struct net_channel net_channel;
 typedef struct net_channel_config {
     const net_identity *self;   /* our identity (copied) */
     const uint8_t *network_key; /* NET_NETWORK_KEY_SIZE bytes (copied) */
-    /* Optional allow-list of Ed25519 public keys (allow_n * 32 bytes, kept
-     * by pointer, must outlive the channel); NULL/0 admits any key that
-     * holds the network key. */
+    /* Allow-list of Ed25519 public keys (allow_n * 32 bytes, kept by
+     * pointer, must outlive the channel or be replaced first with
+     * net_channel_set_allow). NULL: no allow-list, any holder of the network
+     * key is admitted. Non-NULL: only the allow_n listed keys are admitted;
+     * allow_n = 0 admits nobody (an allow-list whose every key was removed
+     * shuts everyone out, it never opens the door). */
     const uint8_t *allow;
     size_t allow_n;
     int initiator;                 /* 1: we dialed and send HELLO; 0: we accepted */
@@ -144,6 +147,15 @@ int net_channel_seal(net_channel *ch, const uint8_t *plain, size_t len, uint8_t 
 int net_channel_check_timeout(net_channel *ch, gossip_time_us now);
 /* Handshake deadline, or GOSSIP_TIME_NEVER once established/failed. */
 gossip_time_us net_channel_deadline(const net_channel *ch);
+
+/* Replace the allow-list (same meaning as in net_channel_config; the old
+ * pointer is no longer used after this returns). An established channel is
+ * not re-checked here: net_channel_allowed tells the caller whether its
+ * peer still is. Errors: NET_EINVAL (allow_n > NET_CHANNEL_ALLOW_MAX, or
+ * allow_n without allow). */
+int net_channel_set_allow(net_channel *ch, const uint8_t *allow, size_t allow_n);
+/* 1 if pk is admitted by ch's current allow-list (always 1 without one). */
+int net_channel_allowed(const net_channel *ch, const uint8_t pk[NET_PUBLIC_KEY_SIZE]);
 
 int net_channel_established(const net_channel *ch);
 int net_channel_failed(const net_channel *ch);

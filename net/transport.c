@@ -96,7 +96,7 @@ struct net_transport {
 
     net_identity self;
     uint8_t network_key[NET_NETWORK_KEY_SIZE];
-    uint8_t *allow;
+    uint8_t *allow; /* NULL: no allow-list; else allow_n keys (0 = admit nobody) */
     size_t allow_n;
     net_transport_config cfg; /* defaults filled in; pointers not used */
     net_penalty *penalty;
@@ -842,6 +842,15 @@ static void *housekeeper(void *arg)
 
 /* ---- public API -------------------------------------------------------- */
 
+/* A private copy of an allow-list; never NULL on success, even for 0 keys. */
+static uint8_t *allow_copy(const uint8_t *allow, size_t n)
+{
+    uint8_t *copy = malloc(n ? n * NET_PUBLIC_KEY_SIZE : 1);
+    if (copy && n)
+        memcpy(copy, allow, n * NET_PUBLIC_KEY_SIZE);
+    return copy;
+}
+
 int net_transport_create(net_transport **out, const net_transport_config *cfg)
 {
     if (!out || !cfg || !cfg->self || !cfg->network_key || cfg->self->node_id == 0)
@@ -883,11 +892,10 @@ int net_transport_create(net_transport **out, const net_transport_config *cfg)
     t->self = *cfg->self;
     memcpy(t->network_key, cfg->network_key, NET_NETWORK_KEY_SIZE);
     int rc = NET_ENOMEM;
-    if (cfg->allow_n) {
-        t->allow = malloc(cfg->allow_n * NET_PUBLIC_KEY_SIZE);
-        if (!t->allow)
+    if (cfg->allow) {
+        /* Copied even when empty: an empty list admits nobody. */
+        if (!(t->allow = allow_copy(cfg->allow, cfg->allow_n)))
             goto fail;
-        memcpy(t->allow, cfg->allow, cfg->allow_n * NET_PUBLIC_KEY_SIZE);
         t->allow_n = cfg->allow_n;
     }
     t->book = calloc(NET_TRANSPORT_BOOK_MAX, sizeof *t->book);
@@ -1243,6 +1251,36 @@ int net_transport_forget(net_transport *t, uint64_t id)
         *e = t->book[--t->book_n];
     }
     pthread_mutex_unlock(&t->mtx);
+    return NET_OK;
+}
+
+int net_transport_set_allow(net_transport *t, const uint8_t *allow, size_t allow_n)
+{
+    if (!t || allow_n > NET_CHANNEL_ALLOW_MAX || (allow_n && !allow))
+        return NET_EINVAL;
+    uint8_t *copy = NULL;
+    if (allow && !(copy = allow_copy(allow, allow_n)))
+        return NET_ENOMEM;
+    pthread_mutex_lock(&t->mtx);
+    uint8_t *old = t->allow;
+    t->allow = copy;
+    t->allow_n = copy ? allow_n : 0;
+    /* Every channel, closing ones included, drops its pointer to the old
+     * list before it is freed; open links of keys no longer listed close. */
+    for (conn *c = t->conns; c;) {
+        conn *n = c->next; /* conn_close may bury c */
+        if (c->ch) {
+            net_channel_set_allow(c->ch, t->allow, t->allow_n);
+            const uint8_t *pk = net_channel_peer_key(c->ch);
+            if (c->state == C_OPEN && pk && !net_channel_allowed(c->ch, pk)) {
+                reject(t, NET_REJECT_NOT_ALLOWED);
+                conn_close(c);
+            }
+        }
+        c = n;
+    }
+    pthread_mutex_unlock(&t->mtx);
+    free(old);
     return NET_OK;
 }
 

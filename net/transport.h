@@ -35,7 +35,8 @@
  * transport and must not be called from an NNG callback.
  *
  * Ownership: the caller's identity, network key and allow-list are copied
- * at create (the allow-list is copied too). Messages returned by
+ * at create; net_transport_set_allow replaces the allow-list at run time
+ * (revocation: links of keys no longer listed close at once). Messages returned by
  * net_transport_recv own their buffer until net_message_release.
  */
 #ifndef NET_TRANSPORT_H
@@ -97,7 +98,9 @@ typedef struct net_transport net_transport;
 typedef struct net_transport_config {
     const net_identity *self;   /* copied */
     const uint8_t *network_key; /* NET_NETWORK_KEY_SIZE bytes, copied */
-    const uint8_t *allow;       /* allow_n * 32 bytes or NULL, copied */
+    /* Allow-list, copied: NULL = none (any holder of the network key);
+     * non-NULL = only these allow_n keys, and allow_n = 0 admits nobody. */
+    const uint8_t *allow;
     size_t allow_n;
     size_t frame_max;              /* largest frame sent or received; 0 = GOSSIP_FRAME_MAX */
     uint32_t conns_max;            /* 0 = NET_TRANSPORT_CONNS_DEFAULT */
@@ -179,6 +182,13 @@ int net_transport_fd(const net_transport *t);
  * frames are dropped and counted as unreachable) and forget its address.
  * Errors: NET_EINVAL. */
 int net_transport_forget(net_transport *t, uint64_t id);
+
+/* Replace the allow-list (copied; NULL = none, non-NULL with allow_n = 0
+ * admits nobody). Open connections whose peer key is no longer admitted are
+ * closed at once and counted as not_allowed; handshakes in progress are
+ * checked against the new list. Errors: NET_EINVAL, NET_ENOMEM (the old
+ * list stays in force). */
+int net_transport_set_allow(net_transport *t, const uint8_t *allow, size_t allow_n);
 
 /* 1 if an authenticated connection to id is open. */
 int net_transport_connected(net_transport *t, uint64_t id);

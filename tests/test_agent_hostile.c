@@ -188,6 +188,8 @@ static double rejections(const char *metrics, const char *cause)
     return p ? strtod(p + strlen(pat), NULL) : 0;
 }
 
+static const char *g_allow; /* --allow-list FILE for the next start_agent, or NULL */
+
 static void start_agent(int i, const char *netkey, int seed)
 {
     char dir[512], listen[64], metrics[64], seedaddr[64], key[512], log[512];
@@ -220,6 +222,10 @@ static void start_agent(int i, const char *netkey, int seed)
         if (seed) {
             argv[k++] = "--seed";
             argv[k++] = seedaddr;
+        }
+        if (g_allow) {
+            argv[k++] = "--allow-list";
+            argv[k++] = g_allow;
         }
         const char *sets[] = {"model.spec=mlp:32",
                               "model.eval_every_steps=200",
@@ -426,6 +432,120 @@ static void hostile_frames_rejected_and_counted(void **state)
     kill_all();
 }
 
+/* Drive a genuine client handshake over socket s (whatever the number of
+ * records); 1 if the channel opened, 0 if the agent refused or closed. */
+static int client_handshake(int s, net_channel *ch)
+{
+    static uint8_t rec[NET_CHANNEL_HS_MAX];
+    for (int round = 0; round < 8; round++) {
+        const uint8_t *out;
+        size_t outlen;
+        while (net_channel_poll_send(ch, &out, &outlen))
+            if (send_record(s, out, outlen))
+                return 0;
+        if (net_channel_established(ch))
+            return 1;
+        if (net_channel_failed(ch))
+            return 0;
+        long n = recv_record(s, rec, sizeof rec);
+        if (n <= 0)
+            return 0;
+        uint8_t *plain;
+        size_t plen;
+        if (net_channel_recv(ch, rec, (size_t)n, 0, &plain, &plen) != NET_OK)
+            return 0;
+    }
+    return 0;
+}
+
+/* Issue 13, item 1: an allow-list file whose keys are all commented out
+ * admits nobody (it used to admit every holder of the network key), and an
+ * allow-list file other users may change is refused at start. */
+static void allow_list_fail_closed(void **state)
+{
+    (void)state;
+    snprintf(g_dir, sizeof g_dir, "/tmp/murmur-allow-XXXXXX");
+    assert_non_null(mkdtemp(g_dir));
+    g_base = 21600 + (int)(getpid() % 50) * 10;
+    while (!(port_free(g_base + 1) && port_free(g_base + 101)))
+        g_base += 500;
+    sh("'%s' keygen --network-key '%s/net.key' >/dev/null", g_bin, g_dir);
+    sh("'%s' shard --shards 2 --out '%s/all' >/dev/null", g_bin, g_dir);
+    sh("mkdir -p '%s/a1/shards' && '%s' keygen --out '%s/a1' >/dev/null && cp '%s'/all/* "
+       "'%s/a1/shards/'",
+       g_dir, g_bin, g_dir, g_dir, g_dir);
+    char allow[512], log[512];
+    snprintf(allow, sizeof allow, "%s/allow.txt", g_dir);
+    snprintf(log, sizeof log, "%s/a1.log", g_dir);
+
+    /* A group-writable list: the agent refuses to start, saying why. */
+    sh("printf '# nobody\n' > '%s' && chmod 0664 '%s'", allow, allow);
+    g_allow = allow;
+    start_agent(1, "net.key", 0);
+    int status = 0;
+    double end = now_s() + 20;
+    while (waitpid(g_pid[1], &status, WNOHANG) == 0 && now_s() < end)
+        usleep(50000);
+    assert_true(now_s() < end);
+    g_pid[1] = 0;
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) != 0);
+    sh("grep -q 'chmod go-w' '%s'", log);
+    sh("rm -f '%s'", log);
+
+    /* Comments only, mode 0644: the agent runs and admits nobody. */
+    sh("chmod 0644 '%s'", allow);
+    start_agent(1, "net.key", 0);
+    g_allow = NULL;
+    static char m[65536];
+    end = now_s() + 20;
+    while (http_get(1, "/metrics", m, sizeof m) != 0 && now_s() < end)
+        usleep(100000);
+    assert_true(alive(1));
+    uint8_t netkey[NET_NETWORK_KEY_SIZE];
+    char path[512];
+    snprintf(path, sizeof path, "%s/net.key", g_dir);
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    assert_int_equal(fread(netkey, 1, sizeof netkey, f), sizeof netkey);
+    fclose(f);
+    int opened = 0;
+    for (int attempt = 0; attempt < 2; attempt++) {
+        net_identity id;
+        assert_int_equal(net_identity_generate(&id), NET_OK);
+        net_channel_config cc = {.self = &id, .network_key = netkey, .initiator = 1};
+        net_channel *ch;
+        assert_int_equal(net_channel_create(&ch, &cc, 0), NET_OK);
+        int s = tcp_connect(g_base + 1);
+        assert_true(s >= 0);
+        if (client_handshake(s, ch)) {
+            /* Our side may open before the agent checks us; the agent must
+             * then drop the connection without delivering anything. */
+            static uint8_t rec[256];
+            const uint8_t junk[] = "let me in";
+            size_t sealed;
+            assert_int_equal(net_channel_seal(ch, junk, sizeof junk, rec, sizeof rec, &sealed, 0),
+                             NET_OK);
+            (void)send_record(s, rec, sealed);
+            opened += recv_record(s, rec, sizeof rec) > 0; /* the agent speaking to us */
+        }
+        close(s);
+        net_channel_destroy(ch);
+        net_identity_wipe(&id);
+    }
+    assert_int_equal(opened, 0);
+    end = now_s() + 10;
+    double refused = 0;
+    while (refused < 2 && now_s() < end) {
+        usleep(300000);
+        assert_int_equal(http_get(1, "/metrics", m, sizeof m), 0);
+        refused = rejections(m, "not_allowed");
+    }
+    print_message("rejections{cause=not_allowed} = %g\n", refused);
+    assert_true(refused >= 2);
+    assert_true(alive(1));
+    kill_all();
+}
+
 int main(int argc, char **argv)
 {
     (void)argc;
@@ -444,6 +564,7 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
     atexit(kill_all);
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(allow_list_fail_closed),
         cmocka_unit_test(hostile_frames_rejected_and_counted),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -339,6 +339,45 @@ static void allow_list(void **state)
         assert_int_equal(handshake(&p), NET_OK);
         pair_free(&p);
     }
+    /* A configured list with no key (every line commented out) admits
+     * nobody, on either side: it never means "no list". */
+    for (int side = 0; side < 2; side++) {
+        pair p;
+        pair_init(&p);
+        static const uint8_t none[1];
+        if (side == 0)
+            p.cfg_r.allow = none;
+        else
+            p.cfg_i.allow = none;
+        pair_create(&p);
+        assert_int_equal(handshake(&p), NET_EFAILED);
+        net_channel *refuser = side == 0 ? p.r : p.i;
+        assert_int_equal(net_channel_rejects(refuser, NET_REJECT_NOT_ALLOWED), 1);
+        assert_false(net_channel_established(refuser));
+        pair_free(&p);
+    }
+    /* Replacing the list: a responder whose list loses the initiator's key
+     * before AUTH refuses it; net_channel_allowed follows the new list. */
+    {
+        pair p;
+        pair_init(&p);
+        uint8_t list[2 * NET_PUBLIC_KEY_SIZE];
+        memcpy(list, p.id_i.pk, 32);
+        memcpy(list + 32, stranger.pk, 32);
+        p.cfg_r.allow = list;
+        p.cfg_r.allow_n = 2;
+        pair_create(&p);
+        assert_true(net_channel_allowed(p.r, p.id_i.pk));
+        assert_int_equal(hop(p.i, p.r, T0 + 1), NET_OK);
+        assert_int_equal(net_channel_set_allow(p.r, list + 32, 1), NET_OK);
+        assert_false(net_channel_allowed(p.r, p.id_i.pk));
+        assert_true(net_channel_allowed(p.r, stranger.pk));
+        assert_int_equal(net_channel_set_allow(p.r, NULL, 1), NET_EINVAL);
+        assert_int_equal(hop(p.r, p.i, T0 + 2), NET_OK);
+        assert_int_equal(hop(p.i, p.r, T0 + 3), NET_EFAILED);
+        assert_int_equal(net_channel_rejects(p.r, NET_REJECT_NOT_ALLOWED), 1);
+        pair_free(&p);
+    }
 }
 
 static void wrong_peer_and_self(void **state)

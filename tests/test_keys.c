@@ -188,6 +188,35 @@ static void allow_list_file(void **state)
                      AGENT_KEYS_EFORMAT);
     assert_non_null(strstr(msg, ":2:"));
     assert_int_equal(n, 0);
+    /* Only comments: 0 keys and success; the caller admits nobody. */
+    snprintf(text, sizeof text, "# %s\n\n# everyone removed\n", ha);
+    write_raw(t->allow, text, strlen(text), 0600);
+    n = 99;
+    assert_int_equal(agent_keys_read_allow(t->allow, keys, 4, &n, msg, sizeof msg), AGENT_KEYS_OK);
+    assert_int_equal(n, 0);
+    /* Writable by group or others: refused, like a secret key file. */
+    snprintf(text, sizeof text, "%s\n", ha);
+    write_raw(t->allow, text, strlen(text), 0664);
+    assert_int_equal(agent_keys_read_allow(t->allow, keys, 4, &n, msg, sizeof msg),
+                     AGENT_KEYS_EMODE);
+    assert_non_null(strstr(msg, "chmod go-w"));
+    assert_int_equal(n, 0);
+    assert_int_equal(chmod(t->allow, 0646), 0);
+    assert_int_equal(agent_keys_read_allow(t->allow, keys, 4, &n, msg, sizeof msg),
+                     AGENT_KEYS_EMODE);
+    /* Readable by all is fine: public keys are not secret. */
+    assert_int_equal(chmod(t->allow, 0444), 0);
+    assert_int_equal(agent_keys_read_allow(t->allow, keys, 4, &n, msg, sizeof msg), AGENT_KEYS_OK);
+    assert_int_equal(n, 1);
+    /* Owned by another (non-root) user: refused. Needs root to chown. */
+    if (geteuid() == 0) {
+        assert_int_equal(chown(t->allow, 12345, 12345), 0);
+        assert_int_equal(agent_keys_read_allow(t->allow, keys, 4, &n, msg, sizeof msg),
+                         AGENT_KEYS_EMODE);
+        assert_non_null(strstr(msg, "owned by uid 12345"));
+    }
+    /* A directory is not a list. */
+    assert_int_equal(agent_keys_read_allow(t->dir, keys, 4, &n, msg, sizeof msg), AGENT_KEYS_EMODE);
 }
 
 static void keygen_command(void **state)

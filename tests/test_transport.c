@@ -464,6 +464,92 @@ static void wrong_network_key(void **state)
     node_stop(&b);
 }
 
+/* Wait until a and b have no open link to each other. */
+static int wait_disconnected(node *a, node *b)
+{
+    uint64_t until = mono_ms() + WAIT_MS;
+    while ((net_transport_connected(a->t, b->id.node_id) ||
+            net_transport_connected(b->t, a->id.node_id)) &&
+           mono_ms() < until)
+        sleep_ms(2);
+    return !net_transport_connected(a->t, b->id.node_id) &&
+           !net_transport_connected(b->t, a->id.node_id);
+}
+
+static void allow_list_empty_and_revoked(void **state)
+{
+    (void)state;
+    /* An allow-list with no key (every line commented out) admits nobody. */
+    {
+        node a, b;
+        net_transport_config ca = base_cfg(&a, g_key), cb = base_cfg(&b, g_key);
+        static const uint8_t none[1];
+        cb.allow = none;
+        cb.allow_n = 0;
+        ca.dial_backoff_min_ms = ca.dial_backoff_max_ms = 60000;
+        node_start(&a, &ca, NULL);
+        node_start(&b, &cb, "tcp://127.0.0.1:0");
+        uint8_t f[32] = {1};
+        assert_int_equal(net_transport_send(a.t, b.id.node_id, b.addr, f, sizeof f), NET_OK);
+        assert_int_equal(wait_reject(&b, NET_REJECT_NOT_ALLOWED, 1), 1);
+        net_message m;
+        assert_int_equal(net_transport_recv(b.t, &m), NET_EAGAIN);
+        assert_false(net_transport_connected(b.t, a.id.node_id));
+        node_stop(&a);
+        node_stop(&b);
+    }
+    /* Revocation at run time: b allows a and c; both talk to b; b's new
+     * list drops a: a's link closes at once, a cannot come back, c keeps
+     * talking. Restoring the list lets a in again. */
+    {
+        node a, b, c;
+        net_transport_config ca = base_cfg(&a, g_key), cb = base_cfg(&b, g_key),
+                             cc = base_cfg(&c, g_key);
+        uint8_t list[2 * NET_PUBLIC_KEY_SIZE];
+        memcpy(list, a.id.pk, 32);
+        memcpy(list + 32, c.id.pk, 32);
+        cb.allow = list;
+        cb.allow_n = 2;
+        node_start(&a, &ca, "tcp://127.0.0.1:0");
+        node_start(&b, &cb, "tcp://127.0.0.1:0");
+        node_start(&c, &cc, "tcp://127.0.0.1:0");
+        exchange_ok(&a, &b, 1);
+        exchange_ok(&c, &b, 2);
+        exchange_ok(&b, &a, 3);
+        assert_true(net_transport_connected(a.t, b.id.node_id));
+        assert_int_equal(net_transport_set_allow(b.t, list + 32, 1), NET_OK);
+        assert_true(wait_disconnected(&a, &b));
+        assert_true(stats(&b).rejects[NET_REJECT_NOT_ALLOWED] >= 1);
+        /* a keeps trying (both directions); nothing of a reaches b. */
+        uint64_t refused = stats(&b).rejects[NET_REJECT_NOT_ALLOWED];
+        uint64_t until = mono_ms() + WAIT_MS;
+        while (stats(&b).rejects[NET_REJECT_NOT_ALLOWED] < refused + 2 && mono_ms() < until) {
+            uint8_t f[16] = {9};
+            net_transport_send(a.t, b.id.node_id, b.addr, f, sizeof f);
+            net_transport_send(b.t, a.id.node_id, a.addr, f, sizeof f);
+            sleep_ms(20);
+            net_message m;
+            while (net_transport_recv(b.t, &m) == NET_OK) {
+                assert_true(m.from != a.id.node_id);
+                net_message_release(&m);
+            }
+        }
+        assert_true(stats(&b).rejects[NET_REJECT_NOT_ALLOWED] >= refused + 2);
+        assert_false(net_transport_connected(b.t, a.id.node_id));
+        exchange_ok(&c, &b, 4);
+        /* Back on the list: admitted again. */
+        assert_int_equal(net_transport_set_allow(b.t, list, 2), NET_OK);
+        exchange_ok(&a, &b, 5);
+        /* No list at all: anyone with the network key. */
+        assert_int_equal(net_transport_set_allow(b.t, NULL, 0), NET_OK);
+        assert_int_equal(net_transport_set_allow(b.t, NULL, 3), NET_EINVAL);
+        exchange_ok(&a, &b, 6);
+        node_stop(&a);
+        node_stop(&b);
+        node_stop(&c);
+    }
+}
+
 static void dead_peer_never_blocks(void **state)
 {
     (void)state;
@@ -678,6 +764,7 @@ int main(void)
         cmocka_unit_test(oversize_from_authenticated_peer),
         cmocka_unit_test(slow_reader_backpressure),
         cmocka_unit_test(wrong_network_key),
+        cmocka_unit_test(allow_list_empty_and_revoked),
         cmocka_unit_test(dead_peer_never_blocks),
         cmocka_unit_test(handshake_timeout_and_queue_bound),
         cmocka_unit_test(cut_off_after_failures),
