@@ -42,7 +42,7 @@ endif
 CFLAGS    += $(SANFLAGS) $(EXTRA_CFLAGS)
 LDFLAGS   += $(SANFLAGS)
 
-LIB_SRCS  := $(wildcard model/*.c gossip/*.c net/*.c sim/*.c) \
+LIB_SRCS  := $(wildcard common/*.c model/*.c gossip/*.c net/*.c sim/*.c) \
              $(filter-out agent/main.c,$(wildcard agent/*.c))
 LIB_OBJS  := $(LIB_SRCS:%.c=$(BUILD)/%.o)
 TEST_SRCS := $(wildcard tests/test_*.c)

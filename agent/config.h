@@ -1,5 +1,8 @@
 /* agent/config — the settings of `murmur agent`: file, --set, flags.
  *
+ * The engine (parsing, file syntax, origins, printing) is common/settings;
+ * this module is the agent's option table and its checks.
+ *
  * Sources, lowest precedence first:
  *   1. built-in defaults (the `def` strings of agent_config_options[]),
  *   2. the file given with --config FILE (INI-like, below),
@@ -38,6 +41,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "common/settings.h"
 #include "gossip/types.h"
 
 /* Longest path, including the NUL. Longer paths are rejected, not cut. */
@@ -57,11 +61,11 @@
 /* Longest learning-rate schedule string, including the NUL. */
 #define AGENT_CONFIG_SCHEDULE_MAX 64u
 /* Longest line in a config file, and the largest file. */
-#define AGENT_CONFIG_LINE_MAX    4096u
-#define AGENT_CONFIG_FILE_MAX    (1024u * 1024u)
-#define AGENT_CONFIG_OPTIONS_MAX 64u
-#define AGENT_CONFIG_ORIGIN_MAX  96u
-#define AGENT_CONFIG_ERR_MAX     512u
+#define AGENT_CONFIG_LINE_MAX    COMMON_SETTINGS_LINE_MAX
+#define AGENT_CONFIG_FILE_MAX    COMMON_SETTINGS_FILE_MAX
+#define AGENT_CONFIG_OPTIONS_MAX COMMON_SETTINGS_OPTIONS_MAX
+#define AGENT_CONFIG_ORIGIN_MAX  COMMON_SETTINGS_ORIGIN_MAX
+#define AGENT_CONFIG_ERR_MAX     COMMON_SETTINGS_ERR_MAX
 /* Upper bounds of the [limits] section. */
 #define AGENT_CONFIG_QUEUE_LEN_MAX (1u << 20)
 #define AGENT_CONFIG_PEERS_MAX     GOSSIP_MEMBERS_MAX
@@ -71,16 +75,17 @@ _Static_assert(AGENT_CONFIG_LINE_MAX <= AGENT_CONFIG_FILE_MAX, "a line must fit 
 _Static_assert(AGENT_CONFIG_ADDR_MAX >= sizeof "tcp://255.255.255.255:65535",
                "an IPv4 address with port must fit");
 
+/* The engine's codes (common/settings.h). */
 typedef enum agent_config_err {
-    AGENT_CONFIG_OK = 0,
-    AGENT_CONFIG_EIO,       /* a file cannot be opened or read */
-    AGENT_CONFIG_ESYNTAX,   /* a line is neither a section, a key = value, nor a comment */
-    AGENT_CONFIG_EUNKNOWN,  /* unknown section, key or flag */
-    AGENT_CONFIG_EVALUE,    /* a value that does not parse for its option */
-    AGENT_CONFIG_ERANGE,    /* a number outside its option's range, or a list too long */
-    AGENT_CONFIG_ECONFLICT, /* options that contradict each other */
-    AGENT_CONFIG_EUSAGE,    /* malformed command line (missing argument, stray word) */
-    AGENT_CONFIG_ERR_COUNT
+    AGENT_CONFIG_OK = COMMON_SETTINGS_OK,
+    AGENT_CONFIG_EIO = COMMON_SETTINGS_EIO,             /* a file cannot be opened or read */
+    AGENT_CONFIG_ESYNTAX = COMMON_SETTINGS_ESYNTAX,     /* not a section, key = value or comment */
+    AGENT_CONFIG_EUNKNOWN = COMMON_SETTINGS_EUNKNOWN,   /* unknown section, key or flag */
+    AGENT_CONFIG_EVALUE = COMMON_SETTINGS_EVALUE,       /* a value that does not parse */
+    AGENT_CONFIG_ERANGE = COMMON_SETTINGS_ERANGE,       /* out of range, or a list too long */
+    AGENT_CONFIG_ECONFLICT = COMMON_SETTINGS_ECONFLICT, /* options that contradict each other */
+    AGENT_CONFIG_EUSAGE = COMMON_SETTINGS_EUSAGE,       /* malformed command line */
+    AGENT_CONFIG_ERR_COUNT = COMMON_SETTINGS_ERR_COUNT
 } agent_config_err;
 
 const char *agent_config_strerror(int err);
@@ -155,23 +160,15 @@ typedef struct agent_config {
     uint32_t event_queue_len; /* all events waiting for the event loop */
 
     /* Where each option's value came from ("default", "FILE:LINE", "--set",
-     * "--listen"), indexed like agent_config_options[]. */
+     * "--listen"), indexed like agent_config_options[], and its
+     * common_level. */
     char origin[AGENT_CONFIG_OPTIONS_MAX][AGENT_CONFIG_ORIGIN_MAX];
-    bool seeds_from_cli; /* internal: the command line has replaced the file's seeds */
+    uint8_t origin_level[AGENT_CONFIG_OPTIONS_MAX];
 } agent_config;
 
-/* One option, for the parser, `--print-config` and the documentation test. */
-typedef struct agent_config_option {
-    const char *section;
-    const char *key;
-    int type;                   /* internal parser type */
-    size_t offset, size;        /* field in agent_config */
-    double min, max;            /* numeric range, inclusive */
-    const char *const *choices; /* NULL-terminated names of an enum, or NULL */
-    const char *def;            /* default, parsed like any other value */
-    const char *unit;           /* "ms", "steps", "" */
-    const char *help;
-} agent_config_option;
+/* One option, for the parser, `--print-config` and the documentation test
+ * (the row format of common/settings.h). */
+typedef common_option agent_config_option;
 
 extern const agent_config_option agent_config_options[];
 extern const size_t agent_config_option_count;

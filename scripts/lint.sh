@@ -23,5 +23,7 @@ check "$core" "$P(sleep|usleep|nanosleep)\s*\(" 'return a deadline instead of sl
 check "$core" "$P(rand|srand|random|srandom|drand48|rand_r|arc4random|getrandom)\s*\(" 'use a caller-owned model_rng'
 check "$core" '#\s*include\s*[<"](nng|pthread|threads|sys/socket|time)' 'no NNG, thread, socket or clock header in the core'
 check "gossip/*.c gossip/*.h" "$P(malloc|calloc|realloc|free)\s*\(" 'allocate through gossip_env (env->alloc / env->free)'
+# common/ sits under every folder and knows nothing of them
+check "common/*.c common/*.h" '#\s*include\s*"(model|gossip|net|agent|sim)/' 'common/ may include only common/ and libc headers'
 [ $status -eq 0 ] && echo "lint: ok"
 exit $status

@@ -1,0 +1,225 @@
+/* common/json — see json.h. */
+#include "common/json.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <string.h>
+
+#include "common/text.h"
+
+void common_json_init_buf(common_json *j, char *buf, size_t cap, unsigned indent)
+{
+    memset(j, 0, sizeof *j);
+    j->buf = buf;
+    j->cap = cap;
+    j->indent = indent;
+    j->empty[0] = true;
+    if (!buf || !cap)
+        j->failed = true;
+    else
+        buf[0] = '\0';
+}
+
+void common_json_init_file(common_json *j, FILE *f, unsigned indent)
+{
+    memset(j, 0, sizeof *j);
+    j->file = f;
+    j->indent = indent;
+    j->empty[0] = true;
+    if (!f)
+        j->failed = true;
+}
+
+static void put(common_json *j, const char *s, size_t n)
+{
+    if (j->failed)
+        return;
+    if (j->file) {
+        if (n && fwrite(s, 1, n, j->file) != n)
+            j->failed = true;
+        j->len += n;
+        return;
+    }
+    if (n >= j->cap - j->len) {
+        j->failed = true;
+        return;
+    }
+    memcpy(j->buf + j->len, s, n);
+    j->len += n;
+    j->buf[j->len] = '\0';
+}
+
+static void puts_(common_json *j, const char *s)
+{
+    put(j, s, strlen(s));
+}
+
+static void newline_indent(common_json *j, unsigned depth)
+{
+    static const char spaces[] = "                                ";
+    put(j, "\n", 1);
+    size_t n = (size_t)depth * j->indent;
+    while (n) {
+        size_t k = n < sizeof spaces - 1 ? n : sizeof spaces - 1;
+        put(j, spaces, k);
+        n -= k;
+    }
+}
+
+static void put_string(common_json *j, const char *s)
+{
+    put(j, "\"", 1);
+    const unsigned char *p = (const unsigned char *)s;
+    while (*p) {
+        const unsigned char *run = p;
+        while (*p >= 0x20 && *p != 0x7f && *p != '"' && *p != '\\')
+            p++;
+        put(j, (const char *)run, (size_t)(p - run));
+        if (!*p)
+            break;
+        char esc[8];
+        switch (*p) {
+        case '"':
+            puts_(j, "\\\"");
+            break;
+        case '\\':
+            puts_(j, "\\\\");
+            break;
+        case '\n':
+            puts_(j, "\\n");
+            break;
+        case '\r':
+            puts_(j, "\\r");
+            break;
+        case '\t':
+            puts_(j, "\\t");
+            break;
+        default:
+            snprintf(esc, sizeof esc, "\\u%04x", *p);
+            puts_(j, esc);
+        }
+        p++;
+    }
+    put(j, "\"", 1);
+}
+
+/* The separator, indentation and key before a value. */
+static void member(common_json *j, const char *key)
+{
+    if (j->failed)
+        return;
+    if (j->depth == 0 && !j->empty[0]) {
+        j->failed = true; /* one value per document */
+        return;
+    }
+    if (!j->empty[j->depth])
+        put(j, ",", 1);
+    j->empty[j->depth] = false;
+    if (j->indent && j->depth)
+        newline_indent(j, j->depth);
+    bool in_object = j->depth && j->close[j->depth] == '}';
+    if (in_object != (key != NULL)) {
+        j->failed = true; /* a key inside an object, none elsewhere */
+        return;
+    }
+    if (key) {
+        put_string(j, key);
+        puts_(j, j->indent ? ": " : ":");
+    }
+}
+
+static void open_container(common_json *j, const char *key, char open, char close)
+{
+    member(j, key);
+    if (j->failed)
+        return;
+    if (j->depth == COMMON_JSON_DEPTH_MAX) {
+        j->failed = true;
+        return;
+    }
+    put(j, &open, 1);
+    j->depth++;
+    j->empty[j->depth] = true;
+    j->close[j->depth] = close;
+}
+
+void common_json_object_begin(common_json *j, const char *key)
+{
+    open_container(j, key, '{', '}');
+}
+
+void common_json_array_begin(common_json *j, const char *key)
+{
+    open_container(j, key, '[', ']');
+}
+
+void common_json_end(common_json *j)
+{
+    if (j->failed)
+        return;
+    if (j->depth == 0) {
+        j->failed = true;
+        return;
+    }
+    if (j->indent && !j->empty[j->depth])
+        newline_indent(j, j->depth - 1);
+    put(j, &j->close[j->depth], 1);
+    j->depth--;
+}
+
+void common_json_string(common_json *j, const char *key, const char *v)
+{
+    member(j, key);
+    put_string(j, v ? v : "");
+}
+
+void common_json_u64(common_json *j, const char *key, uint64_t v)
+{
+    char t[24];
+    snprintf(t, sizeof t, "%" PRIu64, v);
+    member(j, key);
+    puts_(j, t);
+}
+
+void common_json_i64(common_json *j, const char *key, int64_t v)
+{
+    char t[24];
+    snprintf(t, sizeof t, "%" PRId64, v);
+    member(j, key);
+    puts_(j, t);
+}
+
+void common_json_number(common_json *j, const char *key, double v)
+{
+    char t[40] = "null";
+    if (isfinite(v))
+        common_fmt_double(v, t, sizeof t);
+    member(j, key);
+    puts_(j, t);
+}
+
+void common_json_bool(common_json *j, const char *key, bool v)
+{
+    member(j, key);
+    puts_(j, v ? "true" : "false");
+}
+
+void common_json_null(common_json *j, const char *key)
+{
+    member(j, key);
+    puts_(j, "null");
+}
+
+int common_json_finish(common_json *j, size_t *len)
+{
+    if (j->depth || j->empty[0])
+        j->failed = true;
+    put(j, "\n", 1);
+    if (j->file && !j->failed && ferror(j->file))
+        j->failed = true;
+    if (j->failed)
+        return -1;
+    if (len)
+        *len = j->len;
+    return 0;
+}
