@@ -9,14 +9,17 @@
  *   sleeps in net_transport_wait until a frame arrives, a timer of the core
  *   is due, or the trainer wakes it.
  * - The training thread owns the model (parameters, momentum, net
- *   workspace). Every mixing.interval_steps steps it copies its parameters
- *   into the hand-off buffer and goes on training; the loop mixes that copy
- *   with peers (gossip_mix_start .. take) while training continues, and
- *   hands the mixed vector back. The trainer then adds the mixing
- *   correction (mixed - sent) to its current parameters, so the local steps
- *   taken meanwhile are kept: communication overlaps computation and no
- *   agent waits for a slow peer (except inside an allreduce round, which is
- *   bounded by its step deadline).
+ *   workspace). The schedule (gossip/sched.h, called under the hand-off
+ *   mutex) gives each step its learning rate and, every
+ *   mixing.interval_steps steps, copies the parameters out for mixing; the
+ *   trainer goes on training while the loop mixes that copy with peers
+ *   (gossip_mix_start .. take) and delivers the result to the schedule. At
+ *   its next step the trainer adds the mixing correction (mixed - sent) to
+ *   its current parameters, so the local steps taken meanwhile are kept:
+ *   communication overlaps computation and no agent waits for a slow peer
+ *   (except inside an allreduce round, which is bounded by its step
+ *   deadline). A step with a non-finite loss never stops the agent: the
+ *   parameters go back to the last mixed model (murmur_training_recoveries_total).
  * - Both share one mutex (short copies only) and a condition variable.
  * - NNG's HTTP threads read a status snapshot under a second short lock.
  *

@@ -49,8 +49,14 @@ int agent_catalog_load(agent_runtime *a, char *err, size_t errlen)
             continue;
         char hex[80];
         unsigned idx;
-        if (sscanf(p, "%79s %u", hex, &idx) != 2 || strlen(hex) != 64 ||
-            agent_keys_unhex(hex, 64, a->catalog[a->n_catalog]) || idx != a->n_catalog) {
+        unsigned long long samples = 0;
+        int got = sscanf(p, "%79s %u %llu", hex, &idx, &samples);
+        if (got == 3 && a->catalog_samples != UINT64_MAX)
+            a->catalog_samples += samples;
+        else
+            a->catalog_samples = UINT64_MAX; /* unknown: marked, reset to 0 below */
+        if (got < 2 || strlen(hex) != 64 || agent_keys_unhex(hex, 64, a->catalog[a->n_catalog]) ||
+            idx != a->n_catalog) {
             agent_errf(
                 err, errlen,
                 "%s:%u: not a catalog line 'HASH INDEX SAMPLES' with index %u; was it written "
@@ -66,6 +72,8 @@ int agent_catalog_load(agent_runtime *a, char *err, size_t errlen)
         }
     }
     fclose(f);
+    if (a->catalog_samples == UINT64_MAX)
+        a->catalog_samples = 0;
     if (!rc && a->n_catalog == 0) {
         agent_errf(err, errlen, "%s: lists no shard", path);
         rc = -1;

@@ -16,6 +16,7 @@
 #include "agent/log.h"
 #include "common/errmsg.h"
 #include "common/text.h"
+#include "gossip/sched.h"
 #include "model/optim.h"
 
 static const char *const algorithm_names[] = {"dpsgd", "gossip",    "push-sum",
@@ -24,6 +25,9 @@ static const char *const topology_names[] = {
     "random", "ring", "torus", "exponential", "one-peer-exponential", NULL};
 static const char *const level_names[] = {"debug", "info", "warn", "error", NULL};
 static const char *const bits_names[] = {"1", "2", "4", "8", "16", "32", NULL};
+/* gossip/sched.h's unit and scaling enums, in their order. */
+static const char *const schedule_unit_names[] = {"steps", "epochs", NULL};
+static const char *const lr_scaling_names[] = {"none", "sqrt", "linear", NULL};
 
 #define BUILTIN_DATASET "fashion-mnist"
 
@@ -148,9 +152,9 @@ static bool valid_schedule(const char *s)
     if (!a)
         return false;
     *a++ = '\0';
-    uint64_t steps;
+    double len;
     if (!strcmp(buf, "cosine"))
-        return common_parse_u64(a, &steps) && steps > 0;
+        return common_parse_f64(a, &len) && len > 0;
     if (strcmp(buf, "step"))
         return false;
     char *g = strchr(a, ':');
@@ -158,7 +162,7 @@ static bool valid_schedule(const char *s)
         return false;
     *g++ = '\0';
     double gamma;
-    return common_parse_u64(a, &steps) && steps > 0 && common_parse_f64(g, &gamma) && gamma > 0 &&
+    return common_parse_f64(a, &len) && len > 0 && common_parse_f64(g, &gamma) && gamma > 0 &&
            gamma <= 1;
 }
 
@@ -205,8 +209,8 @@ static int check_schedule(const common_option *o, const char *text, void *value,
 {
     if (!valid_schedule(text))
         return common_errf(why, whylen, COMMON_SETTINGS_EVALUE,
-                           "'%s' is not constant, step:STEPS:GAMMA (0 < GAMMA <= 1) or "
-                           "cosine:STEPS",
+                           "'%s' is not constant, step:LEN:GAMMA (0 < GAMMA <= 1) or "
+                           "cosine:LEN (LEN > 0)",
                            text);
     return 0;
 }
@@ -272,13 +276,21 @@ const agent_config_option agent_config_options[] = {
     {"model", "weight_decay", F64, F(weight_decay), .min = 0, .max = 1, .def = "0.0001",
      .help = "L2 weight decay coefficient"},
     {"model", "schedule", STR, F(schedule), .flags = NONEMPTY, .check = check_schedule,
-     .def = "constant",
-     .help = "learning-rate schedule: constant, step:STEPS:GAMMA (multiply by GAMMA every STEPS "
-             "steps) or cosine:STEPS (cosine decay to 0 over STEPS steps)"},
-    {"model", "warmup_steps", U64, F(warmup_steps), .min = 0, .max = 1e12, .def = "0",
-     .unit = "steps", .help = "linear learning-rate warm-up from lr/warmup_steps to lr; 0 = none"},
-    {"model", "min_lr", F64, F(min_lr), .min = 0, .max = 10, .def = "0",
-     .help = "final learning rate of the cosine schedule (<= lr)"},
+     .def = "cosine:8",
+     .help = "learning-rate schedule: constant, step:LEN:GAMMA (multiply by GAMMA every LEN) or "
+             "cosine:LEN (cosine decay to min_lr over LEN, warm-up included); LEN in "
+             "schedule_unit"},
+    {"model", "schedule_unit", ENUM, F(schedule_unit), .names = schedule_unit_names,
+     .def = "epochs",
+     .help = "unit of schedule and warmup lengths: epochs (passes of the whole cluster over the "
+             "catalog's samples) or steps (this agent's local steps)"},
+    {"model", "warmup", F64, F(warmup), .min = 0, .max = 1e12, .def = "0.25",
+     .unit = "schedule_unit", .help = "linear learning-rate warm-up from ~0 to lr; 0 = none"},
+    {"model", "lr_scaling", ENUM, F(lr_scaling), .names = lr_scaling_names, .def = "sqrt",
+     .help = "learning rate for N live agents: none (lr), sqrt (lr*sqrt(N)) or linear (lr*N), "
+             "at most 8x"},
+    {"model", "min_lr", F64, F(min_lr), .min = 0, .max = 10, .def = "0.0025",
+     .help = "floor of the cosine schedule, kept after it ends (<= lr)"},
     {"model", "init_seed", U64, F(init_seed), .min = 0, .max = 18446744073709551615.0, .def = "1",
      .help = "seed of the initial parameters (every agent must use the same)"},
     {"model", "eval_every_steps", U64, F(eval_every_steps), .min = 1, .max = 1e12, .def = "200",
@@ -294,7 +306,7 @@ const agent_config_option agent_config_options[] = {
      .help = "quantization bits per value: 1, 2, 4, 8, 16 or 32 (32 = no quantization)"},
     {"mixing", "block", U32, F(block), .min = 1, .max = 65536, .def = "256", .unit = "values",
      .help = "values per quantization block (each block carries one scale)"},
-    {"mixing", "interval_steps", U32, F(interval_steps), .min = 1, .max = 1000000, .def = "1",
+    {"mixing", "interval_steps", U32, F(interval_steps), .min = 1, .max = 1000000, .def = "16",
      .unit = "steps", .help = "local steps between mixing rounds (H for allreduce)"},
     {"mixing", "allreduce_step_deadline_ms", U32, F(allreduce_step_deadline_ms), .min = 10,
      .max = 600000, .def = "5000", .unit = "ms",
@@ -502,15 +514,13 @@ int agent_config_finish(agent_config *c, char *err, size_t errlen)
                            c->origin[option_index("membership", "probe_timeout_ms")],
                            c->probe_timeout_ms, c->probe_interval_ms,
                            c->origin[option_index("membership", "probe_interval_ms")]);
-    model_schedule sched;
-    agent_config_schedule(c, &sched);
-    if (sched.kind == MODEL_LR_COSINE && sched.total_steps <= c->warmup_steps)
-        return common_errf(
-            err, errlen, AGENT_CONFIG_ECONFLICT,
-            "%s: model.schedule %s must last longer than model.warmup_steps (%llu, from "
-            "%s)",
-            c->origin[option_index("model", "schedule")], c->schedule,
-            (unsigned long long)c->warmup_steps, c->origin[option_index("model", "warmup_steps")]);
+    gossip_sched_config sched;
+    agent_config_sched(c, &sched);
+    if (sched.kind == MODEL_LR_COSINE && sched.length <= c->warmup)
+        return common_errf(err, errlen, AGENT_CONFIG_ECONFLICT,
+                           "%s: model.schedule %s must last longer than model.warmup (%g, from %s)",
+                           c->origin[option_index("model", "schedule")], c->schedule, c->warmup,
+                           c->origin[option_index("model", "warmup")]);
     if (c->min_lr > c->lr)
         return common_errf(err, errlen, AGENT_CONFIG_ECONFLICT,
                            "%s: model.min_lr (%g) must not exceed model.lr (%g, from %s)",
@@ -679,14 +689,18 @@ int agent_config_main(agent_config *c, int argc, char **argv)
     return -1;
 }
 
-void agent_config_schedule(const agent_config *c, model_schedule *out)
+void agent_config_sched(const agent_config *c, gossip_sched_config *out)
 {
     memset(out, 0, sizeof *out);
+    out->interval_steps = c->interval_steps;
+    out->batch = c->batch;
     out->kind = MODEL_LR_CONSTANT;
     out->base_lr = (float)c->lr;
     out->min_lr = (float)c->min_lr;
     out->gamma = 1.0f;
-    out->warmup_steps = c->warmup_steps;
+    out->warmup = c->warmup;
+    out->unit = (gossip_sched_unit)c->schedule_unit;
+    out->scaling = (gossip_sched_scaling)c->lr_scaling;
     char buf[AGENT_CONFIG_SCHEDULE_MAX];
     snprintf(buf, sizeof buf, "%s", c->schedule);
     char *a = strchr(buf, ':');
@@ -696,16 +710,16 @@ void agent_config_schedule(const agent_config *c, model_schedule *out)
     char *g = strchr(a, ':');
     if (g)
         *g++ = '\0';
-    uint64_t steps = 0;
-    common_parse_u64(a, &steps);
+    double len = 0;
+    common_parse_f64(a, &len);
     if (!strcmp(buf, "cosine")) {
         out->kind = MODEL_LR_COSINE;
-        out->total_steps = steps;
+        out->length = len;
     } else if (!strcmp(buf, "step") && g) {
         double gamma = 1.0;
         common_parse_f64(g, &gamma);
         out->kind = MODEL_LR_STEP;
-        out->step_every = steps;
+        out->step_every = len;
         out->gamma = (float)gamma;
     }
 }

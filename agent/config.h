@@ -124,8 +124,10 @@ typedef struct agent_config {
     double lr;                                /* learning rate at step 0 */
     double momentum;                          /* heavy-ball coefficient, [0, 1) */
     double weight_decay;                      /* L2 coefficient */
-    char schedule[AGENT_CONFIG_SCHEDULE_MAX]; /* constant | step:STEPS:GAMMA | cosine:STEPS */
-    uint64_t warmup_steps;                    /* linear warm-up length, 0 = none */
+    char schedule[AGENT_CONFIG_SCHEDULE_MAX]; /* constant | step:LEN:GAMMA | cosine:LEN */
+    int schedule_unit;                        /* gossip_sched_unit: steps | epochs */
+    double warmup;                            /* linear warm-up length (schedule_unit), 0 = none */
+    int lr_scaling;                           /* gossip_sched_scaling: none | sqrt | linear */
     double min_lr;                            /* cosine floor */
     uint64_t init_seed;                       /* seed of the initial parameters */
     uint64_t eval_every_steps;                /* local steps between test evaluations */
@@ -224,11 +226,12 @@ void agent_config_write(const agent_config *c, FILE *out);
  * printing "murmur agent: <message>" to stderr. */
 int agent_config_main(agent_config *c, int argc, char **argv);
 
-/* The learning-rate schedule of model.schedule, model.lr, model.min_lr and
- * model.warmup_steps as model/optim.h's model_schedule. c must have parsed
- * (any config that went through the parser does). */
-struct model_schedule;
-void agent_config_schedule(const agent_config *c, struct model_schedule *out);
+/* The training/mixing schedule of model.schedule, model.schedule_unit,
+ * model.warmup, model.lr, model.min_lr, model.lr_scaling, model.batch and
+ * mixing.interval_steps as gossip/sched.h's config (dim and
+ * dataset_samples are left 0 for the runtime to fill). c must have parsed. */
+struct gossip_sched_config;
+void agent_config_sched(const agent_config *c, struct gossip_sched_config *out);
 
 /* Usage text of the flags, for `murmur agent --help`. */
 void agent_config_usage(FILE *out);

@@ -344,6 +344,8 @@ int agent_metrics_std_register(agent_metrics *m, agent_metrics_std *s)
     C(round_aborts, "murmur_round_aborts_total", "Allreduce rounds aborted.")
     C(checkpoints, "murmur_checkpoints_total", "Checkpoints written.")
     C(checkpoint_failures, "murmur_checkpoint_failures_total", "Checkpoint writes that failed.")
+    C(training_recoveries, "murmur_training_recoveries_total",
+      "Local steps with a non-finite loss, undone by going back to the last mixed model.")
     G(shards_held, "murmur_shards_held", "Data shards stored on this agent.")
     G(shards_primary, "murmur_shards_primary", "Data shards this agent trains (primary).")
     G(uptime_seconds, "murmur_uptime_seconds", "Seconds since the agent started.")

@@ -103,6 +103,7 @@ int agent_metrics_render(agent_metrics *m, char **out, size_t *len);
  *   murmur_loss, murmur_accuracy, murmur_peers, murmur_view_epoch,
  *   murmur_mixing_rounds_total, murmur_round_aborts_total,
  *   murmur_checkpoints_total, murmur_checkpoint_failures_total,
+ *   murmur_training_recoveries_total,
  *   murmur_shards_held, murmur_shards_primary, murmur_uptime_seconds,
  *   murmur_{bytes,messages}_{sent,received}_total{type=<gossip_msg_name>},
  *   murmur_rejections_total{cause=...}. */
@@ -110,7 +111,7 @@ typedef struct agent_metrics_std {
     agent_metrics *registry;
     agent_metric *steps, *samples, *samples_per_second, *loss, *accuracy;
     agent_metric *peers, *view_epoch, *mixing_rounds, *round_aborts;
-    agent_metric *checkpoints, *checkpoint_failures;
+    agent_metric *checkpoints, *checkpoint_failures, *training_recoveries;
     agent_metric *shards_held, *shards_primary, *uptime_seconds;
     /* indexed by message type; unknown types share the type="other" series */
     agent_metric *bytes_sent[AGENT_METRICS_MSG_TYPES], *bytes_received[AGENT_METRICS_MSG_TYPES];

@@ -155,6 +155,7 @@ static void on_view(agent_runtime *a)
     uint32_t n = v.n <= a->cfg.max_peers + 1 ? v.n : a->cfg.max_peers + 1;
     memcpy(a->view_ids, v.ids, n * sizeof *v.ids);
     a->view_n = n;
+    atomic_store(&a->live_n, v.n);
     agent_metric_set(a->ms.peers, v.n ? v.n - 1 : 0);
     agent_metric_set(a->ms.view_epoch, (double)v.epoch);
 }
@@ -192,6 +193,15 @@ static void on_shards(agent_runtime *a)
     }
 }
 
+/* The cluster samples a model stands for when adopted at mixing round
+ * `round`: every round follows interval_steps local steps of every live
+ * agent (gossip/sched.h, the cluster clock). */
+static double adopted_clock(const agent_runtime *a, uint64_t round)
+{
+    uint32_t n = atomic_load(&a->live_n);
+    return (double)round * a->cfg.interval_steps * a->cfg.batch * (n ? n : 1);
+}
+
 static void on_model_state(agent_runtime *a)
 {
     gossip_node_model st = gossip_node_model_state(a->node);
@@ -205,13 +215,23 @@ static void on_model_state(agent_runtime *a)
         atomic_store(&a->round, round);
         how = "state_transfer";
         pthread_mutex_lock(&a->mu);
-        memcpy(a->in_vec, a->latest, a->dim * sizeof *a->latest);
-        a->in_ready = a->in_replace = 1;
+        int rc = gossip_sched_replace(a->sched, a->latest, (uint64_t)adopted_clock(a, round));
         pthread_mutex_unlock(&a->mu);
-    } else if (st == GOSSIP_NODE_RESUME) {
-        how = "checkpoint";
-    } else if (a->have_ckpt) {
-        how = "checkpoint";
+        if (rc != GOSSIP_OK) {
+            agent_log(AGENT_LOG_WARN, "model_refused", "why",
+                      "the transferred model is not finite; training on the own model", NULL);
+            how = "own";
+        }
+    } else {
+        if (st == GOSSIP_NODE_RESUME || a->have_ckpt)
+            how = "checkpoint";
+        /* Not stepping yet (model_ready is 0): place the clock at the
+         * round this model stands for. */
+        pthread_mutex_lock(&a->mu);
+        double c = adopted_clock(a, round);
+        if (c > gossip_sched_clock_samples(a->sched))
+            gossip_sched_resume(a->sched, a->tr.step, c);
+        pthread_mutex_unlock(&a->mu);
     }
     gossip_node_model_adopt(a->node);
     pthread_mutex_lock(&a->mu);
@@ -225,6 +245,39 @@ static void on_model_state(agent_runtime *a)
     agent_log_end(&l);
 }
 
+/* A finished round: statistics, then its result to the schedule (the
+ * trainer applies it at its next step). */
+static void mixing_finish(agent_runtime *a, int outcome)
+{
+    if (outcome == GOSSIP_OK) {
+        a->mixing_rounds++;
+        atomic_fetch_add(&a->round, 1);
+        agent_metric_inc(a->ms.mixing_rounds);
+        double d2 = 0, n2 = 0;
+        for (uint32_t k = 0; k < a->dim; k++) {
+            double d = (double)a->mix_out[k] - a->mix_sent[k];
+            d2 += d * d;
+            n2 += (double)a->mix_sent[k] * a->mix_sent[k];
+        }
+        double c = n2 > 0 ? sqrt(d2 / n2) : 0;
+        a->consensus = a->consensus_init
+                           ? (1 - AGENT_CONSENSUS_EWMA) * a->consensus + AGENT_CONSENSUS_EWMA * c
+                           : c;
+        a->consensus_init = 1;
+    } else {
+        a->round_aborts++;
+        agent_metric_inc(a->ms.round_aborts);
+    }
+    memcpy(a->latest, a->mix_out, a->dim * sizeof *a->latest);
+    pthread_mutex_lock(&a->mu);
+    if (gossip_sched_deliver(a->sched, a->mix_out, outcome) == GOSSIP_ENONFINITE)
+        agent_log(AGENT_LOG_WARN, "mixing_refused", "why",
+                  "the mixed model is not finite; the round is dropped", NULL);
+    pthread_cond_broadcast(&a->cv);
+    pthread_mutex_unlock(&a->mu);
+    a->mix_sent = NULL;
+}
+
 static void on_mixing(agent_runtime *a, uint64_t now)
 {
     gossip_mix *m = gossip_node_mix(a->node);
@@ -232,57 +285,32 @@ static void on_mixing(agent_runtime *a, uint64_t now)
         int outcome = GOSSIP_EABORTED;
         if (gossip_mix_take(m, a->mix_out, &outcome) == GOSSIP_OK) {
             a->mixing = 0;
-            if (outcome == GOSSIP_OK) {
-                a->mixing_rounds++;
-                atomic_fetch_add(&a->round, 1);
-                agent_metric_inc(a->ms.mixing_rounds);
-                double d2 = 0, n2 = 0;
-                for (uint32_t k = 0; k < a->dim; k++) {
-                    double d = (double)a->mix_out[k] - a->mix_sent[k];
-                    d2 += d * d;
-                    n2 += (double)a->mix_sent[k] * a->mix_sent[k];
-                }
-                double c = n2 > 0 ? sqrt(d2 / n2) : 0;
-                a->consensus = a->consensus_init ? (1 - AGENT_CONSENSUS_EWMA) * a->consensus +
-                                                       AGENT_CONSENSUS_EWMA * c
-                                                 : c;
-                a->consensus_init = 1;
-            } else {
-                a->round_aborts++;
-                agent_metric_inc(a->ms.round_aborts);
-            }
-            memcpy(a->latest, a->mix_out, a->dim * sizeof *a->latest);
-            pthread_mutex_lock(&a->mu);
-            memcpy(a->in_vec, a->mix_out, a->dim * sizeof *a->mix_out);
-            a->in_ready = 1;
-            pthread_cond_broadcast(&a->cv);
-            pthread_mutex_unlock(&a->mu);
+            mixing_finish(a, outcome);
         }
     }
     if (a->mixing || gossip_node_model_state(a->node) != GOSSIP_NODE_READY ||
         gossip_mix_get_state(m) != GOSSIP_MIX_IDLE)
         return;
-    int have = 0;
+    /* The outgoing vector stays unchanged until deliver (gossip/sched.h),
+     * so the mixer may read it outside the lock. */
     pthread_mutex_lock(&a->mu);
-    if (a->out_ready && !a->in_ready) {
-        memcpy(a->mix_sent, a->out_vec, a->dim * sizeof *a->out_vec);
-        a->out_ready = 0;
-        have = 1;
-    }
+    const float *x = gossip_sched_outgoing(a->sched);
     pthread_mutex_unlock(&a->mu);
-    if (!have)
+    if (!x)
         return;
-    memcpy(a->latest, a->mix_sent, a->dim * sizeof *a->latest);
-    if (gossip_mix_start(m, a->mix_sent, now) == GOSSIP_OK) {
+    a->mix_sent = x;
+    memcpy(a->latest, x, a->dim * sizeof *a->latest);
+    if (gossip_mix_start(m, x, now) == GOSSIP_OK) {
         a->mixing = 1;
         return;
     }
-    /* No round possible (alone in the view): hand the vector back as is. */
+    /* No round possible (alone in the view): the vector goes back as is;
+     * not a round, so not counted as an abort. */
     pthread_mutex_lock(&a->mu);
-    memcpy(a->in_vec, a->mix_sent, a->dim * sizeof *a->mix_sent);
-    a->in_ready = 1;
+    gossip_sched_deliver(a->sched, x, GOSSIP_EINVAL);
     pthread_cond_broadcast(&a->cv);
     pthread_mutex_unlock(&a->mu);
+    a->mix_sent = NULL;
 }
 
 static const char *state_name(agent_runtime *a)
@@ -512,14 +540,11 @@ void agent_runtime_destroy(agent_runtime *a)
     model_data_free(&a->tr.data);
     model_data_free(&a->test);
     free(a->tr.order);
-    free(a->tr.sent);
     free(a->catalog);
     free(a->allow);
     free(a->latest);
-    free(a->mix_sent);
     free(a->mix_out);
-    free(a->out_vec);
-    free(a->in_vec);
+    gossip_sched_destroy(a->sched);
     free(a->primary);
     free(a->primary_scratch);
     free(a->view_ids);
@@ -557,7 +582,6 @@ static int setup_model(agent_runtime *a, char *err, size_t errlen)
         agent_errf(err, errlen, "cannot set up the optimiser (momentum %g)", a->cfg.momentum);
         return -1;
     }
-    agent_config_schedule(&a->cfg, &tr->sched);
     if (model_norm_fit(&tr->norm, &a->test,
                        a->test.dtype == MODEL_DTYPE_U8 ? MODEL_NORM_UNIT : MODEL_NORM_NONE)) {
         agent_errf(err, errlen, "cannot set up the input normalisation");
@@ -568,14 +592,31 @@ static int setup_model(agent_runtime *a, char *err, size_t errlen)
     model_net_init(tr->net, &init);
     model_rng_seed(&tr->rng, a->id.node_id, 1);
     size_t bytes = p * sizeof(float);
-    tr->sent = malloc(bytes);
     a->latest = malloc(bytes);
-    a->mix_sent = malloc(bytes);
     a->mix_out = malloc(bytes);
-    a->out_vec = malloc(bytes);
-    a->in_vec = malloc(bytes);
-    if (!tr->sent || !a->latest || !a->mix_sent || !a->mix_out || !a->out_vec || !a->in_vec) {
+    if (!a->latest || !a->mix_out) {
         agent_errf(err, errlen, "out of memory for %zu parameters", p);
+        return -1;
+    }
+    gossip_sched_config gc;
+    agent_config_sched(&a->cfg, &gc);
+    gc.dim = a->dim;
+    gc.dataset_samples = a->catalog_samples;
+    const char *why = NULL;
+    if (gossip_sched_config_check(&gc, &why)) {
+        agent_errf(err, errlen, "model.schedule: %s%s", why,
+                   gc.unit == GOSSIP_SCHED_UNIT_EPOCHS && !gc.dataset_samples
+                       ? " (the catalog lists no sample counts: write it again with 'murmur "
+                         "shard', or set model.schedule_unit = steps)"
+                       : "");
+        return -1;
+    }
+    a->env = (gossip_env){.alloc = env_alloc,
+                          .free = env_free,
+                          .random = model_rng_callback,
+                          .random_ctx = &a->env_rng};
+    if (gossip_sched_create(&a->sched, &a->env, &gc)) {
+        agent_errf(err, errlen, "out of memory for the training schedule");
         return -1;
     }
     /* checkpoint */
@@ -590,6 +631,7 @@ static int setup_model(agent_runtime *a, char *err, size_t errlen)
         a->ckpt_step = meta.step;
         a->ckpt_round = meta.round;
         tr->step = meta.step;
+        gossip_sched_resume(a->sched, meta.step, 0);
         atomic_store(&a->round, meta.round);
         agent_log_line l;
         agent_log_begin(&l, AGENT_LOG_INFO, "checkpoint_loaded");

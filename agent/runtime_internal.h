@@ -20,6 +20,7 @@
 #include "agent/keys.h"
 #include "agent/metrics.h"
 #include "gossip/node.h"
+#include "gossip/sched.h"
 #include "model/data.h"
 #include "model/net.h"
 #include "model/optim.h"
@@ -36,15 +37,12 @@
 typedef struct trainer {
     model_net *net;
     model_sgd sgd;
-    model_schedule sched;
     model_norm norm;
     model_data data; /* concatenation of the primary shards */
     uint32_t *order;
     uint32_t order_cap, at;
     model_rng rng;
-    float *sent; /* parameters handed to mixing, for the correction */
-    int inflight;
-    uint64_t step, since_mix;
+    uint64_t step;
     uint64_t gen; /* primary list generation loaded */
     double loss_avg;
     int loss_init;
@@ -72,19 +70,21 @@ struct agent_runtime {
     uint32_t input_dim, classes;
     uint8_t (*catalog)[GOSSIP_SHARD_ID_SIZE];
     uint32_t n_catalog;
+    uint64_t catalog_samples; /* samples of the whole catalog (0 if a line lacks its count) */
     gossip_store store;
 
     model_rng env_rng;
     gossip_env env;
     gossip_node *node;
     uint32_t dim;
-    float *latest;   /* loop: the model served to joiners */
-    float *mix_sent; /* loop: vector given to gossip_mix_start */
-    float *mix_out;  /* loop: vector from gossip_mix_take */
-    int mixing;      /* loop: a round is running */
+    float *latest;         /* loop: the model served to joiners */
+    const float *mix_sent; /* loop: the schedule's outgoing vector of the running round */
+    float *mix_out;        /* loop: vector from gossip_mix_take */
+    int mixing;            /* loop: a round is running */
     uint64_t epoch;
     uint64_t *view_ids;
     uint32_t view_n;
+    _Atomic uint32_t live_n; /* members of the view (self included), for the trainer */
     uint64_t mixing_rounds, round_aborts, bytes_sent, bytes_received;
     double consensus;
     int consensus_init;
@@ -97,10 +97,7 @@ struct agent_runtime {
     /* shared with the trainer under mu */
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    float *out_vec;
-    int out_ready;
-    float *in_vec;
-    int in_ready, in_replace;
+    gossip_sched *sched; /* the training/mixing schedule (gossip/sched.h) */
     uint32_t *primary;
     uint32_t n_primary;
     uint64_t primary_gen;

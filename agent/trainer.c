@@ -128,6 +128,39 @@ static void trainer_evaluate(agent_runtime *a)
     }
 }
 
+/* A step whose loss is not finite (a learning rate too high for the
+ * model, or values from a peer that slipped through mixing's bounds):
+ * the agent never stops for it. The parameters go back to the last mixed
+ * model (finite: gossip/sched refuses non-finite results), the momentum is
+ * cleared, and the step is taken again on the next batch. Logged once per
+ * streak; a long streak means the learning rate itself diverges. */
+static void trainer_recover(agent_runtime *a, uint32_t streak)
+{
+    trainer *tr = &a->tr;
+    float *params = model_net_params(tr->net);
+    pthread_mutex_lock(&a->mu);
+    int ok = gossip_sched_replace(a->sched, a->latest, 0) == GOSSIP_OK;
+    if (ok)
+        (void)gossip_sched_before_step(a->sched, params);
+    pthread_mutex_unlock(&a->mu);
+    if (!ok) { /* not even the last mixed model is usable: start again */
+        model_rng init;
+        model_rng_seed(&init, a->cfg.init_seed, 0);
+        model_net_init(tr->net, &init);
+    }
+    model_sgd_reset(&tr->sgd);
+    agent_metric_inc(a->ms.training_recoveries);
+    if (streak == 1 || streak % 1000 == 0) {
+        agent_log_line l;
+        agent_log_begin(&l, AGENT_LOG_WARN, "training_recovered");
+        agent_log_str(&l, "why", "non-finite loss; parameters reset to the last mixed model");
+        agent_log_u64(&l, "step", tr->step);
+        agent_log_u64(&l, "streak", streak);
+        agent_log_str(&l, "hint", streak > 1 ? "lower model.lr" : "");
+        agent_log_end(&l);
+    }
+}
+
 void *agent_trainer_main(void *arg)
 {
     agent_runtime *a = arg;
@@ -141,25 +174,17 @@ void *agent_trainer_main(void *arg)
         return NULL;
     }
     uint64_t last_publish = 0;
+    uint32_t bad_steps = 0;
     for (;;) {
-        int ready = 0, reload = 0, replaced = 0;
+        int ready = 0, reload = 0;
         uint32_t n_ids = 0;
         pthread_mutex_lock(&a->mu);
         if (a->trainer_stop) {
             pthread_mutex_unlock(&a->mu);
             break;
         }
-        if (a->in_ready) {
-            if (a->in_replace) {
-                memcpy(params, a->in_vec, a->dim * sizeof *params);
-                replaced = 1;
-            } else if (tr->inflight) {
-                for (uint32_t k = 0; k < a->dim; k++)
-                    params[k] += a->in_vec[k] - tr->sent[k];
-            }
-            tr->inflight = 0;
-            a->in_ready = a->in_replace = 0;
-        }
+        /* a finished round (params += mixed - sent) or an adopted model */
+        gossip_sched_applied applied = gossip_sched_before_step(a->sched, params);
         if (a->primary_gen != tr->gen) {
             tr->gen = a->primary_gen;
             n_ids = a->n_primary;
@@ -167,14 +192,17 @@ void *agent_trainer_main(void *arg)
             reload = 1;
         }
         ready = a->model_ready;
+        uint32_t live = atomic_load(&a->live_n);
+        float lr = gossip_sched_lr(a->sched, live);
         pthread_mutex_unlock(&a->mu);
-        if (replaced)
+        if (applied == GOSSIP_SCHED_REPLACED)
             model_sgd_reset(&tr->sgd);
         if (reload)
             trainer_load(a, ids, n_ids);
         if (!ready || tr->data.count == 0) {
             pthread_mutex_lock(&a->mu);
-            if (!a->trainer_stop && !a->in_ready && a->primary_gen == tr->gen) {
+            if (!a->trainer_stop && gossip_sched_get_state(a->sched) != GOSSIP_SCHED_RESULT &&
+                a->primary_gen == tr->gen) {
                 struct timespec ts;
                 clock_gettime(CLOCK_REALTIME, &ts);
                 ts.tv_nsec += 100000000;
@@ -197,32 +225,24 @@ void *agent_trainer_main(void *arg)
         }
         model_data_gather(&tr->data, &tr->norm, tr->order + tr->at, n, xb, yb);
         tr->at += n;
-        float lr = model_schedule_lr(&tr->sched, tr->step);
         float loss;
         if (model_train_step(tr->net, &tr->sgd, xb, yb, n, lr, &loss) != MODEL_OK ||
             !isfinite(loss)) {
-            agent_log(AGENT_LOG_ERROR, "training_diverged", "why",
-                      "non-finite loss; lower model.lr", NULL);
-            a->stop = 1;
-            break;
+            trainer_recover(a, ++bad_steps);
+            continue;
         }
+        bad_steps = 0;
         tr->step++;
-        tr->since_mix++;
         tr->loss_avg =
             tr->loss_init ? (1 - AGENT_LOSS_EWMA) * tr->loss_avg + AGENT_LOSS_EWMA * loss : loss;
         tr->loss_init = 1;
         agent_metric_inc(a->ms.steps);
         agent_metric_add(a->ms.samples, n);
-        if (tr->since_mix >= a->cfg.interval_steps && !tr->inflight) {
-            memcpy(tr->sent, params, a->dim * sizeof *params);
-            pthread_mutex_lock(&a->mu);
-            memcpy(a->out_vec, params, a->dim * sizeof *params);
-            a->out_ready = 1;
-            pthread_mutex_unlock(&a->mu);
-            tr->inflight = 1;
-            tr->since_mix = 0;
+        pthread_mutex_lock(&a->mu);
+        int due = gossip_sched_after_step(a->sched, params, n, live);
+        pthread_mutex_unlock(&a->mu);
+        if (due)
             net_transport_wake(a->t);
-        }
         if (tr->step % a->cfg.eval_every_steps == 0 || tr->step == 1)
             trainer_evaluate(a);
         if (a->cfg.checkpoint_every_steps && tr->step % a->cfg.checkpoint_every_steps == 0)

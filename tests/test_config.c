@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "agent/config.h"
+#include "gossip/sched.h"
 #include "agent/log.h"
 #include "model/optim.h"
 
@@ -55,7 +56,9 @@ static void defaults_are_sane(void **state)
     assert_string_equal(c.dataset, "fashion-mnist");
     assert_int_equal(c.batch, 64);
     assert_true(c.lr == 0.05 && c.momentum == 0.9 && c.weight_decay == 0.0001);
-    assert_string_equal(c.schedule, "constant");
+    assert_string_equal(c.schedule, "cosine:8");
+    assert_int_equal(c.schedule_unit, GOSSIP_SCHED_UNIT_EPOCHS);
+    assert_int_equal(c.lr_scaling, GOSSIP_SCHED_SCALE_SQRT);
     assert_int_equal(c.algorithm, AGENT_MIX_GOSSIP);
     assert_int_equal(c.topology, AGENT_TOPO_RANDOM);
     assert_int_equal(c.bits, 8);
@@ -229,7 +232,12 @@ static void every_file_error_is_named(void **state)
         {"[model]\nspec = cnn\n", AGENT_CONFIG_EVALUE, "model.spec", "softmax or mlp"},
         {"[model]\nschedule = step:0:0.5\n", AGENT_CONFIG_EVALUE, "model.schedule", "GAMMA"},
         {"[model]\nschedule = step:10:2\n", AGENT_CONFIG_EVALUE, "model.schedule", "GAMMA"},
-        {"[model]\nschedule = cosine:\n", AGENT_CONFIG_EVALUE, "model.schedule", "cosine:STEPS"},
+        {"[model]\nschedule = cosine:\n", AGENT_CONFIG_EVALUE, "model.schedule", "cosine:LEN"},
+        {"[model]\nschedule = cosine:-2\n", AGENT_CONFIG_EVALUE, "model.schedule", "LEN > 0"},
+        {"[model]\nschedule_unit = hours\n", AGENT_CONFIG_EVALUE, "model.schedule_unit",
+         "steps, epochs"},
+        {"[model]\nlr_scaling = cubic\n", AGENT_CONFIG_EVALUE, "model.lr_scaling",
+         "none, sqrt, linear"},
         {"[model]\nschedule = linear\n", AGENT_CONFIG_EVALUE, "model.schedule", "constant"},
         {"[model]\ndataset =\n", AGENT_CONFIG_EVALUE, "model.dataset", "must not be empty"},
         {"[membership]\nprobe_interval_ms = 10\n", AGENT_CONFIG_ERANGE,
@@ -654,45 +662,56 @@ static void schedule_maps_to_model(void **state)
     (void)state;
     agent_config c;
     char err[AGENT_CONFIG_ERR_MAX] = "";
-    model_schedule s;
+    gossip_sched_config s;
     agent_config_defaults(&c);
-    agent_config_schedule(&c, &s);
-    assert_int_equal(s.kind, MODEL_LR_CONSTANT);
-    assert_true(s.base_lr == 0.05f && s.warmup_steps == 0);
+    agent_config_sched(&c, &s);
+    assert_int_equal(s.kind, MODEL_LR_COSINE);
+    assert_int_equal(s.unit, GOSSIP_SCHED_UNIT_EPOCHS);
+    assert_true(s.base_lr == 0.05f && s.length == 8 && s.warmup == 0.25);
+    assert_int_equal(s.interval_steps, c.interval_steps);
+    assert_int_equal(s.batch, 64);
     assert_int_equal(agent_config_load_string(&c, "s.conf",
                                               "[model]\nlr = 0.2\nschedule = step:300:0.25\n"
-                                              "warmup_steps = 50\n",
+                                              "warmup = 50\nschedule_unit = steps\n"
+                                              "lr_scaling = none\n",
                                               err, sizeof err),
                      0);
     assert_int_equal(agent_config_finish(&c, err, sizeof err), 0);
-    agent_config_schedule(&c, &s);
+    agent_config_sched(&c, &s);
     assert_int_equal(s.kind, MODEL_LR_STEP);
-    assert_true(s.base_lr == 0.2f && s.gamma == 0.25f && s.step_every == 300 &&
-                s.warmup_steps == 50);
-    /* the model's own formula sees the same schedule: warm-up, then decay */
-    assert_true(model_schedule_lr(&s, 0) == 0.2f / 50);
-    assert_true(model_schedule_lr(&s, 50 + 300) == 0.2f * 0.25f);
+    assert_true(s.base_lr == 0.2f && s.gamma == 0.25f && s.step_every == 300 && s.warmup == 50);
+    /* the schedule object sees the same rates: warm-up, then decay */
+    s.dim = 1;
+    test_env t;
+    test_env_init(&t, 1);
+    gossip_sched *gs = NULL;
+    assert_int_equal(gossip_sched_create(&gs, &t.env, &s), GOSSIP_OK);
+    assert_true(gossip_sched_lr(gs, 4) == 0.2f / 50);
+    float p = 0;
+    for (int i = 0; i < 50 + 300; i++)
+        (void)gossip_sched_after_step(gs, &p, 64, 4);
+    assert_float_equal(gossip_sched_lr(gs, 4), 0.2f * 0.25f, 1e-7);
+    gossip_sched_destroy(gs);
     agent_config_defaults(&c);
     assert_int_equal(agent_config_load_string(&c, "s.conf",
-                                              "[model]\nschedule = cosine:1000\nmin_lr = 0.001\n",
+                                              "[model]\nschedule = cosine:2.5\nmin_lr = 0.001\n",
                                               err, sizeof err),
                      0);
     assert_int_equal(agent_config_finish(&c, err, sizeof err), 0);
-    agent_config_schedule(&c, &s);
+    agent_config_sched(&c, &s);
     assert_int_equal(s.kind, MODEL_LR_COSINE);
-    assert_true(s.total_steps == 1000 && s.min_lr == 0.001f);
-    assert_true(model_schedule_lr(&s, 1000) == 0.001f);
+    assert_true(s.length == 2.5 && s.min_lr == 0.001f);
 
     /* contradictions are named */
     agent_config_defaults(&c);
     assert_int_equal(agent_config_load_string(&c, "s.conf",
                                               "[model]\nschedule = cosine:100\n"
-                                              "warmup_steps = 100\n",
+                                              "warmup = 100\n",
                                               err, sizeof err),
                      0);
     assert_int_equal(agent_config_finish(&c, err, sizeof err), AGENT_CONFIG_ECONFLICT);
     assert_non_null(strstr(err, "s.conf:2: model.schedule cosine:100 must last longer than "
-                                "model.warmup_steps (100, from s.conf:3)"));
+                                "model.warmup (100, from s.conf:3)"));
     agent_config_defaults(&c);
     assert_int_equal(
         agent_config_load_string(&c, "s.conf", "[model]\nmin_lr = 0.5\n", err, sizeof err), 0);

@@ -1,0 +1,181 @@
+/* gossip/sched — the training and mixing schedule of one agent (sans-IO).
+ *
+ * Purpose: one place for the rule that decides, around an agent's local
+ * SGD steps,
+ *   - the learning rate of the next step (a schedule counted in samples
+ *     the whole cluster has seen, so that no agent needs to know the total
+ *     number of steps or the cluster size in advance);
+ *   - when a mixing round starts (every interval_steps local steps, once
+ *     the previous round's result has been applied);
+ *   - which vector it mixes (a copy of the parameters right after the step
+ *     that made the round due);
+ *   - what training does meanwhile (it goes on: communication overlaps
+ *     computation);
+ *   - how the result is applied (at the start of the next local step,
+ *     params += mixed - sent, which keeps the local steps taken while the
+ *     round ran; an aborted round hands back `sent` plus any passive
+ *     change, so the same formula applies).
+ * The agent's training thread and event loop, the embedding API and the
+ * simulator all call this object, so the simulator cannot run a schedule
+ * the agent does not (docs/ARCHITECTURE.md, "The schedule is part of the
+ * core").
+ *
+ * Life of one round (states):
+ *   IDLE --after_step (round due; params copied)--> OUT
+ *   OUT  --outgoing (the mixer takes the vector)--> MIXING
+ *   MIXING --deliver (mixed vector or the handed-back one)--> RESULT
+ *   RESULT --before_step (params += mixed - sent)--> IDLE
+ * replace() (a model adopted by state transfer) makes the next before_step
+ * overwrite the parameters whatever the state.
+ *
+ * Learning rate (model/optim.h gives the formulas of each kind):
+ *   clock: with unit STEPS, the agent's own local steps; with unit EPOCHS,
+ *     the cluster's samples estimated as the integral of
+ *     (samples of each local step) x (live agents at that step), divided
+ *     by the batch ("virtual steps"). Lengths in epochs are converted to
+ *     virtual steps with the catalog's sample count: one cluster epoch is
+ *     dataset_samples / batch virtual steps, whatever the cluster size.
+ *     The estimate is exact for agents of equal speed; an agent slower than
+ *     the others lags in the schedule (it decays later), which mixing
+ *     averages out.
+ *   scaling with N live agents (N agents averaging every H steps train
+ *     like one agent with an N-times larger batch): none (x1), sqrt (x
+ *     sqrt(N)) or linear (x N), capped at lr_scale_max; it multiplies
+ *     both base_lr and min_lr.
+ *
+ * Invariants: dim > 0; interval_steps >= 1; buffers are allocated in
+ * create (3 x dim floats) and nothing allocates afterwards.
+ * Thread rules: none inside; the caller serialises every call on one
+ * object (the agent holds its hand-off mutex around each call; the copies
+ * are dim floats).
+ */
+#ifndef GOSSIP_SCHED_H
+#define GOSSIP_SCHED_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gossip/env.h"
+#include "model/optim.h"
+
+/* Cap of the learning-rate multiplier of sqrt/linear scaling: 8 = sqrt
+ * scaling up to 64 agents, linear up to 8; beyond that a larger rate
+ * diverges for the built-in models at batch 64 (docs/BENCHMARKS.md). */
+#define GOSSIP_SCHED_LR_SCALE_MAX_DEFAULT 8.0
+
+typedef enum gossip_sched_unit {
+    GOSSIP_SCHED_UNIT_STEPS = 0, /* lengths in local steps of this agent */
+    GOSSIP_SCHED_UNIT_EPOCHS,    /* lengths in cluster epochs (see header) */
+} gossip_sched_unit;
+
+typedef enum gossip_sched_scaling {
+    GOSSIP_SCHED_SCALE_NONE = 0,
+    GOSSIP_SCHED_SCALE_SQRT,
+    GOSSIP_SCHED_SCALE_LINEAR,
+    GOSSIP_SCHED_SCALE_COUNT
+} gossip_sched_scaling;
+
+typedef struct gossip_sched_config {
+    uint32_t dim;            /* parameters, >= 1 */
+    uint32_t interval_steps; /* local steps between two rounds, >= 1 */
+    uint32_t batch;          /* samples per local step, >= 1 */
+    /* learning rate: kind, base_lr, min_lr, gamma as in model_schedule;
+     * lengths (warmup, decay, step_every) in `unit` */
+    model_lr_kind kind;
+    float base_lr, min_lr, gamma;
+    double warmup, length, step_every;
+    gossip_sched_unit unit;
+    uint64_t dataset_samples; /* catalog samples; required (> 0) with EPOCHS */
+    gossip_sched_scaling scaling;
+    double lr_scale_max; /* 0 = GOSSIP_SCHED_LR_SCALE_MAX_DEFAULT */
+} gossip_sched_config;
+
+typedef enum gossip_sched_state {
+    GOSSIP_SCHED_IDLE = 0,
+    GOSSIP_SCHED_OUT,
+    GOSSIP_SCHED_MIXING,
+    GOSSIP_SCHED_RESULT,
+} gossip_sched_state;
+
+/* What before_step did to the parameters. */
+typedef enum gossip_sched_applied {
+    GOSSIP_SCHED_NONE = 0, /* nothing to apply */
+    GOSSIP_SCHED_MIXED,    /* params += mixed - sent */
+    GOSSIP_SCHED_REPLACED, /* params = the adopted model (reset momentum) */
+} gossip_sched_applied;
+
+typedef struct gossip_sched_stats {
+    uint64_t steps;          /* local steps counted by after_step */
+    uint64_t samples;        /* samples of those steps */
+    uint64_t rounds_started; /* vectors handed to the mixer */
+    uint64_t rounds_applied; /* results applied (completed or aborted) */
+    uint64_t rounds_aborted; /* of which aborted (deliver with an error) */
+    uint64_t replaced;       /* models adopted */
+} gossip_sched_stats;
+
+typedef struct gossip_sched gossip_sched;
+
+/* "none", "sqrt", "linear"; parse returns GOSSIP_OK or GOSSIP_EINVAL. */
+const char *gossip_sched_scaling_name(gossip_sched_scaling s);
+int gossip_sched_scaling_parse(const char *name, gossip_sched_scaling *out);
+/* "steps", "epochs"; parse returns GOSSIP_OK or GOSSIP_EINVAL. */
+const char *gossip_sched_unit_name(gossip_sched_unit u);
+int gossip_sched_unit_parse(const char *name, gossip_sched_unit *out);
+
+/* Check a config without creating anything. Returns GOSSIP_OK or
+ * GOSSIP_EINVAL, with a reason (static string) in *why when why != NULL. */
+int gossip_sched_config_check(const gossip_sched_config *cfg, const char **why);
+
+/* Returns GOSSIP_OK, GOSSIP_EINVAL (config_check fails) or GOSSIP_ENOMEM
+ * (nothing allocated). */
+int gossip_sched_create(gossip_sched **out, const gossip_env *env, const gossip_sched_config *cfg);
+void gossip_sched_destroy(gossip_sched *s);
+
+/* ---- training side ---- */
+
+/* Learning rate of the next local step with n_live agents in the view
+ * (self included; 0 counts as 1). */
+float gossip_sched_lr(const gossip_sched *s, uint32_t n_live);
+/* Before a local step: apply a finished round or an adopted model to
+ * params[dim]. Returns what was done. */
+gossip_sched_applied gossip_sched_before_step(gossip_sched *s, float *params);
+/* After a local step of `samples` samples taken with n_live agents in the
+ * view: advance the clock; if a round is due (interval_steps steps since
+ * the last one and no round outstanding), copy params into the outgoing
+ * buffer and return 1 (state OUT), else 0. */
+int gossip_sched_after_step(gossip_sched *s, const float *params, uint32_t samples,
+                            uint32_t n_live);
+
+/* ---- mixing side ---- */
+
+/* The vector waiting to be mixed (state OUT -> MIXING), or NULL when none.
+ * The pointer stays valid and unchanged until deliver. */
+const float *gossip_sched_outgoing(gossip_sched *s);
+/* The mixer's result for the outstanding round (state MIXING -> RESULT):
+ * the mixed vector (outcome GOSSIP_OK), or the vector the mixer handed
+ * back (GOSSIP_EABORTED, or any error when no round could run: pass the
+ * outgoing vector itself). Returns GOSSIP_OK, GOSSIP_EINVAL (no round
+ * outstanding) or GOSSIP_ENONFINITE (mixed holds a NaN or an infinity:
+ * the round counts as aborted and params keep their own values). */
+int gossip_sched_deliver(gossip_sched *s, const float *mixed, int outcome);
+/* A model adopted from a peer (state transfer) or a checkpoint after
+ * training began: the next before_step overwrites params with model[dim];
+ * an outstanding round is forgotten (its result is ignored). The cluster
+ * clock is set to `clock_samples` (the cluster's samples the adopted model
+ * stands for; 0 keeps the local clock). Returns GOSSIP_OK or
+ * GOSSIP_ENONFINITE (model not finite: nothing changes). */
+int gossip_sched_replace(gossip_sched *s, const float *model, uint64_t clock_samples);
+
+/* ---- queries ---- */
+gossip_sched_state gossip_sched_get_state(const gossip_sched *s);
+/* Cluster samples of the clock (the integral above; own samples with unit
+ * STEPS). */
+double gossip_sched_clock_samples(const gossip_sched *s);
+/* Cluster epochs of the clock (0 when dataset_samples is 0). */
+double gossip_sched_clock_epochs(const gossip_sched *s);
+const gossip_sched_stats *gossip_sched_stats_get(const gossip_sched *s);
+/* Set the step counters after a restart from a checkpoint (steps already
+ * taken and the cluster samples they stand for). */
+void gossip_sched_resume(gossip_sched *s, uint64_t steps, double clock_samples);
+
+#endif

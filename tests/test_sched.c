@@ -1,0 +1,305 @@
+/* gossip/sched: when rounds start, what is sent, how results are applied,
+ * the cluster clock and the learning rate. */
+#include "tests/harness.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "gossip/sched.h"
+#include "gossip/wire.h"
+
+#define DIM 5u
+
+static gossip_sched_config base_cfg(void)
+{
+    return (gossip_sched_config){.dim = DIM,
+                                 .interval_steps = 3,
+                                 .batch = 10,
+                                 .kind = MODEL_LR_CONSTANT,
+                                 .base_lr = 0.1f,
+                                 .unit = GOSSIP_SCHED_UNIT_STEPS};
+}
+
+static gossip_sched *make(test_env *t, const gossip_sched_config *c)
+{
+    gossip_sched *s = NULL;
+    assert_int_equal(gossip_sched_create(&s, &t->env, c), GOSSIP_OK);
+    return s;
+}
+
+/* A round becomes due every interval_steps steps; it carries the
+ * parameters of the step that made it due; no second round starts while
+ * one is outstanding, and the next one starts right after the result was
+ * applied once enough steps have passed. */
+static void rounds_start_every_interval(void **state)
+{
+    (void)state;
+    test_env t;
+    test_env_init(&t, 1);
+    gossip_sched_config c = base_cfg();
+    gossip_sched *s = make(&t, &c);
+    float p[DIM] = {0};
+    int due[12] = {0};
+    for (int i = 0; i < 3; i++) {
+        p[0] = (float)i + 1;
+        due[i] = gossip_sched_after_step(s, p, 10, 1);
+    }
+    assert_int_equal(due[0] + due[1], 0);
+    assert_int_equal(due[2], 1);
+    assert_int_equal(gossip_sched_get_state(s), GOSSIP_SCHED_OUT);
+    const float *out = gossip_sched_outgoing(s);
+    assert_non_null(out);
+    assert_true(out[0] == 3.0f);           /* the parameters after step 3 */
+    assert_null(gossip_sched_outgoing(s)); /* taken once */
+    /* 5 more steps while the round runs: nothing new is due */
+    for (int i = 0; i < 5; i++)
+        assert_int_equal(gossip_sched_after_step(s, p, 10, 1), 0);
+    float mixed[DIM] = {3, 0, 0, 0, 0};
+    assert_int_equal(gossip_sched_deliver(s, mixed, GOSSIP_OK), GOSSIP_OK);
+    assert_int_equal(gossip_sched_before_step(s, p), GOSSIP_SCHED_MIXED);
+    /* 5 steps passed since the last due round: the very next one is due */
+    assert_int_equal(gossip_sched_after_step(s, p, 10, 1), 1);
+    assert_int_equal(gossip_sched_stats_get(s)->rounds_applied, 1);
+    assert_int_equal(gossip_sched_stats_get(s)->steps, 9);
+    gossip_sched_destroy(s);
+    assert_int_equal(t.alloc.live, 0);
+}
+
+/* params += mixed - sent: the local progress made while the round ran is
+ * kept, and the mixing correction is the change the round made. */
+static void result_keeps_local_progress(void **state)
+{
+    (void)state;
+    test_env t;
+    test_env_init(&t, 2);
+    gossip_sched_config c = base_cfg();
+    c.interval_steps = 1;
+    gossip_sched *s = make(&t, &c);
+    float p[DIM] = {1, 2, 3, 4, 5};
+    assert_int_equal(gossip_sched_after_step(s, p, 10, 2), 1);
+    const float *sent = gossip_sched_outgoing(s);
+    float mixed[DIM];
+    for (unsigned k = 0; k < DIM; k++)
+        mixed[k] = sent[k] * 0.5f + 10.0f; /* average with a peer at 20 */
+    /* two local steps meanwhile: each adds 1 to every parameter */
+    for (unsigned k = 0; k < DIM; k++)
+        p[k] += 2;
+    assert_int_equal(gossip_sched_deliver(s, mixed, GOSSIP_OK), GOSSIP_OK);
+    assert_int_equal(gossip_sched_before_step(s, p), GOSSIP_SCHED_MIXED);
+    for (unsigned k = 0; k < DIM; k++) {
+        float orig = (float)k + 1;
+        assert_float_equal(p[k], orig + 2 + (orig * 0.5f + 10 - orig), 1e-6);
+    }
+    /* nothing left to apply */
+    float before[DIM];
+    memcpy(before, p, sizeof p);
+    assert_int_equal(gossip_sched_before_step(s, p), GOSSIP_SCHED_NONE);
+    assert_memory_equal(before, p, sizeof p);
+    gossip_sched_destroy(s);
+}
+
+/* An aborted round hands back sent plus passive changes: the same formula
+ * adds exactly the passive change. A non-finite result is refused and the
+ * parameters keep their own values. */
+static void aborted_and_nonfinite_results(void **state)
+{
+    (void)state;
+    test_env t;
+    test_env_init(&t, 3);
+    gossip_sched_config c = base_cfg();
+    c.interval_steps = 1;
+    gossip_sched *s = make(&t, &c);
+    float p[DIM] = {1, 1, 1, 1, 1};
+    assert_int_equal(gossip_sched_after_step(s, p, 10, 2), 1);
+    const float *sent = gossip_sched_outgoing(s);
+    float back[DIM];
+    for (unsigned k = 0; k < DIM; k++)
+        back[k] = sent[k] + 0.25f;
+    assert_int_equal(gossip_sched_deliver(s, back, GOSSIP_EABORTED), GOSSIP_OK);
+    assert_int_equal(gossip_sched_before_step(s, p), GOSSIP_SCHED_MIXED);
+    assert_float_equal(p[0], 1.25f, 1e-6);
+    assert_int_equal(gossip_sched_stats_get(s)->rounds_aborted, 1);
+
+    assert_int_equal(gossip_sched_after_step(s, p, 10, 2), 1);
+    (void)gossip_sched_outgoing(s);
+    float bad[DIM] = {1, NAN, 1, 1, 1};
+    assert_int_equal(gossip_sched_deliver(s, bad, GOSSIP_OK), GOSSIP_ENONFINITE);
+    float before[DIM];
+    memcpy(before, p, sizeof p);
+    assert_int_equal(gossip_sched_before_step(s, p), GOSSIP_SCHED_MIXED);
+    assert_memory_equal(before, p, sizeof p);
+    assert_int_equal(gossip_sched_stats_get(s)->rounds_aborted, 2);
+    /* deliver without a round outstanding is refused */
+    assert_int_equal(gossip_sched_deliver(s, bad, GOSSIP_OK), GOSSIP_EINVAL);
+    gossip_sched_destroy(s);
+}
+
+/* An adopted model replaces the parameters at the next step; a round that
+ * was running then is dropped (its result must not be added on top). */
+static void replace_drops_running_round(void **state)
+{
+    (void)state;
+    test_env t;
+    test_env_init(&t, 4);
+    gossip_sched_config c = base_cfg();
+    c.interval_steps = 1;
+    gossip_sched *s = make(&t, &c);
+    float p[DIM] = {1, 1, 1, 1, 1};
+    assert_int_equal(gossip_sched_after_step(s, p, 10, 2), 1);
+    (void)gossip_sched_outgoing(s);
+    float model[DIM] = {7, 7, 7, 7, 7};
+    float nan_model[DIM] = {7, 7, INFINITY, 7, 7};
+    assert_int_equal(gossip_sched_replace(s, nan_model, 0), GOSSIP_ENONFINITE);
+    assert_int_equal(gossip_sched_replace(s, model, 0), GOSSIP_OK);
+    assert_int_equal(gossip_sched_before_step(s, p), GOSSIP_SCHED_REPLACED);
+    assert_float_equal(p[2], 7.0f, 0);
+    float mixed[DIM] = {100, 100, 100, 100, 100};
+    assert_int_equal(gossip_sched_deliver(s, mixed, GOSSIP_OK), GOSSIP_OK);
+    assert_int_equal(gossip_sched_before_step(s, p), GOSSIP_SCHED_NONE);
+    assert_float_equal(p[2], 7.0f, 0);
+    assert_int_equal(gossip_sched_get_state(s), GOSSIP_SCHED_IDLE);
+    /* and rounds go on afterwards */
+    assert_int_equal(gossip_sched_after_step(s, p, 10, 2), 1);
+    gossip_sched_destroy(s);
+}
+
+/* The cluster clock integrates samples x live agents; one cluster epoch is
+ * dataset_samples whatever the cluster size; a cosine in epochs reaches
+ * its floor after `length` epochs for 1, 2 or 4 agents alike. */
+static void epochs_clock_and_cosine(void **state)
+{
+    (void)state;
+    test_env t;
+    test_env_init(&t, 5);
+    gossip_sched_config c = base_cfg();
+    c.unit = GOSSIP_SCHED_UNIT_EPOCHS;
+    c.kind = MODEL_LR_COSINE;
+    c.base_lr = 0.1f;
+    c.min_lr = 0.01f;
+    c.warmup = 0.5;
+    c.length = 4;
+    c.dataset_samples = 1600;
+    c.interval_steps = 1000000;
+    for (uint32_t n = 1; n <= 4; n *= 2) {
+        gossip_sched *s = make(&t, &c);
+        float p[DIM] = {0};
+        /* warm-up: the rate rises */
+        float lr0 = gossip_sched_lr(s, n);
+        assert_true(lr0 < 0.1f * 0.2f);
+        uint32_t steps_per_epoch = 1600 / (10 * n);
+        for (uint32_t i = 0; i < steps_per_epoch / 2; i++)
+            (void)gossip_sched_after_step(s, p, 10, n);
+        assert_float_equal(gossip_sched_clock_epochs(s), 0.5, 1e-9);
+        assert_float_equal(gossip_sched_lr(s, n), 0.1f, 1e-6); /* warm-up done, peak */
+        for (uint32_t i = 0; i < steps_per_epoch * 2; i++)
+            (void)gossip_sched_after_step(s, p, 10, n);
+        /* 2.5 epochs: 2/3.5 of the way through the cosine after warm-up */
+        double f = 2.0 / 3.5;
+        assert_float_equal(gossip_sched_lr(s, n), 0.01 + 0.09 * (1 + cos(M_PI * f)) / 2, 1e-4);
+        for (uint32_t i = 0; i < steps_per_epoch * 2; i++)
+            (void)gossip_sched_after_step(s, p, 10, n);
+        assert_float_equal(gossip_sched_lr(s, n), 0.01f, 1e-6); /* floor, and it stays */
+        gossip_sched_destroy(s);
+    }
+    /* a join doubles the rate of the clock, it does not make it jump */
+    gossip_sched *s = make(&t, &c);
+    float p[DIM] = {0};
+    for (int i = 0; i < 10; i++)
+        (void)gossip_sched_after_step(s, p, 10, 2);
+    assert_float_equal(gossip_sched_clock_samples(s), 200, 0);
+    (void)gossip_sched_after_step(s, p, 10, 3);
+    assert_float_equal(gossip_sched_clock_samples(s), 230, 0);
+    gossip_sched_destroy(s);
+    assert_int_equal(t.alloc.live, 0);
+}
+
+static void lr_scaling_rules(void **state)
+{
+    (void)state;
+    test_env t;
+    test_env_init(&t, 6);
+    gossip_sched_config c = base_cfg();
+    const struct {
+        gossip_sched_scaling k;
+        uint32_t n;
+        double want;
+    } cases[] = {{GOSSIP_SCHED_SCALE_NONE, 16, 0.1},    {GOSSIP_SCHED_SCALE_SQRT, 4, 0.2},
+                 {GOSSIP_SCHED_SCALE_SQRT, 0, 0.1},     {GOSSIP_SCHED_SCALE_LINEAR, 3, 0.3},
+                 {GOSSIP_SCHED_SCALE_LINEAR, 100, 0.8}, {GOSSIP_SCHED_SCALE_SQRT, 1000, 0.8}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        c.scaling = cases[i].k;
+        gossip_sched *s = make(&t, &c);
+        assert_float_equal(gossip_sched_lr(s, cases[i].n), cases[i].want, 1e-6);
+        gossip_sched_destroy(s);
+    }
+    c.lr_scale_max = 2;
+    c.scaling = GOSSIP_SCHED_SCALE_LINEAR;
+    gossip_sched *s = make(&t, &c);
+    assert_float_equal(gossip_sched_lr(s, 9), 0.2, 1e-6);
+    gossip_sched_destroy(s);
+    for (int k = 0; k < GOSSIP_SCHED_SCALE_COUNT; k++) {
+        gossip_sched_scaling back;
+        assert_int_equal(
+            gossip_sched_scaling_parse(gossip_sched_scaling_name((gossip_sched_scaling)k), &back),
+            GOSSIP_OK);
+        assert_int_equal(back, k);
+    }
+    gossip_sched_unit u;
+    assert_int_equal(gossip_sched_unit_parse("epochs", &u), GOSSIP_OK);
+    assert_int_equal(u, GOSSIP_SCHED_UNIT_EPOCHS);
+    assert_int_equal(gossip_sched_unit_parse("hours", &u), GOSSIP_EINVAL);
+}
+
+static void bad_configs_refused(void **state)
+{
+    (void)state;
+    test_env t;
+    test_env_init(&t, 7);
+    gossip_sched *s = NULL;
+    const char *why = NULL;
+    gossip_sched_config c = base_cfg();
+    c.interval_steps = 0;
+    assert_int_equal(gossip_sched_config_check(&c, &why), GOSSIP_EINVAL);
+    assert_non_null(why);
+    c = base_cfg();
+    c.kind = MODEL_LR_COSINE;
+    c.length = 1;
+    c.warmup = 2;
+    assert_int_equal(gossip_sched_create(&s, &t.env, &c), GOSSIP_EINVAL);
+    c = base_cfg();
+    c.unit = GOSSIP_SCHED_UNIT_EPOCHS; /* without dataset_samples */
+    assert_int_equal(gossip_sched_create(&s, &t.env, &c), GOSSIP_EINVAL);
+    c = base_cfg();
+    c.min_lr = 1;
+    assert_int_equal(gossip_sched_create(&s, &t.env, &c), GOSSIP_EINVAL);
+    c = base_cfg();
+    c.base_lr = NAN;
+    assert_int_equal(gossip_sched_create(&s, &t.env, &c), GOSSIP_EINVAL);
+    assert_null(s);
+    /* every allocation failure leaves nothing allocated */
+    c = base_cfg();
+    for (long n = 1; n <= 4; n++) {
+        test_env_init(&t, 7);
+        t.alloc.fail_at = n;
+        int rc = gossip_sched_create(&s, &t.env, &c);
+        if (rc == GOSSIP_OK)
+            gossip_sched_destroy(s);
+        else
+            assert_int_equal(rc, GOSSIP_ENOMEM);
+        assert_int_equal(t.alloc.live, 0);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(rounds_start_every_interval),
+        cmocka_unit_test(result_keeps_local_progress),
+        cmocka_unit_test(aborted_and_nonfinite_results),
+        cmocka_unit_test(replace_drops_running_round),
+        cmocka_unit_test(epochs_clock_and_cosine),
+        cmocka_unit_test(lr_scaling_rules),
+        cmocka_unit_test(bad_configs_refused),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
