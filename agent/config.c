@@ -19,11 +19,6 @@
 #include "gossip/sched.h"
 #include "model/optim.h"
 
-static const char *const algorithm_names[] = {"dpsgd", "gossip",    "push-sum",
-                                              "choco", "allreduce", NULL};
-static const char *const topology_names[] = {
-    "random", "ring", "torus", "exponential", "one-peer-exponential", NULL};
-static const char *const level_names[] = {"debug", "info", "warn", "error", NULL};
 static const char *const bits_names[] = {"1", "2", "4", "8", "16", "32", NULL};
 /* gossip/sched.h's unit and scaling enums, in their order. */
 static const char *const schedule_unit_names[] = {"steps", "epochs", NULL};
@@ -297,9 +292,9 @@ const agent_config_option agent_config_options[] = {
      .unit = "steps", .help = "local steps between two evaluations on the test set"},
     {"model", "eval_samples", U32, F(eval_samples), .min = 0, .max = 1e7, .def = "2000",
      .unit = "samples", .help = "test samples evaluated (the first N of the test set); 0 = all"},
-    {"mixing", "algorithm", ENUM, F(algorithm), .names = algorithm_names, .def = "gossip",
+    {"mixing", "algorithm", ENUM, F(algorithm), .names = gossip_mix_algo_names, .def = "gossip",
      .help = "dpsgd, gossip, push-sum, choco or allreduce"},
-    {"mixing", "topology", ENUM, F(topology), .names = topology_names, .def = "random",
+    {"mixing", "topology", ENUM, F(topology), .names = gossip_topology_names, .def = "random",
      .help = "peer choice for gossip: random, ring, torus, exponential or one-peer-exponential"},
     {"mixing", "bits", U32, F(bits), .min = 1, .max = 32, .names = bits_names, .def = "8",
      .unit = "bits",
@@ -330,8 +325,8 @@ const agent_config_option agent_config_options[] = {
      .help = "checkpoint file; empty = DATA_DIR/checkpoint.bin"},
     {"metrics", "listen", STR, F(metrics_listen), .check = check_hostport, .def = "",
      .help = "HOST:PORT of the HTTP server for /metrics and /status; empty = off"},
-    {"log", "level", ENUM, F(log_level), .names = level_names, .def = "info",
-     .help = "debug, info, warn or error"},
+    {"log", "level", ENUM, F(log_level), .names = agent_log_level_names, .def = "info",
+     .help = "debug, info, warn, error or off"},
     {"log", "progress_interval_ms", U32, F(progress_interval_ms), .min = 100, .max = 3600000,
      .def = "5000", .unit = "ms", .help = "time between two event=progress lines"},
     {"limits", "max_peers", U32, F(max_peers), .min = 2, .max = AGENT_CONFIG_PEERS_MAX,
@@ -358,7 +353,8 @@ const size_t agent_config_option_count = OPTION_COUNT;
 _Static_assert(sizeof agent_config_options / sizeof agent_config_options[0] <=
                    AGENT_CONFIG_OPTIONS_MAX,
                "agent_config.origin must have a slot per option");
-_Static_assert(AGENT_LOG_DEBUG == 0 && AGENT_LOG_ERROR == 3, "level_names follow agent_log_level");
+_Static_assert(sizeof(gossip_mix_algo) == sizeof(int) && sizeof(gossip_topology) == sizeof(int),
+               "enum options are stored as int");
 
 static const common_settings agent_settings = {
     .options = agent_config_options,
@@ -397,16 +393,6 @@ static const flag_def flags[] = {
 const char *agent_config_strerror(int err)
 {
     return common_settings_strerror(err);
-}
-
-const char *agent_mixing_algorithm_name(agent_mixing_algorithm a)
-{
-    return common_name_at(algorithm_names, (int)a);
-}
-
-const char *agent_topology_name(agent_topology t)
-{
-    return common_name_at(topology_names, (int)t);
 }
 
 void agent_config_defaults(agent_config *c)

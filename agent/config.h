@@ -17,8 +17,8 @@
  *   [section]
  *   key = value        # trailing comment (a '#' after a blank)
  *   key = "value with # or \"quotes\" or  edge spaces"
- * Keys and sections are lower case [a-z0-9_]. Repeating a key overrides the
- * earlier value, except seeds.seed, which appends. The first --seed (or
+ * Keys and sections are lower case [a-z0-9_]. A key given twice in one file
+ * is an error (EDUP), except seeds.seed, which appends. The first --seed (or
  * --set seeds.seed=...) on the command line replaces the file's seeds; later
  * ones append.
  *
@@ -42,6 +42,8 @@
 #include <stdio.h>
 
 #include "common/settings.h"
+#include "gossip/mix.h"
+#include "gossip/topology.h"
 #include "gossip/types.h"
 
 /* Longest path, including the NUL. Longer paths are rejected, not cut. */
@@ -85,26 +87,11 @@ typedef enum agent_config_err {
     AGENT_CONFIG_ERANGE = COMMON_SETTINGS_ERANGE,       /* out of range, or a list too long */
     AGENT_CONFIG_ECONFLICT = COMMON_SETTINGS_ECONFLICT, /* options that contradict each other */
     AGENT_CONFIG_EUSAGE = COMMON_SETTINGS_EUSAGE,       /* malformed command line */
+    AGENT_CONFIG_EDUP = COMMON_SETTINGS_EDUP,           /* a key set twice in one file */
     AGENT_CONFIG_ERR_COUNT = COMMON_SETTINGS_ERR_COUNT
 } agent_config_err;
 
 const char *agent_config_strerror(int err);
-
-typedef enum agent_mixing_algorithm {
-    AGENT_MIX_DPSGD = 0, /* "dpsgd": decentralized SGD, symmetric pairwise averaging */
-    AGENT_MIX_GOSSIP,    /* "gossip": compressed delta gossip */
-    AGENT_MIX_PUSH_SUM,  /* "push-sum": one-way pushes with weights */
-    AGENT_MIX_CHOCO,     /* "choco": CHOCO-style public copies */
-    AGENT_MIX_ALLREDUCE  /* "allreduce": ring-allreduce every interval_steps */
-} agent_mixing_algorithm;
-
-typedef enum agent_topology {
-    AGENT_TOPO_RANDOM = 0,  /* "random": a uniformly random member of the view */
-    AGENT_TOPO_RING,        /* "ring": the next id in the view */
-    AGENT_TOPO_TORUS,       /* "torus": 2-D torus over the view */
-    AGENT_TOPO_EXPONENTIAL, /* "exponential": static exponential graph */
-    AGENT_TOPO_ONE_PEER_EXP /* "one-peer-exponential": one exponential hop per round */
-} agent_topology;
 
 typedef struct agent_config {
     /* [node] */
@@ -133,10 +120,10 @@ typedef struct agent_config {
     uint64_t eval_every_steps;                /* local steps between test evaluations */
     uint32_t eval_samples;                    /* test samples evaluated, 0 = all */
     /* [mixing] */
-    agent_mixing_algorithm algorithm;
-    agent_topology topology;
-    uint32_t bits;  /* quantization bits per value: 1, 2, 4, 8, 16 or 32 */
-    uint32_t block; /* values per quantization block (one scale each) */
+    gossip_mix_algo algorithm; /* names: gossip_mix_algo_names */
+    gossip_topology topology;  /* names: gossip_topology_names */
+    uint32_t bits;             /* quantization bits per value: 1, 2, 4, 8, 16 or 32 */
+    uint32_t block;            /* values per quantization block (one scale each) */
     uint32_t interval_steps;
     uint32_t allreduce_step_deadline_ms;
     /* [membership] */
@@ -235,10 +222,6 @@ void agent_config_sched(const agent_config *c, struct gossip_sched_config *out);
 
 /* Usage text of the flags, for `murmur agent --help`. */
 void agent_config_usage(FILE *out);
-
-/* Names of the enums, as written in the config file. */
-const char *agent_mixing_algorithm_name(agent_mixing_algorithm a);
-const char *agent_topology_name(agent_topology t);
 
 /* Parse "softmax" or "mlp:H1,H2,..." into layer widths (hidden layers).
  * Returns 0 and the count (0 for softmax), or -1 if malformed or out of

@@ -13,19 +13,20 @@ static _Atomic int log_level = AGENT_LOG_INFO;
 static FILE *log_out; /* NULL = stderr; guarded by log_lock */
 static uint64_t (*_Atomic log_clock)(void);
 
-static const char *const level_names[] = {"debug", "info", "warn", "error", "off"};
+const char *const agent_log_level_names[AGENT_LOG_OFF + 2] = {"debug", "info", "warn",
+                                                              "error", "off",  NULL};
 
 const char *agent_log_level_name(agent_log_level level)
 {
     if ((unsigned)level > AGENT_LOG_OFF)
         return "unknown";
-    return level_names[level];
+    return agent_log_level_names[level];
 }
 
 int agent_log_level_parse(const char *name, agent_log_level *out)
 {
     for (int i = 0; i <= AGENT_LOG_OFF; i++) {
-        if (name && !strcmp(name, level_names[i])) {
+        if (name && !strcmp(name, agent_log_level_names[i])) {
             *out = (agent_log_level)i;
             return 0;
         }
@@ -189,7 +190,7 @@ void agent_log_begin(agent_log_line *l, agent_log_level level, const char *event
     gmtime_r(&secs, &tm);
     int n = snprintf(l->buf, sizeof l->buf, "ts=%04d-%02d-%02dT%02d:%02d:%02d.%03uZ level=%s",
                      tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
-                     (unsigned)(ms % 1000u), level_names[level]);
+                     (unsigned)(ms % 1000u), agent_log_level_names[level]);
     l->len = (size_t)n;
     field(l, "event", event ? event : "", event ? strlen(event) : 0);
 }

@@ -57,7 +57,9 @@ typedef enum agent_log_level {
     AGENT_LOG_OFF = 4 /* only as a threshold: log nothing */
 } agent_log_level;
 
-/* "debug", "info", "warn", "error", "off". */
+/* The name table of agent_log_level, NULL-terminated: "debug", "info",
+ * "warn", "error", "off" (log.level in the config uses it). */
+extern const char *const agent_log_level_names[AGENT_LOG_OFF + 2];
 const char *agent_log_level_name(agent_log_level level);
 /* Parse a level name (as above, lower case). 0 on success, -1 if unknown. */
 int agent_log_level_parse(const char *name, agent_log_level *out);

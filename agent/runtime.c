@@ -666,9 +666,9 @@ static int setup_node(agent_runtime *a, char *err, size_t errlen)
     nc.swim.indirect_k = a->cfg.indirect_k;
     nc.swim.suspicion_mult = a->cfg.suspicion_mult;
     nc.mix.dim = a->dim;
-    nc.mix.algo = (gossip_mix_algo)a->cfg.algorithm;
+    nc.mix.algo = a->cfg.algorithm;
     nc.mix.algos = 1u << nc.mix.algo;
-    nc.mix.topology = (gossip_topology)a->cfg.topology;
+    nc.mix.topology = a->cfg.topology;
     nc.mix.bits = a->cfg.bits;
     nc.mix.block = a->cfg.block;
     nc.mix.members_max = nc.swim.members_max;
@@ -677,8 +677,7 @@ static int setup_node(agent_runtime *a, char *err, size_t errlen)
         agent_errf(err, errlen,
                    "mixing.algorithm %s cannot run on mixing.topology %s (dpsgd needs a graph "
                    "topology, choco ring, torus or exponential)",
-                   agent_mixing_algorithm_name(a->cfg.algorithm),
-                   agent_topology_name(a->cfg.topology));
+                   gossip_mix_algo_name(a->cfg.algorithm), gossip_topology_name(a->cfg.topology));
         return -1;
     }
     nc.xfer.snapshot = snapshot_fn;
@@ -801,7 +800,7 @@ int agent_runtime_create(agent_runtime **out, const agent_config *cfg, char *err
     }
     a->st.node_id = a->id.node_id;
     snprintf(a->st.address, sizeof a->st.address, "%s", a->addr);
-    snprintf(a->st.mixing, sizeof a->st.mixing, "%s", agent_mixing_algorithm_name(cfg->algorithm));
+    snprintf(a->st.mixing, sizeof a->st.mixing, "%s", gossip_mix_algo_name(cfg->algorithm));
     snprintf(a->st.state, sizeof a->st.state, "joining");
     a->st.step = a->tr.step;
     agent_log_line l;
@@ -813,7 +812,7 @@ int agent_runtime_create(agent_runtime **out, const agent_config *cfg, char *err
     agent_log_u64(&l, "params", a->dim);
     agent_log_u64(&l, "catalog", a->n_catalog);
     agent_log_u64(&l, "shards_here", agent_store_file_count(&a->store));
-    agent_log_str(&l, "mixing", agent_mixing_algorithm_name(cfg->algorithm));
+    agent_log_str(&l, "mixing", gossip_mix_algo_name(cfg->algorithm));
     agent_log_u64(&l, "bits", cfg->bits);
     agent_log_u64(&l, "seeds", cfg->seed_count);
     agent_log_u64(&l, "step", a->tr.step);

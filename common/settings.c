@@ -419,6 +419,11 @@ int common_settings_set(const common_settings *s, void *base, const char *name, 
                         const char *origin, common_level level, char *err, size_t errlen)
 {
     int idx = common_settings_lookup(s, name);
+    char near[COMMON_SETTINGS_NAME_MAX];
+    if (idx < 0 && common_settings_suggest(s, name, near, sizeof near))
+        return common_errf(err, errlen, COMMON_SETTINGS_EUNKNOWN,
+                           "%s: unknown option '%s'; did you mean '%s'? (see %s)", origin, name,
+                           near, s->docs);
     if (idx < 0)
         return common_errf(err, errlen, COMMON_SETTINGS_EUNKNOWN,
                            "%s: unknown option '%s' (expected section.key, see %s)", origin, name,
@@ -455,7 +460,10 @@ int common_settings_assign(const common_settings *s, void *base, const char *ass
         return common_errf(err, errlen, COMMON_SETTINGS_EVALUE, "%s: value longer than %u bytes",
                            origin, (unsigned)sizeof value - 1);
     strcpy(value, eq + 1);
-    return common_settings_set(s, base, trim(name), trim(value), origin, level, err, errlen);
+    char *key = trim(name);
+    char where[COMMON_SETTINGS_ORIGIN_MAX];
+    snprintf(where, sizeof where, "%s %s", origin, key);
+    return common_settings_set(s, base, key, trim(value), where, level, err, errlen);
 }
 
 /* ---- files ---- */
@@ -515,16 +523,23 @@ static int section_line(const common_settings *s, char *p, const char *where, ch
     if (!known_section(s, name)) {
         char list[512];
         common_settings_sections(s, list, sizeof list);
-        return common_errf(err, errlen, COMMON_SETTINGS_EUNKNOWN,
-                           "%s: unknown section [%s] (sections: %s)", where, name, list);
+        common_nearest n;
+        common_nearest_init(&n, name);
+        for (size_t i = 0; i < s->count; i++)
+            common_nearest_offer(&n, s->options[i].section);
+        const char *best = common_nearest_best(&n);
+        return common_errf(
+            err, errlen, COMMON_SETTINGS_EUNKNOWN, "%s: unknown section [%s]%s%s%s (sections: %s)",
+            where, name, best ? "; did you mean [" : "", best ? best : "", best ? "]?" : "", list);
     }
     strcpy(section, name); /* known, so shorter than COMMON_SETTINGS_SECTION_MAX */
     return 0;
 }
 
-/* Parse one line (modified in place); section holds the current section. */
+/* Parse one line (modified in place); section holds the current section,
+ * seen[i] the line where option i was set in this text (0 = not yet). */
 static int parse_line(const common_settings *s, void *base, char *line, const char *where,
-                      char *section, char *err, size_t errlen)
+                      unsigned lineno, char *section, unsigned *seen, char *err, size_t errlen)
 {
     char *p = trim(line);
     if (!*p || *p == '#' || *p == ';')
@@ -551,9 +566,22 @@ static int parse_line(const common_settings *s, void *base, char *line, const ch
     if (rc)
         return rc;
     int idx = common_settings_find(s, section, key);
-    if (idx < 0)
+    if (idx < 0) {
+        common_nearest n;
+        common_nearest_init(&n, key);
+        for (size_t i = 0; i < s->count; i++)
+            if (!strcmp(s->options[i].section, section))
+                common_nearest_offer(&n, s->options[i].key);
+        const char *best = common_nearest_best(&n);
         return common_errf(err, errlen, COMMON_SETTINGS_EUNKNOWN,
-                           "%s: unknown key '%s' in section [%s]", where, key, section);
+                           "%s: unknown key '%s' in section [%s]%s%s%s", where, key, section,
+                           best ? "; did you mean '" : "", best ? best : "", best ? "'?" : "");
+    }
+    if (s->options[idx].type != COMMON_OPT_LIST && seen[idx])
+        return common_errf(err, errlen, COMMON_SETTINGS_EDUP,
+                           "%s: %s.%s set twice (first at line %u)", where, section, key,
+                           seen[idx]);
+    seen[idx] = lineno;
     return common_settings_apply(s, base, (size_t)idx, v, where, COMMON_LEVEL_FILE, err, errlen);
 }
 
@@ -561,6 +589,7 @@ int common_settings_load_string(const common_settings *s, void *base, const char
                                 const char *text, char *err, size_t errlen)
 {
     char section[COMMON_SETTINGS_SECTION_MAX] = "";
+    unsigned seen[COMMON_SETTINGS_OPTIONS_MAX] = {0};
     char line[COMMON_SETTINGS_LINE_MAX + 1];
     char where[COMMON_SETTINGS_ORIGIN_MAX];
     /* keep the tail of a long file name: it is the informative part */
@@ -578,7 +607,7 @@ int common_settings_load_string(const common_settings *s, void *base, const char
                                "%s: line longer than %u bytes", where, COMMON_SETTINGS_LINE_MAX);
         memcpy(line, p, n);
         line[n] = '\0';
-        int rc = parse_line(s, base, line, where, section, err, errlen);
+        int rc = parse_line(s, base, line, where, lineno, section, seen, err, errlen);
         if (rc)
             return rc;
         p = nl ? nl + 1 : p + n;

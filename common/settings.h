@@ -23,7 +23,8 @@
  *   key = "value with # or \"quotes\" or  edge spaces"   ; comment
  * Sections and keys are lower case [a-z0-9_]. Unknown sections and keys
  * are errors (with the nearest known name suggested), never ignored. A key
- * given twice in one file is an error, except list options, which append.
+ * given twice in one file is an error (EDUP), except list options, which
+ * append.
  * Lines are at most COMMON_SETTINGS_LINE_MAX bytes, files at most
  * COMMON_SETTINGS_FILE_MAX; CR LF line ends are accepted.
  *
@@ -186,8 +187,10 @@ int common_settings_apply(const common_settings *s, void *base, size_t idx, cons
 int common_settings_set(const common_settings *s, void *base, const char *name, const char *value,
                         const char *origin, common_level level, char *err, size_t errlen);
 
-/* Apply "section.key=value" (as --set). Errors: EUSAGE (no '='), and those
- * of common_settings_set. Blanks around the name and the value are cut. */
+/* Apply "section.key=value" (as --set). origin is the flag ("--set"); the
+ * value's origin becomes "--set section.key". Errors: EUSAGE (no '='), and
+ * those of common_settings_set. Blanks around the name and the value are
+ * cut. */
 int common_settings_assign(const common_settings *s, void *base, const char *assignment,
                            const char *origin, common_level level, char *err, size_t errlen);
 

@@ -5,23 +5,22 @@
 #include <math.h>
 #include <string.h>
 
-static const char *const algo_names[GOSSIP_MIX_ALGO_COUNT] = {
-    [GOSSIP_MIX_DPSGD] = "dpsgd",         [GOSSIP_MIX_GOSSIP] = "gossip",
-    [GOSSIP_MIX_PUSHSUM] = "push-sum",    [GOSSIP_MIX_CHOCO] = "choco",
-    [GOSSIP_MIX_ALLREDUCE] = "allreduce",
-};
+const char *const gossip_mix_algo_names[GOSSIP_MIX_ALGO_COUNT + 1] = {GOSSIP_MIX_ALGO_NAMES, NULL};
+_Static_assert(sizeof((const char *[]){GOSSIP_MIX_ALGO_NAMES}) / sizeof(const char *) ==
+                   GOSSIP_MIX_ALGO_COUNT,
+               "GOSSIP_MIX_ALGO_NAMES names every gossip_mix_algo");
 
 static const unsigned all_bits[] = {32, 16, 8, 4, 2, 1};
 
 const char *gossip_mix_algo_name(gossip_mix_algo a)
 {
-    return (unsigned)a < GOSSIP_MIX_ALGO_COUNT ? algo_names[a] : "unknown";
+    return (unsigned)a < GOSSIP_MIX_ALGO_COUNT ? gossip_mix_algo_names[a] : "unknown";
 }
 
 int gossip_mix_algo_parse(const char *name, gossip_mix_algo *out)
 {
     for (unsigned a = 0; a < GOSSIP_MIX_ALGO_COUNT; a++) {
-        if (name && strcmp(name, algo_names[a]) == 0) {
+        if (name && strcmp(name, gossip_mix_algo_names[a]) == 0) {
             *out = (gossip_mix_algo)a;
             return GOSSIP_OK;
         }

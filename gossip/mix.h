@@ -155,7 +155,13 @@ typedef enum gossip_mix_state {
 
 typedef struct gossip_mix gossip_mix;
 
-/* "dpsgd", "gossip", "push-sum", "choco", "allreduce"; "unknown". */
+/* The one name table of gossip_mix_algo, in enum order, NULL-terminated
+ * (common/text.h): config files, scenarios and every printed name use it.
+ * GOSSIP_MIX_ALGO_NAMES is the list itself, for a superset table (the
+ * simulator adds its own "ps"). */
+#define GOSSIP_MIX_ALGO_NAMES "dpsgd", "gossip", "push-sum", "choco", "allreduce"
+extern const char *const gossip_mix_algo_names[GOSSIP_MIX_ALGO_COUNT + 1];
+/* gossip_mix_algo_names[a]; "unknown" outside the enum. */
 const char *gossip_mix_algo_name(gossip_mix_algo a);
 /* Parse a name above. Returns GOSSIP_OK or GOSSIP_EINVAL. */
 int gossip_mix_algo_parse(const char *name, gossip_mix_algo *out);

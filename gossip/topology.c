@@ -2,23 +2,24 @@
 
 #include <string.h>
 
-static const char *const topo_names[GOSSIP_TOPO_COUNT] = {
+const char *const gossip_topology_names[GOSSIP_TOPO_COUNT + 1] = {
     [GOSSIP_TOPO_RANDOM] = "random",
     [GOSSIP_TOPO_RING] = "ring",
     [GOSSIP_TOPO_TORUS] = "torus",
     [GOSSIP_TOPO_EXPONENTIAL] = "exponential",
     [GOSSIP_TOPO_ONE_PEER_EXP] = "one-peer-exponential",
+    [GOSSIP_TOPO_COUNT] = NULL,
 };
 
 const char *gossip_topology_name(gossip_topology t)
 {
-    return (unsigned)t < GOSSIP_TOPO_COUNT ? topo_names[t] : "unknown";
+    return (unsigned)t < GOSSIP_TOPO_COUNT ? gossip_topology_names[t] : "unknown";
 }
 
 int gossip_topology_parse(const char *name, gossip_topology *out)
 {
     for (unsigned t = 0; t < GOSSIP_TOPO_COUNT; t++) {
-        if (name && strcmp(name, topo_names[t]) == 0) {
+        if (name && strcmp(name, gossip_topology_names[t]) == 0) {
             *out = (gossip_topology)t;
             return GOSSIP_OK;
         }

@@ -51,7 +51,10 @@ typedef enum gossip_topology {
 _Static_assert(GOSSIP_MEMBERS_MAX <= (1u << (GOSSIP_TOPOLOGY_DEGREE_MAX - 2)),
                "exponential degree fits GOSSIP_TOPOLOGY_DEGREE_MAX");
 
-/* "random", "ring", "torus", "exponential", "one-peer-exponential"; "unknown". */
+/* The one name table of gossip_topology, in enum order, NULL-terminated:
+ * "random", "ring", "torus", "exponential", "one-peer-exponential". */
+extern const char *const gossip_topology_names[GOSSIP_TOPO_COUNT + 1];
+/* gossip_topology_names[t]; "unknown" outside the enum. */
 const char *gossip_topology_name(gossip_topology t);
 /* Parse a name above into *out. Returns GOSSIP_OK or GOSSIP_EINVAL. */
 int gossip_topology_parse(const char *name, gossip_topology *out);

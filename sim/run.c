@@ -1553,7 +1553,7 @@ static int setup(runner *r)
         .bits = sc->mixing.bits,
         .members_max = r->n,
         .sync_window = gossip_topology_is_static((gossip_topology)sc->mixing.topology) &&
-                               sc->mixing.topology != SIM_TOPO_EXPONENTIAL
+                               sc->mixing.topology != GOSSIP_TOPO_EXPONENTIAL
                            ? 0
                            : 4,
     };

@@ -5,26 +5,26 @@
  * come, in this order, from the defaults, a scenario file, `--set
  * section.key=value` overrides and one point of a `--sweep` product.
  *
- * File format (docs/SIMULATOR.md, "Scenario files", lists every key):
+ * File format: the one syntax of common/settings.h, the same as the
+ * agent's config files (docs/SIMULATOR.md, "Scenario files", lists every key):
  *
- *   # comment (also after a value)
+ *   # comment
  *   [network]
  *   latency_ms = 20
- *   bandwidth_mbps = 100        # 0 = unlimited
+ *   bandwidth_mbps = 100        # 0 = unlimited (a comment needs a blank before '#')
  *   [faults]
  *   event = 30 crash 3,5-7      # list key: one fault per line
  *
- * - A [section] line names one of: run model mixing network compute shards
- *   faults output. `key = value` lines belong to the last section.
- * - Whitespace around keys and values is ignored; values run to the end of
- *   the line or to '#'. A key may appear once per file, except list keys
- *   (faults.event), which append.
- * - Every error names where the value came from (FILE:LINE, `--set`,
- *   `--sweep`), the key, and what is allowed: an unknown section or key, a
- *   missing '=', a value that does not parse, a number out of range, a key
- *   set twice, a line too long. Cross-key checks (shards.replication <=
- *   run.agents, fault targets < run.agents, ...) run in
- *   sim_scenario_check, after all overrides.
+ * - A [section] line names one of the table's sections. `key = value`
+ *   lines belong to the last section. A key may appear once per file,
+ *   except list keys (faults.event), which append; an empty faults.event
+ *   clears the list.
+ * - Every error names where the value came from (FILE:LINE, `--set KEY`,
+ *   `--sweep KEY`), the key, and what is wrong. Cross-key checks
+ *   (shards.replication <= run.agents, fault targets < run.agents, ...) run
+ *   in sim_scenario_check, after all overrides.
+ * - The environment is not read: a run is reproduced from its scenario file
+ *   and its command line alone.
  *
  * Sweeps. Each `--sweep key=v1,v2,...` adds an axis; the runs are the
  * Cartesian product, enumerated like nested loops in the order the axes were
@@ -43,22 +43,24 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "common/settings.h"
+#include "gossip/topology.h"
 #include "sim/compute.h"
 #include "sim/faults.h"
 #include "sim/netmodel.h"
 
 /* Longest string value (paths), including the NUL. */
 #define SIM_SCENARIO_STR_MAX 256u
-/* Longest line of a scenario file, including the newline. */
-#define SIM_SCENARIO_LINE_MAX 1024u
+/* Longest line of a scenario file (the settings engine's limit). */
+#define SIM_SCENARIO_LINE_MAX COMMON_SETTINGS_LINE_MAX
 /* Most faults.event lines. */
 #define SIM_SCENARIO_EVENTS_MAX 256u
 /* Where a value came from ("runs/a.ini:12", "--set"), including the NUL. */
-#define SIM_SCENARIO_ORIGIN_MAX 96u
+#define SIM_SCENARIO_ORIGIN_MAX COMMON_SETTINGS_ORIGIN_MAX
 /* Most keys in the table (checked against the table at compile time). */
-#define SIM_SCENARIO_KEYS_MAX 64u
+#define SIM_SCENARIO_KEYS_MAX COMMON_SETTINGS_OPTIONS_MAX
 /* Longest "section.key", including the NUL. */
-#define SIM_SCENARIO_KEY_MAX 48u
+#define SIM_SCENARIO_KEY_MAX COMMON_SETTINGS_NAME_MAX
 /* Sweep limits: axes, values per axis, characters per value, runs. */
 #define SIM_SWEEP_AXES_MAX   8u
 #define SIM_SWEEP_VALUES_MAX 64u
@@ -77,9 +79,9 @@ typedef enum sim_scenario_err {
     SIM_SCENARIO_ESYNTAX = -2,  /* line is not [section] or key = value; line too long */
     SIM_SCENARIO_EKEY = -3,     /* unknown section or key */
     SIM_SCENARIO_EVALUE = -4,   /* value does not parse for the key's type */
-    SIM_SCENARIO_ERANGE = -5,   /* number out of range; cross-key check failed */
+    SIM_SCENARIO_ERANGE = -5,   /* out of range, too many event lines; cross-key check */
     SIM_SCENARIO_EDUP = -6,     /* key set twice in one file; sweep axis twice */
-    SIM_SCENARIO_ETOOMANY = -7, /* too many event lines, sweep axes, values or runs */
+    SIM_SCENARIO_ETOOMANY = -7, /* too many sweep axes, values or runs */
 } sim_scenario_err;
 
 /* run.mode (named apart from sim/driver.h's sim_mode, which the main loop
@@ -99,13 +101,6 @@ typedef enum sim_mix_algorithm {
     SIM_MIX_ALLREDUCE,
     SIM_MIX_PS,
 } sim_mix_algorithm;
-typedef enum sim_topology {
-    SIM_TOPO_RANDOM = 0,
-    SIM_TOPO_RING,
-    SIM_TOPO_TORUS,
-    SIM_TOPO_EXPONENTIAL,
-    SIM_TOPO_ONE_PEER_EXPONENTIAL,
-} sim_topology;
 
 /* membership.mode: oracle (every crash, restart or join installs the new
  * view on every live agent at once) or swim (each agent runs the real
@@ -137,7 +132,7 @@ typedef struct sim_scenario {
     } model;
     struct {
         sim_mix_algorithm algorithm;
-        sim_topology topology;
+        gossip_topology topology; /* names: gossip_topology_names */
         uint32_t bits;
         uint32_t interval_steps;
     } mixing;
@@ -191,8 +186,10 @@ typedef struct sim_scenario {
         double every_s;
         int per_agent;
     } output;
-    /* where each key's value came from, by key index ("" = default) */
+    /* where each key's value came from, by key index ("default",
+     * "FILE:LINE", "--set KEY"), and its common_level */
     char origin[SIM_SCENARIO_KEYS_MAX][SIM_SCENARIO_ORIGIN_MAX];
+    uint8_t origin_level[SIM_SCENARIO_KEYS_MAX];
 } sim_scenario;
 
 /* One key of the table, for help texts, docs and tests. */
@@ -213,8 +210,8 @@ const char *sim_scenario_strerror(int err);
 void sim_scenario_defaults(sim_scenario *sc);
 
 /* Apply a scenario file on top of sc. Errors (message "PATH:LINE: ..." in
- * err): SIM_SCENARIO_EIO, _ESYNTAX, _EKEY, _EVALUE, _ERANGE, _EDUP,
- * _ETOOMANY. On error sc may hold the values of the lines before the bad one. */
+ * err): SIM_SCENARIO_EIO, _ESYNTAX, _EKEY, _EVALUE, _ERANGE, _EDUP. On
+ * error sc may hold the values of the lines before the bad one. */
 int sim_scenario_load(sim_scenario *sc, const char *path, char *err, size_t errlen);
 
 /* Same, from a string (origin names it in messages). */
@@ -222,8 +219,8 @@ int sim_scenario_parse(sim_scenario *sc, const char *text, const char *origin, c
                        size_t errlen);
 
 /* Set one key: key "section.key", value as in a file. origin (e.g. "--set")
- * is recorded and used in messages. Errors: _EKEY, _EVALUE, _ERANGE,
- * _ETOOMANY (event lines). */
+ * is recorded and used in messages. Errors: _EKEY, _EVALUE, _ERANGE (also
+ * too many event lines). */
 int sim_scenario_set_key(sim_scenario *sc, const char *key, const char *value, const char *origin,
                          char *err, size_t errlen);
 

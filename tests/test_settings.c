@@ -271,7 +271,8 @@ static void file_syntax_errors(void **state)
         int code;
         const char *needle;
     } cases[] = {
-        {"[mian]\n", COMMON_SETTINGS_EUNKNOWN, "f:1: unknown section [mian] (sections: main, look"},
+        {"[mian]\n", COMMON_SETTINGS_EUNKNOWN,
+         "f:1: unknown section [mian]; did you mean [main]? (sections: main, look"},
         {"[main]\ncolour = red\n", COMMON_SETTINGS_EUNKNOWN,
          "f:2: unknown key 'colour' in section"},
         {"on = 1\n", COMMON_SETTINGS_ESYNTAX, "f:1: 'on' is outside any [section]"},
@@ -283,6 +284,9 @@ static void file_syntax_errors(void **state)
         {"[look]\nname = \"abc\n", COMMON_SETTINGS_ESYNTAX, "look.name: unterminated quote"},
         {"[look]\nname = \"a\" b\n", COMMON_SETTINGS_ESYNTAX, "text after the quoted value"},
         {"[main]\r\ncount = 7\r\n", COMMON_SETTINGS_EVALUE, "f:2: main.count: 7 is odd"},
+        {"[main]\non = 1\n[look]\n[main]\non = 0\n", COMMON_SETTINGS_EDUP,
+         "f:5: main.on set twice (first at line 2)"},
+        {"[main]\ncont = 4\n", COMMON_SETTINGS_EUNKNOWN, "did you mean 'count'?"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         demo d;

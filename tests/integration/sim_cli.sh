@@ -83,10 +83,10 @@ expect_err() { # pattern, args...
     grep -q -- "$pat" "$tmp/e.err" || { cat "$tmp/e.err"; fail "no '$pat' in the error for: $*"; }
 }
 printf '[run]\nagnets = 3\n' >"$tmp/bad.ini"
-expect_err "bad.ini:2: unknown key 'run.agnets'" "$tmp/bad.ini" --out "$tmp/x"
+expect_err "bad.ini:2: unknown key 'agnets' in section .run.; did you mean 'agents'" "$tmp/bad.ini" --out "$tmp/x"
 printf '[netwrk]\n' >"$tmp/bad2.ini"
 expect_err "unknown section" "$tmp/bad2.ini" --out "$tmp/x"
-expect_err "mixing.bits = 3" "$tmp/s.ini" --out "$tmp/x" --set mixing.bits=3
+expect_err "mixing.bits: '3' is not one of" "$tmp/s.ini" --out "$tmp/x" --set mixing.bits=3
 expect_err "network.loss" "$tmp/s.ini" --out "$tmp/x" --sweep network.loss=0.1,2
 expect_err "cannot open" "$tmp/missing.ini" --out "$tmp/x"
 expect_err "unknown option" "$tmp/s.ini" --bogus
