@@ -13,6 +13,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/errmsg.h"
+#include "common/json.h"
+#include "common/text.h"
 #include "gossip/wire.h"
 
 typedef struct family {
@@ -52,17 +55,6 @@ const char *agent_metrics_strerror(int err)
     if (err < 0 || err >= AGENT_METRICS_ERR_COUNT)
         return "unknown error";
     return err_names[err];
-}
-
-static int fail(char *err, size_t errlen, int code, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return code;
 }
 
 int agent_metrics_create(agent_metrics **out)
@@ -268,17 +260,15 @@ static void sb_escaped(sbuf *b, const char *s, bool quote)
 }
 
 /* Shortest decimal that reads back as v; Prometheus spellings for the rest. */
+/* Prometheus text: NaN, +Inf, -Inf; otherwise the shortest exact form. */
 static void format_double(double v, char *out, size_t cap)
 {
-    if (isnan(v)) {
+    if (isnan(v))
         snprintf(out, cap, "NaN");
-    } else if (isinf(v)) {
+    else if (isinf(v))
         snprintf(out, cap, "%sInf", v > 0 ? "+" : "-");
-    } else {
-        snprintf(out, cap, "%.15g", v);
-        if (strtod(out, NULL) != v)
-            snprintf(out, cap, "%.17g", v);
-    }
+    else
+        common_fmt_double(v, out, cap);
 }
 
 int agent_metrics_render(agent_metrics *m, char **out, size_t *len)
@@ -402,87 +392,38 @@ int agent_metrics_std_reject(const agent_metrics_std *s, const char *cause)
 
 /* ---- /status JSON ---- */
 
-typedef struct jbuf {
-    char *p;
-    size_t len, cap;
-    bool full;
-} jbuf;
-
-static void j_put(jbuf *j, const char *fmt, ...)
-{
-    if (j->full)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(j->p + j->len, j->cap - j->len, fmt, ap);
-    va_end(ap);
-    if (n < 0 || (size_t)n >= j->cap - j->len)
-        j->full = true;
-    else
-        j->len += (size_t)n;
-}
-
-static void j_string(jbuf *j, const char *key, const char *v)
-{
-    j_put(j, "%s\"%s\":\"", j->len > 1 ? "," : "", key);
-    for (const unsigned char *s = (const unsigned char *)v; *s; s++) {
-        if (*s == '"' || *s == '\\')
-            j_put(j, "\\%c", *s);
-        else if (*s < 0x20)
-            j_put(j, "\\u%04x", *s);
-        else
-            j_put(j, "%c", *s);
-    }
-    j_put(j, "\"");
-}
-
-static void j_u64(jbuf *j, const char *key, uint64_t v)
-{
-    j_put(j, "%s\"%s\":%" PRIu64, j->len > 1 ? "," : "", key, v);
-}
-
-static void j_double(jbuf *j, const char *key, double v)
-{
-    char t[40];
-    if (isfinite(v))
-        format_double(v, t, sizeof t);
-    else
-        snprintf(t, sizeof t, "null");
-    j_put(j, "%s\"%s\":%s", j->len > 1 ? "," : "", key, t);
-}
-
 size_t agent_status_json(const agent_status *st, char *buf, size_t cap)
 {
-    if (cap < 3)
-        return 0;
-    jbuf j = {.p = buf, .cap = cap};
+    common_json j;
     char id[17];
     snprintf(id, sizeof id, "%016" PRIx64, st->node_id);
-    j_put(&j, "{");
-    j_string(&j, "node_id", id);
-    j_string(&j, "address", st->address);
-    j_u64(&j, "step", st->step);
-    j_double(&j, "samples_per_second", st->samples_per_second);
-    j_double(&j, "loss", st->loss);
-    j_double(&j, "accuracy", st->accuracy);
-    j_u64(&j, "peers", st->peers);
-    j_u64(&j, "view_epoch", st->view_epoch);
-    j_string(&j, "mixing", st->mixing);
-    j_u64(&j, "shards_held", st->shards_held);
-    j_u64(&j, "shards_primary", st->shards_primary);
-    j_double(&j, "uptime_s", st->uptime_s);
+    common_json_init_buf(&j, buf, cap, 0);
+    common_json_object_begin(&j, NULL);
+    common_json_string(&j, "node_id", id);
+    common_json_string(&j, "address", st->address);
+    common_json_u64(&j, "step", st->step);
+    common_json_number(&j, "samples_per_second", st->samples_per_second);
+    common_json_number(&j, "loss", st->loss);
+    common_json_number(&j, "accuracy", st->accuracy);
+    common_json_u64(&j, "peers", st->peers);
+    common_json_u64(&j, "view_epoch", st->view_epoch);
+    common_json_string(&j, "mixing", st->mixing);
+    common_json_u64(&j, "shards_held", st->shards_held);
+    common_json_u64(&j, "shards_primary", st->shards_primary);
+    common_json_number(&j, "uptime_s", st->uptime_s);
     if (st->state[0]) { /* the agent's fields; absent from a bare server's answer */
-        j_string(&j, "state", st->state);
-        j_u64(&j, "round", st->round);
-        j_u64(&j, "mixing_rounds", st->mixing_rounds);
-        j_u64(&j, "round_aborts", st->round_aborts);
-        j_u64(&j, "bytes_sent", st->bytes_sent);
-        j_u64(&j, "bytes_received", st->bytes_received);
-        j_double(&j, "consensus_distance", st->consensus_distance);
-        j_double(&j, "test_loss", st->test_loss);
+        common_json_string(&j, "state", st->state);
+        common_json_u64(&j, "round", st->round);
+        common_json_u64(&j, "mixing_rounds", st->mixing_rounds);
+        common_json_u64(&j, "round_aborts", st->round_aborts);
+        common_json_u64(&j, "bytes_sent", st->bytes_sent);
+        common_json_u64(&j, "bytes_received", st->bytes_received);
+        common_json_number(&j, "consensus_distance", st->consensus_distance);
+        common_json_number(&j, "test_loss", st->test_loss);
     }
-    j_put(&j, "}\n");
-    return j.full ? 0 : j.len;
+    common_json_end(&j);
+    size_t len = 0;
+    return common_json_finish(&j, &len) ? 0 : len;
 }
 
 /* ---- HTTP server ---- */
@@ -604,10 +545,10 @@ int agent_metrics_serve(agent_metrics *m, const char *listen, agent_status_fn st
 {
     *out = NULL;
     if (!m || !listen || !*listen || strlen(listen) > 200)
-        return fail(err, errlen, AGENT_METRICS_EINVAL, "metrics: bad listen address");
+        return common_errf(err, errlen, AGENT_METRICS_EINVAL, "metrics: bad listen address");
     agent_metrics_server *s = calloc(1, sizeof *s);
     if (!s)
-        return fail(err, errlen, AGENT_METRICS_ENOMEM, "metrics: out of memory");
+        return common_errf(err, errlen, AGENT_METRICS_ENOMEM, "metrics: out of memory");
     pthread_mutex_init(&s->lock, NULL);
     pthread_cond_init(&s->idle, NULL);
     s->metrics = m;
@@ -653,8 +594,8 @@ int agent_metrics_serve(agent_metrics *m, const char *listen, agent_status_fn st
     return 0;
 fail:
     free_server(s);
-    return fail(err, errlen, AGENT_METRICS_ENET, "metrics: cannot %s on %s: %s", what, url,
-                nng_strerror(rv));
+    return common_errf(err, errlen, AGENT_METRICS_ENET, "metrics: cannot %s on %s: %s", what, url,
+                       nng_strerror(rv));
 }
 
 uint16_t agent_metrics_server_port(const agent_metrics_server *s)
@@ -687,7 +628,7 @@ int agent_http_get(const char *hostport, const char *path, int timeout_ms, char 
         *len = 0;
     if (!hostport || !path || path[0] != '/' || timeout_ms <= 0 ||
         strlen(hostport) + strlen(path) > 200)
-        return fail(err, errlen, AGENT_METRICS_EINVAL, "bad address or path");
+        return common_errf(err, errlen, AGENT_METRICS_EINVAL, "bad address or path");
     char url_s[512];
     snprintf(url_s, sizeof url_s, "%s%s%s", strncmp(hostport, "http://", 7) ? "http://" : "",
              hostport, path);
@@ -698,13 +639,13 @@ int agent_http_get(const char *hostport, const char *path, int timeout_ms, char 
     nng_aio *aio = NULL;
     int rc = 0, rv;
     if ((rv = nng_url_parse(&url, url_s))) {
-        rc = fail(err, errlen, AGENT_METRICS_EINVAL, "%s: not a valid address: %s", url_s,
-                  nng_strerror(rv));
+        rc = common_errf(err, errlen, AGENT_METRICS_EINVAL, "%s: not a valid address: %s", url_s,
+                         nng_strerror(rv));
         goto out;
     }
     if ((rv = nng_http_client_alloc(&cli, url)) || (rv = nng_http_req_alloc(&req, url)) ||
         (rv = nng_http_res_alloc(&res)) || (rv = nng_aio_alloc(&aio, NULL, NULL))) {
-        rc = fail(err, errlen, AGENT_METRICS_ENOMEM, "%s: %s", url_s, nng_strerror(rv));
+        rc = common_errf(err, errlen, AGENT_METRICS_ENOMEM, "%s: %s", url_s, nng_strerror(rv));
         goto out;
     }
     nng_aio_set_timeout(aio, (nng_duration)timeout_ms);
@@ -712,30 +653,31 @@ int agent_http_get(const char *hostport, const char *path, int timeout_ms, char 
     nng_aio_wait(aio);
     rv = nng_aio_result(aio);
     if (rv) {
-        rc = fail(err, errlen, rv == NNG_ETIMEDOUT ? AGENT_METRICS_ETIMEDOUT : AGENT_METRICS_ENET,
-                  "cannot fetch %s: %s", url_s,
-                  rv == NNG_ETIMEDOUT ? "no answer in time" : nng_strerror(rv));
+        rc = common_errf(err, errlen,
+                         rv == NNG_ETIMEDOUT ? AGENT_METRICS_ETIMEDOUT : AGENT_METRICS_ENET,
+                         "cannot fetch %s: %s", url_s,
+                         rv == NNG_ETIMEDOUT ? "no answer in time" : nng_strerror(rv));
         goto out;
     }
     uint16_t code = nng_http_res_get_status(res);
     if (status)
         *status = code;
     if (code != 200) {
-        rc = fail(err, errlen, AGENT_METRICS_EHTTP, "%s answered %u %s", url_s, code,
-                  nng_http_res_get_reason(res));
+        rc = common_errf(err, errlen, AGENT_METRICS_EHTTP, "%s answered %u %s", url_s, code,
+                         nng_http_res_get_reason(res));
         goto out;
     }
     void *data;
     size_t n;
     nng_http_res_get_data(res, &data, &n);
     if (n > AGENT_HTTP_BODY_MAX) {
-        rc = fail(err, errlen, AGENT_METRICS_ENET, "%s: answer of %zu bytes exceeds %u", url_s, n,
-                  AGENT_HTTP_BODY_MAX);
+        rc = common_errf(err, errlen, AGENT_METRICS_ENET, "%s: answer of %zu bytes exceeds %u",
+                         url_s, n, AGENT_HTTP_BODY_MAX);
         goto out;
     }
     char *copy = malloc(n + 1);
     if (!copy) {
-        rc = fail(err, errlen, AGENT_METRICS_ENOMEM, "out of memory");
+        rc = common_errf(err, errlen, AGENT_METRICS_ENOMEM, "out of memory");
         goto out;
     }
     if (n)

@@ -1,6 +1,10 @@
 /* sim/output — see output.h for the file formats. */
 #include "sim/output.h"
 
+#include "common/errmsg.h"
+#include "common/json.h"
+#include "common/text.h"
+
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
@@ -9,24 +13,14 @@
 #include <string.h>
 #include <sys/stat.h>
 
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (!err || !errlen)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
-
 int sim_mkdirs(const char *dir, char *err, size_t errlen)
 {
     char p[SIM_OUTPUT_PATH_MAX];
     size_t n = strlen(dir);
     if (n == 0 || n >= sizeof p) {
-        set_err(err, errlen, "output directory '%s': empty or longer than %u characters", dir,
-                SIM_OUTPUT_PATH_MAX - 1);
-        return SIM_OUTPUT_EINVAL;
+        return common_errf(err, errlen, SIM_OUTPUT_EINVAL,
+                           "output directory '%s': empty or longer than %u characters", dir,
+                           SIM_OUTPUT_PATH_MAX - 1);
     }
     memcpy(p, dir, n + 1);
     for (size_t i = 1; i <= n; i++) {
@@ -35,15 +29,14 @@ int sim_mkdirs(const char *dir, char *err, size_t errlen)
         char c = p[i];
         p[i] = 0;
         if (mkdir(p, 0777) && errno != EEXIST) {
-            set_err(err, errlen, "cannot create directory %s: %s", p, strerror(errno));
-            return SIM_OUTPUT_EIO;
+            return common_errf(err, errlen, SIM_OUTPUT_EIO, "cannot create directory %s: %s", p,
+                               strerror(errno));
         }
         p[i] = c;
     }
     struct stat st;
     if (stat(dir, &st) || !S_ISDIR(st.st_mode)) {
-        set_err(err, errlen, "%s: not a directory", dir);
-        return SIM_OUTPUT_EIO;
+        return common_errf(err, errlen, SIM_OUTPUT_EIO, "%s: not a directory", dir);
     }
     return SIM_OUTPUT_OK;
 }
@@ -52,27 +45,18 @@ static int join(char *out, const char *dir, const char *name, char *err, size_t 
 {
     int n = snprintf(out, SIM_OUTPUT_PATH_MAX, "%s/%s", dir, name);
     if (n < 0 || n >= (int)SIM_OUTPUT_PATH_MAX) {
-        set_err(err, errlen, "output path %s/%s: longer than %u characters", dir, name,
-                SIM_OUTPUT_PATH_MAX - 1);
-        return SIM_OUTPUT_EINVAL;
+        return common_errf(err, errlen, SIM_OUTPUT_EINVAL,
+                           "output path %s/%s: longer than %u characters", dir, name,
+                           SIM_OUTPUT_PATH_MAX - 1);
     }
     return SIM_OUTPUT_OK;
 }
 
-/* %.17g would print 0.1 as 0.10000000000000001: use the shortest form
- * that reads back to the same double */
+/* the shortest form that reads back to the same double (common/text.h) */
 static void put_double(FILE *f, double v)
 {
     char buf[40];
-    if (v == floor(v) && fabs(v) < 1e15) { /* 30, not 3e+01 */
-        fprintf(f, "%.0f", v);
-        return;
-    }
-    for (int prec = 1; prec <= 17; prec++) {
-        snprintf(buf, sizeof buf, "%.*g", prec, v);
-        if (strtod(buf, NULL) == v)
-            break;
-    }
+    common_fmt_double(v, buf, sizeof buf);
     fputs(buf, f);
 }
 
@@ -92,8 +76,8 @@ int sim_output_open(sim_output *o, const char *dir, char *err, size_t errlen)
         return rc;
     o->series = fopen(o->path, "w");
     if (!o->series) {
-        set_err(err, errlen, "cannot create %s: %s", o->path, strerror(errno));
-        return SIM_OUTPUT_EIO;
+        return common_errf(err, errlen, SIM_OUTPUT_EIO, "cannot create %s: %s", o->path,
+                           strerror(errno));
     }
     fputs(SIM_SERIES_HEADER "\n", o->series);
     return SIM_OUTPUT_OK;
@@ -128,8 +112,7 @@ static int close_file(FILE **fp, const char *path, char *err, size_t errlen)
     bad |= fclose(*fp) != 0;
     *fp = NULL;
     if (bad) {
-        set_err(err, errlen, "write error on %s", path);
-        return SIM_OUTPUT_EIO;
+        return common_errf(err, errlen, SIM_OUTPUT_EIO, "write error on %s", path);
     }
     return SIM_OUTPUT_OK;
 }
@@ -137,46 +120,6 @@ static int close_file(FILE **fp, const char *path, char *err, size_t errlen)
 int sim_output_close(sim_output *o, char *err, size_t errlen)
 {
     return close_file(&o->series, o->path, err, errlen);
-}
-
-/* ---- JSON ---- */
-
-void sim_json_string(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        switch (*p) {
-        case '"':
-            fputs("\\\"", f);
-            break;
-        case '\\':
-            fputs("\\\\", f);
-            break;
-        case '\n':
-            fputs("\\n", f);
-            break;
-        case '\r':
-            fputs("\\r", f);
-            break;
-        case '\t':
-            fputs("\\t", f);
-            break;
-        default:
-            if (*p < 0x20 || *p == 0x7f)
-                fprintf(f, "\\u%04x", *p);
-            else
-                fputc(*p, f);
-        }
-    }
-    fputc('"', f);
-}
-
-void sim_json_number(FILE *f, double v)
-{
-    if (isfinite(v))
-        put_double(f, v);
-    else
-        fputs("null", f);
 }
 
 void sim_summary_init(sim_summary *s)
@@ -243,30 +186,26 @@ int sim_summary_write(const sim_summary *s, FILE *f)
 {
     scalar v[NSCALARS];
     scalars(s, v);
-    fputs("{\n", f);
+    common_json j;
+    common_json_init_file(&j, f, 2);
+    common_json_object_begin(&j, NULL);
     for (int i = 0; i < NSCALARS; i++) {
-        fprintf(f, "  \"%s\": ", v[i].name);
-        if (!strcmp(v[i].name, "trace_hash"))
-            fprintf(f, "\"%016llx\"", (unsigned long long)v[i].u);
-        else if (v[i].is_u64)
-            fprintf(f, "%llu", (unsigned long long)v[i].u);
-        else
-            sim_json_number(f, v[i].d);
-        fputs(",\n", f);
+        if (!strcmp(v[i].name, "trace_hash")) {
+            char hex[17];
+            snprintf(hex, sizeof hex, "%016llx", (unsigned long long)v[i].u);
+            common_json_string(&j, v[i].name, hex);
+        } else if (v[i].is_u64) {
+            common_json_u64(&j, v[i].name, v[i].u);
+        } else {
+            common_json_number(&j, v[i].name, v[i].d);
+        }
     }
-    double eps = s->wall_s > 0 ? (double)s->events / s->wall_s : NAN;
-    fputs("  \"events_per_s\": ", f);
-    sim_json_number(f, eps);
-    fputs(",\n", f);
-    for (uint32_t i = 0; i < s->nextra; i++) {
-        fprintf(f, "  \"%s\": ", s->extra[i].name);
-        sim_json_number(f, s->extra[i].value);
-        fputs(",\n", f);
-    }
-    fputs("  \"label\": ", f);
-    sim_json_string(f, s->label);
-    fputs("\n}\n", f);
-    return ferror(f) ? SIM_OUTPUT_EIO : SIM_OUTPUT_OK;
+    common_json_number(&j, "events_per_s", s->wall_s > 0 ? (double)s->events / s->wall_s : NAN);
+    for (uint32_t i = 0; i < s->nextra; i++)
+        common_json_number(&j, s->extra[i].name, s->extra[i].value);
+    common_json_string(&j, "label", s->label);
+    common_json_end(&j);
+    return common_json_finish(&j, NULL) ? SIM_OUTPUT_EIO : SIM_OUTPUT_OK;
 }
 
 int sim_summary_write_file(const sim_summary *s, const char *dir, char *err, size_t errlen)
@@ -277,8 +216,8 @@ int sim_summary_write_file(const sim_summary *s, const char *dir, char *err, siz
         return rc;
     FILE *f = fopen(path, "w");
     if (!f) {
-        set_err(err, errlen, "cannot create %s: %s", path, strerror(errno));
-        return SIM_OUTPUT_EIO;
+        return common_errf(err, errlen, SIM_OUTPUT_EIO, "cannot create %s: %s", path,
+                           strerror(errno));
     }
     sim_summary_write(s, f);
     return close_file(&f, path, err, errlen);
@@ -310,8 +249,8 @@ int sim_sweep_csv_open(sim_sweep_csv *c, const char *dir, const sim_sweep *sw, c
         return rc;
     c->f = fopen(c->path, "w");
     if (!c->f) {
-        set_err(err, errlen, "cannot create %s: %s", c->path, strerror(errno));
-        return SIM_OUTPUT_EIO;
+        return common_errf(err, errlen, SIM_OUTPUT_EIO, "cannot create %s: %s", c->path,
+                           strerror(errno));
     }
     fputs("run", c->f);
     for (uint32_t a = 0; a < sw->naxes; a++) {

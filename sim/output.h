@@ -125,11 +125,6 @@ int sim_summary_add(sim_summary *s, const char *name, double value);
 int sim_summary_write(const sim_summary *s, FILE *f);
 int sim_summary_write_file(const sim_summary *s, const char *dir, char *err, size_t errlen);
 
-/* JSON string with escapes (", \, control characters) to f. */
-void sim_json_string(FILE *f, const char *s);
-/* A number, or null when not finite. */
-void sim_json_number(FILE *f, double v);
-
 /* sweep.csv: header from the sweep's axes, then one row per run. */
 typedef struct sim_sweep_csv {
     FILE *f;

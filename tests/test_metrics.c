@@ -247,7 +247,7 @@ static void status_json_exact(void **state)
     char buf[AGENT_STATUS_JSON_MAX];
     size_t n = agent_status_json(&st, buf, sizeof buf);
     const char *want =
-        "{\"node_id\":\"00000000000000ff\",\"address\":\"tcp://h\\\"x\\\\:1\\u000a\",\"step\":12,"
+        "{\"node_id\":\"00000000000000ff\",\"address\":\"tcp://h\\\"x\\\\:1\\n\",\"step\":12,"
         "\"samples_per_second\":2500.5,\"loss\":null,\"accuracy\":0.875,\"peers\":3,"
         "\"view_epoch\":7,\"mixing\":\"push-sum\",\"shards_held\":4,\"shards_primary\":2,"
         "\"uptime_s\":1.5}\n";
