@@ -1,4 +1,5 @@
-/* murmur agent — run one agent until SIGINT or SIGTERM (agent/agent.h). */
+/* murmur agent — run one agent until SIGINT or SIGTERM; SIGHUP re-reads the
+ * allow-list (agent/agent.h). */
 #include "agent/commands.h"
 
 #include <signal.h>
@@ -13,8 +14,11 @@ static agent_runtime *running;
 
 static void on_signal(int sig)
 {
-    (void)sig;
-    if (running)
+    if (!running)
+        return;
+    if (sig == SIGHUP)
+        agent_runtime_reload(running); /* re-read the allow-list */
+    else
         agent_runtime_stop(running);
 }
 
@@ -37,6 +41,7 @@ int cmd_agent(int argc, char **argv)
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
     rc = agent_runtime_run(a);
     running = NULL;

@@ -452,6 +452,8 @@ static int loop_wait_ms(agent_runtime *a)
     return ms;
 }
 
+static void reload_keys(agent_runtime *a);
+
 int agent_runtime_run(agent_runtime *a)
 {
     if (pthread_create(&a->trainer_thread, NULL, agent_trainer_main, a)) {
@@ -472,6 +474,10 @@ int agent_runtime_run(agent_runtime *a)
     gossip_node_tick(a->node, now);
     flush_sends(a, now);
     while (!a->stop) {
+        if (a->reload) {
+            a->reload = 0;
+            reload_keys(a);
+        }
         loop_pass(a);
         net_transport_wait(a->t, loop_wait_ms(a));
     }
@@ -513,6 +519,45 @@ int agent_runtime_run(agent_runtime *a)
 void agent_runtime_stop(agent_runtime *a)
 {
     a->stop = 1;
+}
+
+void agent_runtime_reload(agent_runtime *a)
+{
+    a->reload = 1;
+}
+
+/* SIGHUP: re-read the allow-list. A list that cannot be used leaves the one
+ * in force (an unreadable file must not open the door, and a typo must not
+ * shut the cluster out); an empty one admits nobody. */
+static void reload_keys(agent_runtime *a)
+{
+    if (!a->cfg.allow_list_file[0] || !a->allow)
+        return;
+    char msg[512] = "";
+    size_t n = 0;
+    uint8_t *keys = malloc((size_t)NET_CHANNEL_ALLOW_MAX * NET_PUBLIC_KEY_SIZE);
+    if (!keys || agent_keys_read_allow(a->cfg.allow_list_file, keys, NET_CHANNEL_ALLOW_MAX, &n, msg,
+                                       sizeof msg)) {
+        agent_log(AGENT_LOG_ERROR, "reload_failed", "why", keys ? msg : "out of memory", "kept",
+                  "the allow-list in force", NULL);
+        free(keys);
+        return;
+    }
+    int rc = net_transport_set_allow(a->t, keys, n);
+    if (rc) {
+        agent_log(AGENT_LOG_ERROR, "reload_failed", "why", net_strerror(rc), NULL);
+        free(keys);
+        return;
+    }
+    free(a->allow);
+    a->allow = keys;
+    a->allow_n = n;
+    agent_log_line l;
+    agent_log_begin(&l, n ? AGENT_LOG_INFO : AGENT_LOG_WARN, "allow_list_reloaded");
+    agent_log_u64(&l, "keys", n);
+    if (!n)
+        agent_log_str(&l, "note", "no key listed: every peer is refused");
+    agent_log_end(&l);
 }
 
 /* ---- create / destroy ---- */
@@ -737,6 +782,9 @@ int agent_runtime_create(agent_runtime **out, const agent_config *cfg, char *err
             agent_errf(err, errlen, "%s", a->allow ? msg : "out of memory");
             goto fail;
         }
+        if (!a->allow_n)
+            agent_log(AGENT_LOG_WARN, "allow_list_empty", "file", cfg->allow_list_file, "note",
+                      "no key listed: every peer is refused", NULL);
     }
     if (agent_load_test_set(a, err, errlen) || agent_catalog_load(a, err, errlen))
         goto fail;

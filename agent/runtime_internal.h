@@ -116,6 +116,7 @@ struct agent_runtime {
     agent_status st;
 
     volatile sig_atomic_t stop;
+    volatile sig_atomic_t reload; /* SIGHUP: re-read the key files */
 };
 
 /* runtime.c */

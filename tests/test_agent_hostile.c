@@ -23,11 +23,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "agent/keys.h"
 #include "gossip/wire.h"
 #include "net/channel.h"
 #include "net/net.h"
@@ -316,6 +318,7 @@ static void bad_session(const uint8_t *netkey, int kind)
 static void hostile_frames_rejected_and_counted(void **state)
 {
     (void)state;
+    kill_all(); /* whatever a failed earlier test left running */
     /* Setup: keys, 4 shards held by agent 1, two agents. */
     snprintf(g_dir, sizeof g_dir, "/tmp/murmur-hostile-XXXXXX");
     assert_non_null(mkdtemp(g_dir));
@@ -464,6 +467,7 @@ static int client_handshake(int s, net_channel *ch)
 static void allow_list_fail_closed(void **state)
 {
     (void)state;
+    kill_all(); /* whatever a failed earlier test left running */
     snprintf(g_dir, sizeof g_dir, "/tmp/murmur-allow-XXXXXX");
     assert_non_null(mkdtemp(g_dir));
     g_base = 21600 + (int)(getpid() % 50) * 10;
@@ -546,6 +550,88 @@ static void allow_list_fail_closed(void **state)
     kill_all();
 }
 
+/* Write text to path atomically (temp file, rename) with mode 0644. */
+static void write_list(const char *path, const char *text)
+{
+    char tmp[600];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+    assert_int_equal(chmod(tmp, 0644), 0);
+    assert_int_equal(rename(tmp, path), 0);
+}
+
+/* Issue 13, item 1: revoking a key at run time. Agent 1 allows agent 2;
+ * they train together; agent 2's key is commented out and agent 1 gets
+ * SIGHUP: agent 2 is refused from then on (its links closed, its redials
+ * counted as not_allowed) and drops out of agent 1's view, while agent 1
+ * keeps running; restoring the key and SIGHUP again brings it back. */
+static void allow_list_revoked_on_sighup(void **state)
+{
+    (void)state;
+    kill_all(); /* whatever a failed earlier test left running */
+    snprintf(g_dir, sizeof g_dir, "/tmp/murmur-revoke-XXXXXX");
+    assert_non_null(mkdtemp(g_dir));
+    g_base = 22600 + (int)(getpid() % 50) * 10;
+    while (!(port_free(g_base + 1) && port_free(g_base + 2) && port_free(g_base + 101) &&
+             port_free(g_base + 102)))
+        g_base += 500;
+    sh("'%s' keygen --network-key '%s/net.key' >/dev/null", g_bin, g_dir);
+    sh("'%s' shard --shards 4 --out '%s/all' >/dev/null", g_bin, g_dir);
+    for (int i = 1; i <= 2; i++)
+        sh("mkdir -p '%s/a%d/shards' && '%s' keygen --out '%s/a%d' >/dev/null && cp "
+           "'%s/all/catalog' '%s/a%d/shards/'",
+           g_dir, i, g_bin, g_dir, i, g_dir, g_dir, i);
+    sh("cp '%s'/all/*.msh '%s/a1/shards/'", g_dir, g_dir);
+    char allow[512], pub[512], hex[AGENT_KEYS_HEX_SIZE + 8], text[256];
+    snprintf(allow, sizeof allow, "%s/allow.txt", g_dir);
+    snprintf(pub, sizeof pub, "%s/a2/murmur.pub", g_dir);
+    FILE *f = fopen(pub, "r");
+    assert_non_null(f);
+    assert_non_null(fgets(hex, sizeof hex, f));
+    fclose(f);
+    hex[strcspn(hex, "\n")] = '\0';
+    snprintf(text, sizeof text, "# agent 2\n%s\n", hex);
+    write_list(allow, text);
+    g_allow = allow;
+    start_agent(1, "net.key", 0);
+    g_allow = NULL;
+    usleep(300000);
+    start_agent(2, "net.key", 1);
+    wait_training(40, 50);
+
+    static char m[65536];
+    assert_int_equal(http_get(1, "/metrics", m, sizeof m), 0);
+    double before = rejections(m, "not_allowed");
+    snprintf(text, sizeof text, "# agent 2 (revoked)\n# %s\n", hex);
+    write_list(allow, text);
+    double t0 = now_s();
+    assert_int_equal(kill(g_pid[1], SIGHUP), 0);
+    double refused = before, t_refused = -1, end = t0 + 15;
+    while (now_s() < end && (refused <= before || status_num(1, "peers") != 0)) {
+        usleep(100000);
+        if (http_get(1, "/metrics", m, sizeof m) == 0)
+            refused = rejections(m, "not_allowed");
+        if (t_refused < 0 && refused > before)
+            t_refused = now_s() - t0;
+    }
+    print_message("revoked: first refusal seen after %.2f s, not_allowed %g -> %g\n", t_refused,
+                  before, refused);
+    assert_true(refused > before);
+    assert_true(status_num(1, "peers") == 0);
+    assert_true(alive(1) && alive(2));
+    sh("grep -q 'allow_list_reloaded' '%s/a1.log'", g_dir);
+
+    /* Restored: agent 2 is admitted again and they train together. */
+    snprintf(text, sizeof text, "%s\n", hex);
+    write_list(allow, text);
+    assert_int_equal(kill(g_pid[1], SIGHUP), 0);
+    wait_training(30, 0);
+    kill_all();
+}
+
 int main(int argc, char **argv)
 {
     (void)argc;
@@ -565,6 +651,7 @@ int main(int argc, char **argv)
     atexit(kill_all);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(allow_list_fail_closed),
+        cmocka_unit_test(allow_list_revoked_on_sighup),
         cmocka_unit_test(hostile_frames_rejected_and_counted),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
