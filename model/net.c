@@ -1,113 +1,140 @@
 #include "model/net.h"
 
-#include <cblas.h>
-#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* One dense layer: out = in W^T + b, W out x in row-major. */
-typedef struct net_layer {
-    uint32_t in, out;
-    size_t w_offset; /* into params/grads */
-    size_t b_offset;
-} net_layer;
+#include "model/layers.h"
+#include "model/spec.h"
+
+/* Workspace for one net: the output of every layer for batch_max samples,
+ * two gradient buffers, the convolution scratch and the per-layer records
+ * (max-pooling choices, dropout masks, group-norm statistics). Checked
+ * against this maximum before allocating. */
+#define NET_BATCH_MAX     65536u
+#define NET_WORKSPACE_MAX (1ull << 30) /* floats: 4 GiB */
 
 struct model_net {
-    uint32_t layer_count;
-    net_layer layers[MODEL_LAYERS_MAX];
+    model_arch arch;
     uint32_t input_dim, classes, batch_max;
-    size_t param_count;
     float *params;
     float *grads;
     /* workspace, sized for batch_max at create */
-    float *act[MODEL_LAYERS_MAX]; /* act[l]: output of layer l, batch x layers[l].out */
-    float *delta[2];              /* batch x max width: back-propagated gradient */
+    float *act[MODEL_OPS_MAX];    /* act[l]: output of layer l, batch x out size */
+    float *aux[MODEL_OPS_MAX];    /* dropout mask (batch x size), groupnorm stats */
+    uint32_t *arg[MODEL_OPS_MAX]; /* max pooling: the chosen input of each output */
+    float *delta[2];              /* batch x largest layer: back-propagated gradient */
+    float *scratch;               /* convolution im2col chunk */
     float *ones;                  /* batch_max ones: bias gradients as a gemv */
+    float *image;                 /* NHWC copy of a multi-channel input */
     float *input;                 /* gather buffer: batch x input_dim */
     uint16_t *labels;             /* gather buffer: batch */
+    model_rng dropout_rng;
 };
-
-#define NET_BATCH_MAX  65536u
-#define NET_PARAMS_MAX (1ull << 31) /* floats: 8 GiB, far above any model here */
-
-static int parse_spec(const char *spec, uint32_t *widths, uint32_t *hidden, char *msg,
-                      size_t msg_len)
-{
-    *hidden = 0;
-    if (!spec || strlen(spec) > MODEL_SPEC_MAX) {
-        model_msgf(msg, msg_len, "model spec missing or longer than %u characters", MODEL_SPEC_MAX);
-        return MODEL_ESPEC;
-    }
-    if (!strcmp(spec, "softmax"))
-        return MODEL_OK;
-    if (strncmp(spec, "mlp:", 4)) {
-        model_msgf(msg, msg_len,
-                   "model spec '%s' not understood: use 'softmax' or 'mlp:W1,W2,...' (hidden "
-                   "widths, e.g. mlp:256,128,100)",
-                   spec);
-        return MODEL_ESPEC;
-    }
-    const char *p = spec + 4;
-    for (;;) {
-        char *end;
-        if (*p < '0' || *p > '9') {
-            model_msgf(msg, msg_len, "model spec '%s': expected a width at '%s'", spec, p);
-            return MODEL_ESPEC;
-        }
-        unsigned long w = strtoul(p, &end, 10);
-        if (w == 0 || w > MODEL_WIDTH_MAX) {
-            model_msgf(msg, msg_len, "model spec '%s': width %lu not in [1, %u]", spec, w,
-                       MODEL_WIDTH_MAX);
-            return MODEL_ESPEC;
-        }
-        if (*hidden + 1 >= MODEL_LAYERS_MAX) {
-            model_msgf(msg, msg_len, "model spec '%s': more than %u hidden layers", spec,
-                       MODEL_LAYERS_MAX - 1);
-            return MODEL_ESPEC;
-        }
-        widths[(*hidden)++] = (uint32_t)w;
-        if (*end == 0)
-            return MODEL_OK;
-        if (*end != ',') {
-            model_msgf(msg, msg_len, "model spec '%s': unexpected '%c'", spec, *end);
-            return MODEL_ESPEC;
-        }
-        p = end + 1;
-    }
-}
-
-#define NET_BATCH_MAX  65536u
-#define NET_PARAMS_MAX (1ull << 31) /* floats: 8 GiB, far above any model here */
 
 int model_spec_param_count(const char *spec, uint32_t input_dim, uint32_t classes, size_t *count,
                            char *msg, size_t msg_len)
 {
     *count = 0;
-    uint32_t widths[MODEL_LAYERS_MAX], hidden;
-    int rc = parse_spec(spec, widths, &hidden, msg, msg_len);
+    model_arch a;
+    int rc = model_arch_parse(&a, spec, input_dim, classes, msg, msg_len);
     if (rc)
         return rc;
-    if (!input_dim || !classes) {
-        model_msgf(msg, msg_len, "input_dim and classes must be positive");
-        return MODEL_EINVAL;
+    *count = a.param_count;
+    return MODEL_OK;
+}
+
+/* Floats of workspace layer l needs beyond its output, and whether it
+ * records max-pooling choices. */
+static size_t net_aux_floats(const model_op *op, uint32_t batch)
+{
+    if (op->kind == MODEL_OP_DROPOUT)
+        return (size_t)batch * model_shape_size(op->out);
+    if (op->kind == MODEL_OP_GROUPNORM)
+        return (size_t)batch * op->groups * 2;
+    return 0;
+}
+
+static model_conv net_conv(const model_op *op)
+{
+    return (model_conv){
+        .in = op->in, .out = op->out, .k = op->k, .stride = op->stride, .pad = op->pad};
+}
+
+static model_pool net_pool(const model_op *op)
+{
+    return (model_pool){.in = op->in, .out = op->out, .k = op->k, .stride = op->stride};
+}
+
+/* Sizes of the workspace: total floats, the widest layer and the conv
+ * scratch. ETOOBIG above NET_WORKSPACE_MAX or when a max-pooling index
+ * would not fit 32 bits. */
+static int net_workspace(const model_arch *a, uint32_t batch, size_t *widest, size_t *scratch,
+                         char *msg, size_t msg_len)
+{
+    uint64_t total = (uint64_t)batch * model_shape_size(a->input) * 3;
+    *widest = model_shape_size(a->input);
+    *scratch = 0;
+    for (uint32_t l = 0; l < a->op_count; l++) {
+        const model_op *op = &a->ops[l];
+        size_t out = model_shape_size(op->out);
+        total += (uint64_t)batch * out + net_aux_floats(op, batch);
+        if (op->kind == MODEL_OP_MAXPOOL) {
+            total += (uint64_t)batch * out;
+            if ((uint64_t)batch * model_shape_size(op->in) > UINT32_MAX) {
+                model_msgf(msg, msg_len, "a batch of %u is too large for max pooling of %zu values",
+                           batch, model_shape_size(op->in));
+                return MODEL_ETOOBIG;
+            }
+        }
+        if (out > *widest)
+            *widest = out;
+        if (op->kind == MODEL_OP_CONV) {
+            model_conv cv = net_conv(op);
+            size_t s = model_conv_scratch_floats(&cv, batch);
+            *scratch = s > *scratch ? s : *scratch;
+        }
     }
-    if (input_dim > MODEL_DIM_MAX || classes > MODEL_CLASSES_MAX) {
-        model_msgf(msg, msg_len, "input %u or classes %u above its maximum", input_dim, classes);
+    total += 2ull * batch * *widest + *scratch;
+    if (total > NET_WORKSPACE_MAX) {
+        model_msgf(msg, msg_len,
+                   "%llu floats of workspace for a batch of %u, above the maximum %llu",
+                   (unsigned long long)total, batch, (unsigned long long)NET_WORKSPACE_MAX);
         return MODEL_ETOOBIG;
     }
-    uint64_t n = 0, in = input_dim;
-    for (uint32_t l = 0; l <= hidden; l++) {
-        uint64_t o = l < hidden ? widths[l] : classes;
-        n += in * o + o;
-        in = o;
+    return MODEL_OK;
+}
+
+static int net_alloc(model_net *net, size_t widest, size_t scratch)
+{
+    const model_arch *a = &net->arch;
+    const size_t B = net->batch_max;
+    net->params = calloc(a->param_count, sizeof(float));
+    net->grads = calloc(a->param_count, sizeof(float));
+    int ok = net->params && net->grads;
+    for (uint32_t l = 0; ok && l < a->op_count; l++) {
+        const model_op *op = &a->ops[l];
+        size_t out = B * model_shape_size(op->out), aux = net_aux_floats(op, net->batch_max);
+        ok = (net->act[l] = malloc(out * sizeof(float))) != NULL;
+        if (ok && aux)
+            ok = (net->aux[l] = malloc(aux * sizeof(float))) != NULL;
+        if (ok && op->kind == MODEL_OP_MAXPOOL)
+            ok = (net->arg[l] = malloc(out * sizeof(uint32_t))) != NULL;
     }
-    if (n > NET_PARAMS_MAX) {
-        model_msgf(msg, msg_len, "model spec '%s': %llu parameters, above the maximum", spec,
-                   (unsigned long long)n);
-        return MODEL_ETOOBIG;
-    }
-    *count = (size_t)n;
+    for (int k = 0; ok && k < 2; k++)
+        ok = (net->delta[k] = malloc(B * widest * sizeof(float))) != NULL;
+    if (ok && scratch)
+        ok = (net->scratch = malloc(scratch * sizeof(float))) != NULL;
+    if (ok && a->input.c > 1 && a->is_cnn)
+        ok = (net->image = malloc(B * net->input_dim * sizeof(float))) != NULL;
+    if (ok)
+        ok = (net->ones = malloc(B * sizeof(float))) &&
+             (net->input = malloc(B * net->input_dim * sizeof(float))) &&
+             (net->labels = malloc(B * sizeof(uint16_t)));
+    if (!ok)
+        return MODEL_ENOMEM;
+    for (size_t i = 0; i < B; i++)
+        net->ones[i] = 1.0f;
     return MODEL_OK;
 }
 
@@ -115,60 +142,34 @@ int model_net_create(model_net **out, const char *spec, uint32_t input_dim, uint
                      uint32_t batch_max, char *msg, size_t msg_len)
 {
     *out = NULL;
-    uint32_t widths[MODEL_LAYERS_MAX], hidden;
-    int rc = parse_spec(spec, widths, &hidden, msg, msg_len);
-    if (rc)
-        return rc;
-    if (!input_dim || !classes || !batch_max) {
-        model_msgf(msg, msg_len, "input_dim, classes and batch_max must be positive");
-        return MODEL_EINVAL;
-    }
-    if (input_dim > MODEL_DIM_MAX || classes > MODEL_CLASSES_MAX || batch_max > NET_BATCH_MAX) {
-        model_msgf(msg, msg_len, "input %u, classes %u or batch %u above its maximum", input_dim,
-                   classes, batch_max);
-        return MODEL_ETOOBIG;
-    }
     model_net *net = calloc(1, sizeof *net);
     if (!net)
         return MODEL_ENOMEM;
-    net->layer_count = hidden + 1;
+    int rc = model_arch_parse(&net->arch, spec, input_dim, classes, msg, msg_len);
+    if (!rc && !batch_max) {
+        model_msgf(msg, msg_len, "batch_max must be positive");
+        rc = MODEL_EINVAL;
+    }
+    if (!rc && batch_max > NET_BATCH_MAX) {
+        model_msgf(msg, msg_len, "batch %u above the maximum %u", batch_max, NET_BATCH_MAX);
+        rc = MODEL_ETOOBIG;
+    }
+    size_t widest = 0, scratch = 0;
+    if (!rc)
+        rc = net_workspace(&net->arch, batch_max, &widest, &scratch, msg, msg_len);
+    if (rc) {
+        free(net);
+        return rc;
+    }
     net->input_dim = input_dim;
     net->classes = classes;
     net->batch_max = batch_max;
-    uint32_t in = input_dim, max_width = input_dim;
-    size_t off = 0;
-    for (uint32_t l = 0; l < net->layer_count; l++) {
-        uint32_t o = l < hidden ? widths[l] : classes;
-        net->layers[l] =
-            (net_layer){.in = in, .out = o, .w_offset = off, .b_offset = off + (size_t)in * o};
-        off += (size_t)in * o + o;
-        if (o > max_width)
-            max_width = o;
-        in = o;
-    }
-    if (off > NET_PARAMS_MAX) {
-        free(net);
-        model_msgf(msg, msg_len, "model spec '%s': %zu parameters, above the maximum", spec, off);
-        return MODEL_ETOOBIG;
-    }
-    net->param_count = off;
-    net->params = calloc(off, sizeof(float));
-    net->grads = calloc(off, sizeof(float));
-    int ok = net->params && net->grads;
-    for (uint32_t l = 0; ok && l < net->layer_count; l++)
-        ok = (net->act[l] = malloc((size_t)batch_max * net->layers[l].out * sizeof(float))) != NULL;
-    for (int k = 0; ok && k < 2; k++)
-        ok = (net->delta[k] = malloc((size_t)batch_max * max_width * sizeof(float))) != NULL;
-    if (ok)
-        ok = (net->ones = malloc(batch_max * sizeof(float))) &&
-             (net->input = malloc((size_t)batch_max * input_dim * sizeof(float))) &&
-             (net->labels = malloc(batch_max * sizeof(uint16_t)));
-    if (!ok) {
+    model_rng_seed(&net->dropout_rng, 0, 0);
+    rc = net_alloc(net, widest, scratch);
+    if (rc) {
         model_net_destroy(net);
-        return MODEL_ENOMEM;
+        return rc;
     }
-    for (uint32_t i = 0; i < batch_max; i++)
-        net->ones[i] = 1.0f;
     *out = net;
     return MODEL_OK;
 }
@@ -177,10 +178,15 @@ void model_net_destroy(model_net *net)
 {
     if (!net)
         return;
-    for (uint32_t l = 0; l < MODEL_LAYERS_MAX; l++)
+    for (uint32_t l = 0; l < MODEL_OPS_MAX; l++) {
         free(net->act[l]);
+        free(net->aux[l]);
+        free(net->arg[l]);
+    }
     free(net->delta[0]);
     free(net->delta[1]);
+    free(net->scratch);
+    free(net->image);
     free(net->ones);
     free(net->input);
     free(net->labels);
@@ -199,7 +205,7 @@ float *model_net_grads(model_net *net)
 }
 size_t model_net_param_count(const model_net *net)
 {
-    return net->param_count;
+    return net->arch.param_count;
 }
 uint32_t model_net_input_dim(const model_net *net)
 {
@@ -215,11 +221,11 @@ uint32_t model_net_batch_max(const model_net *net)
 }
 uint32_t model_net_layer_count(const model_net *net)
 {
-    return net->layer_count;
+    return net->arch.op_count;
 }
 uint32_t model_net_layer_width(const model_net *net, uint32_t l)
 {
-    return l < net->layer_count ? net->layers[l].out : 0;
+    return l < net->arch.op_count ? (uint32_t)model_shape_size(net->arch.ops[l].out) : 0;
 }
 float *model_net_input_buffer(model_net *net)
 {
@@ -232,69 +238,160 @@ uint16_t *model_net_label_buffer(model_net *net)
 
 void model_net_init(model_net *net, model_rng *rng)
 {
-    for (uint32_t l = 0; l < net->layer_count; l++) {
-        const net_layer *L = &net->layers[l];
-        int last = l + 1 == net->layer_count;
-        /* He for layers followed by ReLU keeps the activation variance
-         * constant through depth; Xavier for the linear output layer. */
-        double sd = last ? sqrt(2.0 / ((double)L->in + L->out)) : sqrt(2.0 / L->in);
-        float *w = net->params + L->w_offset;
-        size_t n = (size_t)L->in * L->out;
-        for (size_t i = 0; i < n; i++)
+    const model_arch *a = &net->arch;
+    int dropout = 0;
+    for (uint32_t l = 0; l < a->op_count; l++) {
+        const model_op *op = &a->ops[l];
+        float *w = net->params + op->w_off, *b = net->params + op->b_off;
+        dropout |= op->kind == MODEL_OP_DROPOUT;
+        if (op->kind == MODEL_OP_GROUPNORM) {
+            for (size_t i = 0; i < op->w_count; i++)
+                w[i] = 1.0f;
+            memset(b, 0, op->b_count * sizeof *b);
+            continue;
+        }
+        if (!op->w_count)
+            continue;
+        /* He (std sqrt(2 / fan_in)) for layers followed by ReLU keeps the
+         * activation variance constant through depth; Xavier (std
+         * sqrt(2 / (fan_in + fan_out))) for the linear output layer. */
+        double fan_in = (double)op->w_count / op->out.c;
+        double sd = l + 1 == a->op_count ? sqrt(2.0 / (fan_in + op->out.c)) : sqrt(2.0 / fan_in);
+        for (size_t i = 0; i < op->w_count; i++)
             w[i] = (float)(sd * model_rng_normal(rng));
-        memset(net->params + L->b_offset, 0, L->out * sizeof(float));
+        memset(b, 0, op->b_count * sizeof *b);
     }
+    /* Only a net with dropout draws its stream's seed, so a net without
+     * one leaves rng where the parameters left it (as before dropout
+     * existed). */
+    if (dropout)
+        model_net_seed_dropout(net, model_rng_u64(rng));
 }
 
-/* Forward through every layer into act[]; the last holds probabilities. */
-static void forward(model_net *net, const float *x, uint32_t n)
+void model_net_seed_dropout(model_net *net, uint64_t seed)
 {
-    const float *in = x;
-    for (uint32_t l = 0; l < net->layer_count; l++) {
-        const net_layer *L = &net->layers[l];
-        float *z = net->act[l];
-        const float *b = net->params + L->b_offset;
-        /* z = 1 * b^T (broadcast) then z += in W^T: the bias costs one
-         * rank-1 update instead of a separate pass. */
-        for (uint32_t i = 0; i < n; i++)
-            memcpy(z + (size_t)i * L->out, b, L->out * sizeof(float));
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n, (int)L->out, (int)L->in, 1.0f,
-                    in, (int)L->in, net->params + L->w_offset, (int)L->in, 1.0f, z, (int)L->out);
-        size_t m = (size_t)n * L->out;
-        if (l + 1 < net->layer_count) {
-            for (size_t i = 0; i < m; i++)
-                z[i] = z[i] > 0.0f ? z[i] : 0.0f;
-        } else {
-            for (uint32_t i = 0; i < n; i++) {
-                float *r = z + (size_t)i * L->out;
-                float mx = r[0];
-                for (uint32_t c = 1; c < L->out; c++)
-                    mx = r[c] > mx ? r[c] : mx;
-                float s = 0.0f;
-                for (uint32_t c = 0; c < L->out; c++) {
-                    r[c] = expf(r[c] - mx);
-                    s += r[c];
-                }
-                float inv = 1.0f / s;
-                for (uint32_t c = 0; c < L->out; c++)
-                    r[c] *= inv;
-            }
-        }
-        in = z;
+    model_rng_seed(&net->dropout_rng, seed, 0x64726f70ull /* "drop" */);
+}
+
+/* A multi-channel input arrives channel-major (C, H, W per sample, as in
+ * the data files); the layers want NHWC. */
+static const float *net_image(model_net *net, const float *x, uint32_t n)
+{
+    const model_shape s = net->arch.input;
+    if (!net->image)
+        return x;
+    const size_t hw = (size_t)s.h * s.w;
+    for (uint32_t i = 0; i < n; i++) {
+        const float *src = x + (size_t)i * hw * s.c;
+        float *dst = net->image + (size_t)i * hw * s.c;
+        for (uint32_t c = 0; c < s.c; c++)
+            for (size_t p = 0; p < hw; p++)
+                dst[p * s.c + c] = src[c * hw + p];
     }
+    return net->image;
+}
+
+/* Forward through every layer into act[]; the last holds probabilities.
+ * train: dropout draws masks (else it is the identity). */
+static void forward(model_net *net, const float *x, uint32_t n, int train)
+{
+    const model_arch *a = &net->arch;
+    const float *in = x;
+    const float *p = net->params;
+    for (uint32_t l = 0; l < a->op_count; l++) {
+        const model_op *op = &a->ops[l];
+        float *y = net->act[l];
+        switch (op->kind) {
+        case MODEL_OP_DENSE:
+            model_dense_forward(op->in.c, op->out.c, in, n, p + op->w_off, p + op->b_off, op->relu,
+                                y);
+            break;
+        case MODEL_OP_CONV: {
+            model_conv cv = net_conv(op);
+            model_conv_forward(&cv, in, n, p + op->w_off, op->b_count ? p + op->b_off : NULL,
+                               op->relu, y, net->scratch);
+            break;
+        }
+        case MODEL_OP_GROUPNORM:
+            model_groupnorm_forward(op->in, op->groups, in, n, p + op->w_off, p + op->b_off,
+                                    op->relu, y, net->aux[l]);
+            break;
+        case MODEL_OP_MAXPOOL: {
+            model_pool pl = net_pool(op);
+            model_maxpool_forward(&pl, in, n, op->relu, y, net->arg[l]);
+            break;
+        }
+        case MODEL_OP_AVGPOOL: {
+            model_pool pl = net_pool(op);
+            model_avgpool_forward(&pl, in, n, y);
+            break;
+        }
+        case MODEL_OP_DROPOUT: {
+            size_t m = (size_t)n * model_shape_size(op->out);
+            if (train)
+                model_dropout_forward(in, m, op->rate, &net->dropout_rng, y, net->aux[l]);
+            else
+                memcpy(y, in, m * sizeof *y);
+            break;
+        }
+        }
+        in = y;
+    }
+    model_softmax(net->act[a->op_count - 1], n, net->classes);
 }
 
 const float *model_net_forward(model_net *net, const float *x, uint32_t n)
 {
     if (n == 0 || n > net->batch_max)
         return NULL;
-    forward(net, x, n);
-    return net->act[net->layer_count - 1];
+    forward(net, net_image(net, x, n), n, 0);
+    return net->act[net->arch.op_count - 1];
 }
 
-/* Smallest probability used in log(): keeps the loss finite when a class
- * probability underflows to 0 (its gradient p - 1 is exact regardless). */
-#define NET_PROB_FLOOR 1e-30f
+/* Back through layer l: dy (its output's gradient, overwritten when the
+ * layer's ReLU masks it) to dx (NULL for the first layer) and the layer's
+ * parameter gradients. */
+static void backward_op(model_net *net, uint32_t l, const float *in, uint32_t n, float *dy,
+                        float *dx)
+{
+    const model_op *op = &net->arch.ops[l];
+    const float *p = net->params;
+    float *g = net->grads;
+    if (op->relu)
+        model_relu_backward(net->act[l], dy, (size_t)n * model_shape_size(op->out), dy);
+    switch (op->kind) {
+    case MODEL_OP_DENSE:
+        model_dense_backward(op->in.c, op->out.c, in, n, p + op->w_off, dy, net->ones,
+                             g + op->w_off, g + op->b_off, dx);
+        break;
+    case MODEL_OP_CONV: {
+        model_conv cv = net_conv(op);
+        model_conv_backward(&cv, in, n, p + op->w_off, dy, g + op->w_off,
+                            op->b_count ? g + op->b_off : NULL, dx, net->scratch);
+        break;
+    }
+    case MODEL_OP_GROUPNORM:
+        model_groupnorm_backward(op->in, op->groups, in, n, p + op->w_off, net->aux[l], dy,
+                                 g + op->w_off, g + op->b_off, dx);
+        break;
+    case MODEL_OP_MAXPOOL:
+        if (dx) {
+            model_pool pl = net_pool(op);
+            model_maxpool_backward(&pl, n, dy, net->arg[l], dx);
+        }
+        break;
+    case MODEL_OP_AVGPOOL:
+        if (dx) {
+            model_pool pl = net_pool(op);
+            model_avgpool_backward(&pl, n, dy, dx);
+        }
+        break;
+    case MODEL_OP_DROPOUT:
+        if (dx)
+            model_dropout_backward(dy, net->aux[l], (size_t)n * model_shape_size(op->out), dx);
+        break;
+    }
+}
 
 int model_net_loss_grad(model_net *net, const float *x, const uint16_t *labels, uint32_t n,
                         float *loss)
@@ -304,46 +401,18 @@ int model_net_loss_grad(model_net *net, const float *x, const uint16_t *labels, 
     for (uint32_t i = 0; i < n; i++)
         if (labels[i] >= net->classes)
             return MODEL_ELABEL;
-    forward(net, x, n);
-    const uint32_t last = net->layer_count - 1;
-    const uint32_t C = net->classes;
+    const float *image = net_image(net, x, n);
+    forward(net, image, n, 1);
+    const uint32_t last = net->arch.op_count - 1;
     /* dL/dz for softmax cross-entropy, mean over the batch: (p - onehot)/n */
-    float *d = net->delta[0];
-    const float *p = net->act[last];
-    double total = 0.0;
-    const float inv_n = 1.0f / (float)n;
-    for (uint32_t i = 0; i < n; i++) {
-        const float *pr = p + (size_t)i * C;
-        float *dr = d + (size_t)i * C;
-        float py = pr[labels[i]];
-        total -= log((double)(py > NET_PROB_FLOOR ? py : NET_PROB_FLOOR));
-        for (uint32_t c = 0; c < C; c++)
-            dr[c] = pr[c] * inv_n;
-        dr[labels[i]] -= inv_n;
-    }
+    double mean = model_xent_backward(net->act[last], labels, n, net->classes, net->delta[0]);
     if (loss)
-        *loss = (float)(total / n);
+        *loss = (float)mean;
     int cur = 0;
-    for (uint32_t l = net->layer_count; l-- > 0;) {
-        const net_layer *L = &net->layers[l];
-        const float *in = l ? net->act[l - 1] : x;
-        float *dz = net->delta[cur];
-        /* dW = dz^T in  (out x in) */
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)L->out, (int)L->in, (int)n, 1.0f,
-                    dz, (int)L->out, in, (int)L->in, 0.0f, net->grads + L->w_offset, (int)L->in);
-        /* db = dz^T 1 */
-        cblas_sgemv(CblasRowMajor, CblasTrans, (int)n, (int)L->out, 1.0f, dz, (int)L->out,
-                    net->ones, 1, 0.0f, net->grads + L->b_offset, 1);
-        if (l == 0)
-            break; /* no gradient with respect to the data */
-        /* d_in = dz W (n x in), then through the ReLU of layer l-1 */
-        float *di = net->delta[cur ^ 1];
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)L->in, (int)L->out,
-                    1.0f, dz, (int)L->out, net->params + L->w_offset, (int)L->in, 0.0f, di,
-                    (int)L->in);
-        size_t m = (size_t)n * L->in;
-        for (size_t i = 0; i < m; i++)
-            di[i] = in[i] > 0.0f ? di[i] : 0.0f;
+    for (uint32_t l = last + 1; l-- > 0;) {
+        /* the data needs no gradient: the first layer stops here */
+        backward_op(net, l, l ? net->act[l - 1] : image, n, net->delta[cur],
+                    l ? net->delta[cur ^ 1] : NULL);
         cur ^= 1;
     }
     return MODEL_OK;
@@ -376,8 +445,7 @@ int model_net_evaluate(model_net *net, const model_data *d, const model_norm *no
         for (uint32_t k = 0; k < n; k++)
             rows[k] = start + k;
         model_data_gather(d, norm, rows, n, net->input, net->labels);
-        forward(net, net->input, n);
-        const float *p = net->act[net->layer_count - 1];
+        const float *p = model_net_forward(net, net->input, n);
         for (uint32_t i = 0; i < n; i++) {
             const float *pr = p + (size_t)i * C;
             uint32_t best = 0;
@@ -387,7 +455,7 @@ int model_net_evaluate(model_net *net, const model_data *d, const model_norm *no
             uint16_t y = net->labels[i];
             correct += best == y;
             float py = pr[y];
-            total -= log((double)(py > NET_PROB_FLOOR ? py : NET_PROB_FLOOR));
+            total -= log((double)(py > MODEL_PROB_FLOOR ? py : MODEL_PROB_FLOOR));
         }
         start += n;
     }

@@ -1,28 +1,54 @@
 /* model_net — a feed-forward classifier whose parameters are ONE flat
  * float32 vector.
  *
- * Spec strings:
+ * Spec strings (the full grammar is in model/spec.h):
  *   "softmax"          softmax regression: one dense layer input -> classes
  *   "mlp:W1,W2,...,Wk" k hidden dense layers with ReLU, then a dense layer
  *                      to `classes` (e.g. "mlp:256,128,100" on Fashion-MNIST
  *                      is 784-256-128-100-10)
+ *   "cnn:ITEM,..."     a convolutional net over images: convolutions
+ *                      (c32k5: 32 filters 5x5, "same" padding, ReLU;
+ *                      options s<stride>, p<pad>, g<groups> of group
+ *                      normalisation), max (p2) and average (a2) pooling,
+ *                      dense layers (f512, ReLU), dropout (d0.5), an
+ *                      optional input shape first (i3x32x32); then a dense
+ *                      layer to `classes`
+ *   "cnn"              the documented default CNN, MODEL_CNN_DEFAULT in
+ *                      model/spec.h
  * The input width and the class count come from the data, not the spec.
  * The loss is softmax cross-entropy, averaged over the mini-batch.
  *
  * Parameter layout (the contract the mixer, checkpoints and the simulator
- * rely on): for each dense layer l in order, W_l (out_l x in_l, row-major,
- * W[o*in + i]) followed by b_l (out_l). The gradient vector has the same
- * layout and length. model_net_params/model_net_grads return pointers into
- * the net; they stay valid until model_net_destroy, so a caller may read
- * or overwrite the parameters in place between calls (e.g. "apply this
- * mix").
+ * rely on): each layer's parameters in spec order, then the output layer's.
+ * A dense layer is W (out x in, row-major, W[o*in + i]) followed by b
+ * (out) — so an mlp is exactly the per-layer W, b sequence it always was;
+ * a convolution is W (Cout x K*K*Cin, index (co, ky, kx, ci)) then b (Cout,
+ * absent with group normalisation), a group normalisation gamma (C) then
+ * beta (C); pooling and dropout have none. Images flow NHWC, so the dense
+ * layer after an image reads its features in (y, x, c) order
+ * (model/layers.h). The gradient vector has the same layout and length.
+ * model_net_params/model_net_grads return pointers into the net; they stay
+ * valid until model_net_destroy, so a caller may read or overwrite the
+ * parameters in place between calls (e.g. "apply this mix").
  *
- * Compute: every layer's forward and backward is cblas_sgemm over the
- * mini-batch (row-major activations, batch x width). The caller chooses the
- * BLAS thread count (murmur sets 1 per agent); model/ never changes it.
- * Workspace for up to batch_max samples is allocated once by
- * model_net_create; forward/backward/evaluate never allocate. A net is not
- * thread-safe: one thread at a time (the agent's training thread owns it).
+ * Compute: dense layers and convolutions (im2col) are cblas_sgemm over the
+ * mini-batch. The caller chooses the BLAS thread count (murmur sets 1 per
+ * agent); model/ never changes it. Workspace for up to batch_max samples
+ * is allocated once by model_net_create; forward/backward/evaluate never
+ * allocate. A net is not thread-safe: one thread at a time (the agent's
+ * training thread owns it).
+ *
+ * Group normalisation, not batch normalisation: its statistics are those
+ * of each sample, so the model is a pure function of the parameter vector,
+ * identical in training and inference, and independent of the batch and of
+ * which agent's data it saw. Batch normalisation's running statistics are
+ * state outside the parameter vector that mixing does not average (and
+ * batch statistics of non-IID shards differ per agent).
+ *
+ * Dropout draws its masks from a generator inside the net, seeded by
+ * model_net_init from the caller's rng (or model_net_seed_dropout); it is
+ * active in model_net_loss_grad only, never in model_net_forward or
+ * model_net_evaluate.
  *
  * Determinism: for a fixed BLAS thread count, the same spec, init rng and
  * batches give bit-identical parameters.
@@ -42,8 +68,8 @@ typedef struct model_net model_net;
 /* Create a net for `spec` over inputs of input_dim features and `classes`
  * outputs, with workspace for mini-batches of up to batch_max samples.
  * Parameters are zero until model_net_init. Errors: ESPEC (msg says why),
- * EINVAL (a size is 0), ETOOBIG (a width, layer count or batch above its
- * maximum), ENOMEM. */
+ * EINVAL (a size is 0), ETOOBIG (a width, layer output, parameter count,
+ * workspace or batch above its maximum), ENOMEM. */
 int model_net_create(model_net **out, const char *spec, uint32_t input_dim, uint32_t classes,
                      uint32_t batch_max, char *msg, size_t msg_len);
 void model_net_destroy(model_net *net);
@@ -62,15 +88,25 @@ size_t model_net_param_count(const model_net *net);
 uint32_t model_net_input_dim(const model_net *net);
 uint32_t model_net_classes(const model_net *net);
 uint32_t model_net_batch_max(const model_net *net);
-/* Dense layers (hidden + output) and the width of layer l's output
- * (l < layer count) — enough to print or check a layout. */
+/* Layers (for an mlp: its dense layers, hidden + output; for a cnn every
+ * layer the spec names, a convolution with group normalisation counting
+ * two, plus the output layer) and the number of values per sample that
+ * layer l outputs (0 if l >= layer count) — enough to print or check a
+ * layout. */
 uint32_t model_net_layer_count(const model_net *net);
 uint32_t model_net_layer_width(const model_net *net, uint32_t l);
 
-/* Initialise from rng: ReLU layers He-normal (std sqrt(2/in)), the output
- * layer Xavier-normal (std sqrt(2/(in+out))), biases 0. Draws from rng in
- * parameter order, so the same rng state gives the same parameters. */
+/* Initialise from rng: weights of layers followed by ReLU He-normal (std
+ * sqrt(2/fan_in), fan_in = in for dense, K*K*Cin for a convolution), the
+ * output layer Xavier-normal (std sqrt(2/(in+out))), biases 0, group
+ * normalisation gamma 1 and beta 0. Draws from rng in parameter order, so
+ * the same rng state gives the same parameters; a net with dropout then
+ * draws one more value, the seed of its dropout stream. */
 void model_net_init(model_net *net, model_rng *rng);
+
+/* Reseed the dropout stream (e.g. one stream per agent of a cluster whose
+ * agents share an init seed). No effect on a net without dropout. */
+void model_net_seed_dropout(model_net *net, uint64_t seed);
 
 /* Forward only on x (n x input_dim, row-major), n <= batch_max. Returns the
  * class probabilities (n x classes, row-major) in the net's workspace,

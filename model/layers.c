@@ -1,0 +1,450 @@
+#include "model/layers.h"
+
+#include <assert.h>
+#include <cblas.h>
+#include <math.h>
+#include <string.h>
+
+/* ---- convolution by im2col and sgemm ----
+ *
+ * Output pixels of the whole batch are the rows of one matrix product:
+ * row r = (sample i, oy, ox) of the im2col matrix holds the K*K*Cin inputs
+ * under that output's window in (ky, kx, ci) order, the order of a row of
+ * W, so y[r] = col[r] W^T + b. The rows are processed in chunks of
+ * CONV_CHUNK_FLOATS / (K*K*Cin) so that the chunk of col stays in the L2
+ * cache between being written and being read by sgemm (and, in backward,
+ * between the dW product and being overwritten by dcol). The chunk size
+ * depends only on the layer's shape, so the summation order of dW (one
+ * sgemm per chunk, accumulated) is fixed: results are deterministic.
+ *
+ * 1 M floats = 4 MB: measured fastest of 64 K .. 4 M floats on the default
+ * CNN (docs/BENCHMARKS.md, "cnn"); sgemm wants many rows per call, im2col
+ * wants the chunk in cache, and at 4 MB the L3 holds it. */
+#define CONV_CHUNK_FLOATS (1u << 20)
+
+static size_t conv_kkc(const model_conv *cv)
+{
+    return (size_t)cv->k * cv->k * cv->in.c;
+}
+
+/* Is the convolution a plain matrix product over pixels (1x1, stride 1,
+ * no padding)? Then col is x itself. */
+static int conv_is_pointwise(const model_conv *cv)
+{
+    return cv->k == 1 && cv->stride == 1 && cv->pad == 0;
+}
+
+static size_t conv_chunk_rows(const model_conv *cv, size_t rows)
+{
+    size_t r = CONV_CHUNK_FLOATS / conv_kkc(cv);
+    if (r < 1)
+        r = 1;
+    return r < rows ? r : rows;
+}
+
+size_t model_conv_scratch_floats(const model_conv *cv, uint32_t batch)
+{
+    if (conv_is_pointwise(cv))
+        return 0;
+    size_t rows = (size_t)batch * cv->out.h * cv->out.w;
+    return conv_chunk_rows(cv, rows) * conv_kkc(cv);
+}
+
+/* col[0 .. count) rows of the im2col matrix from output row r0 on. A
+ * window row (fixed ky, kx = 0..K-1) is K*Cin contiguous floats of x
+ * (NHWC), so it is copied in one run when it lies inside the image and
+ * piecewise at the borders. */
+static void im2col(const model_conv *cv, const float *x, size_t r0, size_t count, float *col)
+{
+    const uint32_t K = cv->k, C = cv->in.c, H = cv->in.h, W = cv->in.w;
+    const size_t pix = (size_t)cv->out.h * cv->out.w, kc = (size_t)K * C;
+    for (size_t r = r0; r < r0 + count; r++) {
+        size_t i = r / pix, p = r % pix;
+        long oy = (long)(p / cv->out.w), ox = (long)(p % cv->out.w);
+        long y0 = oy * cv->stride - cv->pad, x0 = ox * cv->stride - cv->pad;
+        const float *img = x + i * H * W * C;
+        float *dst = col + (r - r0) * K * kc;
+        /* columns of the window inside the image: [xa, xb) of 0..K-1 */
+        long xa = x0 < 0 ? -x0 : 0, xb = x0 + K > W ? (long)W - x0 : (long)K;
+        for (uint32_t ky = 0; ky < K; ky++, dst += kc) {
+            long iy = y0 + ky;
+            if (iy < 0 || iy >= (long)H || xb <= xa) {
+                memset(dst, 0, kc * sizeof *dst);
+                continue;
+            }
+            if (xa > 0)
+                memset(dst, 0, (size_t)xa * C * sizeof *dst);
+            memcpy(dst + xa * C, img + ((size_t)iy * W + (size_t)(x0 + xa)) * C,
+                   (size_t)(xb - xa) * C * sizeof *dst);
+            if (xb < (long)K)
+                memset(dst + xb * C, 0, (size_t)(K - xb) * C * sizeof *dst);
+        }
+    }
+}
+
+/* The adjoint of im2col: dx += the rows of dcol, scattered back. */
+static void col2im(const model_conv *cv, const float *dcol, size_t r0, size_t count, float *dx)
+{
+    const uint32_t K = cv->k, C = cv->in.c, H = cv->in.h, W = cv->in.w;
+    const size_t pix = (size_t)cv->out.h * cv->out.w, kc = (size_t)K * C;
+    for (size_t r = r0; r < r0 + count; r++) {
+        size_t i = r / pix, p = r % pix;
+        long oy = (long)(p / cv->out.w), ox = (long)(p % cv->out.w);
+        long y0 = oy * cv->stride - cv->pad, x0 = ox * cv->stride - cv->pad;
+        float *img = dx + i * H * W * C;
+        const float *src = dcol + (r - r0) * K * kc;
+        long xa = x0 < 0 ? -x0 : 0, xb = x0 + K > W ? (long)W - x0 : (long)K;
+        for (uint32_t ky = 0; ky < K; ky++, src += kc) {
+            long iy = y0 + ky;
+            if (iy < 0 || iy >= (long)H || xb <= xa)
+                continue;
+            float *d = img + ((size_t)iy * W + (size_t)(x0 + xa)) * C;
+            const float *s = src + xa * C;
+            size_t m = (size_t)(xb - xa) * C;
+            for (size_t j = 0; j < m; j++)
+                d[j] += s[j];
+        }
+    }
+}
+
+/* y rows (count x Cout) = b broadcast, or 0 without a bias. */
+static void fill_bias(float *y, size_t count, uint32_t out, const float *b)
+{
+    if (!b) {
+        memset(y, 0, count * out * sizeof *y);
+        return;
+    }
+    for (size_t r = 0; r < count; r++)
+        memcpy(y + r * out, b, out * sizeof *y);
+}
+
+void model_conv_forward(const model_conv *cv, const float *x, uint32_t n, const float *w,
+                        const float *b, int relu, float *y, float *scratch)
+{
+    assert(cv->out.h == (cv->in.h + 2 * cv->pad - cv->k) / cv->stride + 1);
+    assert(cv->out.w == (cv->in.w + 2 * cv->pad - cv->k) / cv->stride + 1);
+    const size_t rows = (size_t)n * cv->out.h * cv->out.w, kkc = conv_kkc(cv);
+    const uint32_t Co = cv->out.c;
+    const int pointwise = conv_is_pointwise(cv);
+    const size_t chunk = pointwise ? rows : conv_chunk_rows(cv, rows);
+    for (size_t r0 = 0; r0 < rows; r0 += chunk) {
+        size_t m = rows - r0 < chunk ? rows - r0 : chunk;
+        const float *col = x + r0 * kkc;
+        if (!pointwise) {
+            im2col(cv, x, r0, m, scratch);
+            col = scratch;
+        }
+        float *yr = y + r0 * Co;
+        fill_bias(yr, m, Co, b);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)m, (int)Co, (int)kkc, 1.0f, col,
+                    (int)kkc, w, (int)kkc, 1.0f, yr, (int)Co);
+        if (relu)
+            model_relu_forward(yr, m * Co, yr);
+    }
+}
+
+void model_conv_backward(const model_conv *cv, const float *x, uint32_t n, const float *w,
+                         const float *dy, float *dw, float *db, float *dx, float *scratch)
+{
+    const size_t rows = (size_t)n * cv->out.h * cv->out.w, kkc = conv_kkc(cv);
+    const uint32_t Co = cv->out.c;
+    const int pointwise = conv_is_pointwise(cv);
+    const size_t chunk = pointwise ? rows : conv_chunk_rows(cv, rows);
+    if (db) {
+        memset(db, 0, Co * sizeof *db);
+        for (size_t r = 0; r < rows; r++)
+            for (uint32_t c = 0; c < Co; c++)
+                db[c] += dy[r * Co + c];
+    }
+    if (dx && !pointwise)
+        memset(dx, 0, (size_t)n * model_shape_size(cv->in) * sizeof *dx);
+    for (size_t r0 = 0; r0 < rows; r0 += chunk) {
+        size_t m = rows - r0 < chunk ? rows - r0 : chunk;
+        const float *dyr = dy + r0 * Co;
+        const float *col = x + r0 * kkc;
+        if (!pointwise) {
+            im2col(cv, x, r0, m, scratch);
+            col = scratch;
+        }
+        /* dW (Co x kkc) += dy_chunk^T col_chunk */
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)Co, (int)kkc, (int)m, 1.0f, dyr,
+                    (int)Co, col, (int)kkc, r0 ? 1.0f : 0.0f, dw, (int)kkc);
+        if (!dx)
+            continue;
+        /* dcol (m x kkc) = dy_chunk W, then scattered back onto dx */
+        float *dcol = pointwise ? dx + r0 * kkc : scratch;
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)kkc, (int)Co, 1.0f, dyr,
+                    (int)Co, w, (int)kkc, 0.0f, dcol, (int)kkc);
+        if (!pointwise)
+            col2im(cv, dcol, r0, m, dx);
+    }
+}
+
+/* ---- pooling ---- */
+
+void model_maxpool_forward(const model_pool *p, const float *x, uint32_t n, int relu, float *y,
+                           uint32_t *arg)
+{
+    const uint32_t C = p->in.c, K = p->k;
+    const size_t in_size = model_shape_size(p->in);
+    for (uint32_t i = 0; i < n; i++)
+        for (uint32_t oy = 0; oy < p->out.h; oy++)
+            for (uint32_t ox = 0; ox < p->out.w; ox++) {
+                size_t o = (((size_t)i * p->out.h + oy) * p->out.w + ox) * C;
+                float *yo = y + o;
+                uint32_t *ao = arg + o;
+                for (uint32_t ky = 0; ky < K; ky++)
+                    for (uint32_t kx = 0; kx < K; kx++) {
+                        size_t at =
+                            i * in_size +
+                            ((size_t)(oy * p->stride + ky) * p->in.w + ox * p->stride + kx) * C;
+                        const float *xi = x + at;
+                        if (ky == 0 && kx == 0) {
+                            for (uint32_t c = 0; c < C; c++) {
+                                yo[c] = xi[c];
+                                ao[c] = (uint32_t)(at + c);
+                            }
+                            continue;
+                        }
+                        for (uint32_t c = 0; c < C; c++) {
+                            int more = xi[c] > yo[c];
+                            yo[c] = more ? xi[c] : yo[c];
+                            ao[c] = more ? (uint32_t)(at + c) : ao[c];
+                        }
+                    }
+                if (relu)
+                    for (uint32_t c = 0; c < C; c++)
+                        yo[c] = yo[c] > 0.0f ? yo[c] : 0.0f;
+            }
+}
+
+void model_maxpool_backward(const model_pool *p, uint32_t n, const float *dy, const uint32_t *arg,
+                            float *dx)
+{
+    memset(dx, 0, (size_t)n * model_shape_size(p->in) * sizeof *dx);
+    size_t m = (size_t)n * model_shape_size(p->out);
+    for (size_t j = 0; j < m; j++)
+        dx[arg[j]] += dy[j];
+}
+
+void model_avgpool_forward(const model_pool *p, const float *x, uint32_t n, float *y)
+{
+    const uint32_t C = p->in.c, K = p->k;
+    const size_t in_size = model_shape_size(p->in);
+    const float inv = 1.0f / (float)(K * K);
+    for (uint32_t i = 0; i < n; i++)
+        for (uint32_t oy = 0; oy < p->out.h; oy++)
+            for (uint32_t ox = 0; ox < p->out.w; ox++) {
+                float *yo = y + (((size_t)i * p->out.h + oy) * p->out.w + ox) * C;
+                memset(yo, 0, C * sizeof *yo);
+                for (uint32_t ky = 0; ky < K; ky++)
+                    for (uint32_t kx = 0; kx < K; kx++) {
+                        const float *xi =
+                            x + i * in_size +
+                            ((size_t)(oy * p->stride + ky) * p->in.w + ox * p->stride + kx) * C;
+                        for (uint32_t c = 0; c < C; c++)
+                            yo[c] += xi[c];
+                    }
+                for (uint32_t c = 0; c < C; c++)
+                    yo[c] *= inv;
+            }
+}
+
+void model_avgpool_backward(const model_pool *p, uint32_t n, const float *dy, float *dx)
+{
+    const uint32_t C = p->in.c, K = p->k;
+    const size_t in_size = model_shape_size(p->in);
+    const float inv = 1.0f / (float)(K * K);
+    memset(dx, 0, (size_t)n * in_size * sizeof *dx);
+    for (uint32_t i = 0; i < n; i++)
+        for (uint32_t oy = 0; oy < p->out.h; oy++)
+            for (uint32_t ox = 0; ox < p->out.w; ox++) {
+                const float *dyo = dy + (((size_t)i * p->out.h + oy) * p->out.w + ox) * C;
+                for (uint32_t ky = 0; ky < K; ky++)
+                    for (uint32_t kx = 0; kx < K; kx++) {
+                        float *dxi =
+                            dx + i * in_size +
+                            ((size_t)(oy * p->stride + ky) * p->in.w + ox * p->stride + kx) * C;
+                        for (uint32_t c = 0; c < C; c++)
+                            dxi[c] += dyo[c] * inv;
+                    }
+            }
+}
+
+/* ---- group normalisation ----
+ *
+ * The statistics are sums over H*W*(C/groups) values (up to a few
+ * thousand); they are accumulated in double so that the variance, a
+ * difference of nearly equal sums for inputs far from zero, keeps its
+ * precision. Two passes (mean, then squared deviations) for the same
+ * reason. */
+
+void model_groupnorm_forward(model_shape s, uint32_t groups, const float *x, uint32_t n,
+                             const float *gamma, const float *beta, int relu, float *y,
+                             float *stats)
+{
+    assert(groups > 0 && s.c % groups == 0);
+    const uint32_t C = s.c, cg = C / groups;
+    const size_t hw = (size_t)s.h * s.w, size = hw * C;
+    const double count = (double)hw * cg;
+    for (uint32_t i = 0; i < n; i++) {
+        const float *xi = x + i * size;
+        float *yi = y + i * size;
+        for (uint32_t g = 0; g < groups; g++) {
+            const uint32_t c0 = g * cg;
+            double sum = 0, sq = 0;
+            for (size_t p = 0; p < hw; p++)
+                for (uint32_t c = c0; c < c0 + cg; c++)
+                    sum += xi[p * C + c];
+            double mean = sum / count;
+            for (size_t p = 0; p < hw; p++)
+                for (uint32_t c = c0; c < c0 + cg; c++) {
+                    double d = xi[p * C + c] - mean;
+                    sq += d * d;
+                }
+            float m = (float)mean, rstd = (float)(1.0 / sqrt(sq / count + MODEL_GN_EPS));
+            stats[((size_t)i * groups + g) * 2] = m;
+            stats[((size_t)i * groups + g) * 2 + 1] = rstd;
+            for (size_t p = 0; p < hw; p++)
+                for (uint32_t c = c0; c < c0 + cg; c++) {
+                    float v = (xi[p * C + c] - m) * rstd * gamma[c] + beta[c];
+                    yi[p * C + c] = relu && v < 0.0f ? 0.0f : v;
+                }
+        }
+    }
+}
+
+void model_groupnorm_backward(model_shape s, uint32_t groups, const float *x, uint32_t n,
+                              const float *gamma, const float *stats, const float *dy,
+                              float *dgamma, float *dbeta, float *dx)
+{
+    const uint32_t C = s.c, cg = C / groups;
+    const size_t hw = (size_t)s.h * s.w, size = hw * C;
+    const double count = (double)hw * cg;
+    memset(dgamma, 0, C * sizeof *dgamma);
+    memset(dbeta, 0, C * sizeof *dbeta);
+    for (uint32_t i = 0; i < n; i++) {
+        const float *xi = x + i * size, *dyi = dy + i * size;
+        for (uint32_t g = 0; g < groups; g++) {
+            const uint32_t c0 = g * cg;
+            const float m = stats[((size_t)i * groups + g) * 2];
+            const float rstd = stats[((size_t)i * groups + g) * 2 + 1];
+            /* with xhat = (x - m) rstd and g = dy gamma:
+             * dx = rstd (g - mean(g) - xhat mean(g xhat)) */
+            double sg = 0, sgx = 0;
+            for (size_t p = 0; p < hw; p++)
+                for (uint32_t c = c0; c < c0 + cg; c++) {
+                    float xhat = (xi[p * C + c] - m) * rstd, d = dyi[p * C + c];
+                    dgamma[c] += d * xhat;
+                    dbeta[c] += d;
+                    sg += (double)d * gamma[c];
+                    sgx += (double)d * gamma[c] * xhat;
+                }
+            if (!dx)
+                continue;
+            const float mg = (float)(sg / count), mgx = (float)(sgx / count);
+            float *dxi = dx + i * size;
+            for (size_t p = 0; p < hw; p++)
+                for (uint32_t c = c0; c < c0 + cg; c++) {
+                    float xhat = (xi[p * C + c] - m) * rstd;
+                    dxi[p * C + c] = rstd * (dyi[p * C + c] * gamma[c] - mg - xhat * mgx);
+                }
+        }
+    }
+}
+
+/* ---- element-wise ---- */
+
+void model_relu_forward(const float *x, size_t count, float *y)
+{
+    for (size_t i = 0; i < count; i++)
+        y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+}
+
+void model_relu_backward(const float *y, const float *dy, size_t count, float *dx)
+{
+    for (size_t i = 0; i < count; i++)
+        dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+}
+
+void model_dropout_forward(const float *x, size_t count, float rate, model_rng *rng, float *y,
+                           float *mask)
+{
+    assert(rate >= 0.0f && rate < 1.0f);
+    const float scale = 1.0f / (1.0f - rate);
+    for (size_t i = 0; i < count; i++) {
+        mask[i] = model_rng_uniform(rng) < rate ? 0.0f : scale;
+        y[i] = x[i] * mask[i];
+    }
+}
+
+void model_dropout_backward(const float *dy, const float *mask, size_t count, float *dx)
+{
+    for (size_t i = 0; i < count; i++)
+        dx[i] = dy[i] * mask[i];
+}
+
+/* ---- dense ---- */
+
+void model_dense_forward(uint32_t in, uint32_t out, const float *x, uint32_t n, const float *w,
+                         const float *b, int relu, float *y)
+{
+    /* y = 1 b^T (broadcast) then y += x W^T: the bias costs one copy per
+     * row instead of a separate pass. */
+    fill_bias(y, n, out, b);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n, (int)out, (int)in, 1.0f, x,
+                (int)in, w, (int)in, 1.0f, y, (int)out);
+    if (relu)
+        model_relu_forward(y, (size_t)n * out, y);
+}
+
+void model_dense_backward(uint32_t in, uint32_t out, const float *x, uint32_t n, const float *w,
+                          const float *dy, const float *ones, float *dw, float *db, float *dx)
+{
+    /* dW = dy^T x (out x in) */
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)out, (int)in, (int)n, 1.0f, dy,
+                (int)out, x, (int)in, 0.0f, dw, (int)in);
+    /* db = dy^T 1 */
+    cblas_sgemv(CblasRowMajor, CblasTrans, (int)n, (int)out, 1.0f, dy, (int)out, ones, 1, 0.0f, db,
+                1);
+    if (dx)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)in, (int)out, 1.0f, dy,
+                    (int)out, w, (int)in, 0.0f, dx, (int)in);
+}
+
+/* ---- loss ---- */
+
+void model_softmax(float *z, uint32_t n, uint32_t classes)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        float *r = z + (size_t)i * classes;
+        float mx = r[0];
+        for (uint32_t c = 1; c < classes; c++)
+            mx = r[c] > mx ? r[c] : mx;
+        float s = 0.0f;
+        for (uint32_t c = 0; c < classes; c++) {
+            r[c] = expf(r[c] - mx);
+            s += r[c];
+        }
+        float inv = 1.0f / s;
+        for (uint32_t c = 0; c < classes; c++)
+            r[c] *= inv;
+    }
+}
+
+double model_xent_backward(const float *p, const uint16_t *labels, uint32_t n, uint32_t classes,
+                           float *dz)
+{
+    double total = 0.0;
+    const float inv_n = 1.0f / (float)n;
+    for (uint32_t i = 0; i < n; i++) {
+        const float *pr = p + (size_t)i * classes;
+        float *dr = dz + (size_t)i * classes;
+        float py = pr[labels[i]];
+        total -= log((double)(py > MODEL_PROB_FLOOR ? py : MODEL_PROB_FLOOR));
+        for (uint32_t c = 0; c < classes; c++)
+            dr[c] = pr[c] * inv_n;
+        dr[labels[i]] -= inv_n;
+    }
+    return total / n;
+}
