@@ -14,6 +14,7 @@
 
 #include "agent/keys.h"
 #include "agent/log.h"
+#include "common/cli.h"
 #include "common/errmsg.h"
 #include "common/text.h"
 #include "gossip/sched.h"
@@ -363,36 +364,42 @@ static const common_settings agent_settings = {
     .level_offset = offsetof(agent_config, origin_level),
     .what = "config file",
     .docs = "docs/CONFIG.md",
-    .env_prefix = NULL,
+    .env_prefix = "MURMUR_",
 };
 
-/* Short flags: each names one option. */
-typedef struct flag_def {
-    const char *flag;
-    const char *option;
-    const char *metavar;
-} flag_def;
-
-static const flag_def flags[] = {
-    {"--listen", "node.listen", "ADDR"},
-    {"--advertise", "node.advertise", "ADDR"},
-    {"--seed", "seeds.seed", "HOST:PORT"},
-    {"--data-dir", "node.data_dir", "DIR"},
-    {"--key-file", "node.key_file", "FILE"},
-    {"--network-key-file", "node.network_key_file", "FILE"},
-    {"--allow-list", "node.allow_list_file", "FILE"},
-    {"--model", "model.spec", "SPEC"},
-    {"--dataset", "model.dataset", "PATH"},
-    {"--mixing", "mixing.algorithm", "ALG"},
-    {"--checkpoint", "checkpoint.path", "FILE"},
-    {"--metrics", "metrics.listen", "HOST:PORT"},
-    {"--log-level", "log.level", "LEVEL"},
+/* The command line (common/cli): the front-end flags, then one short flag
+ * per common option, each just a name for one section.key. */
+enum { FLAG_CONFIG, FLAG_SET, FLAG_PRINT, FLAG_HELP, FLAG_OPTION };
+static const common_flag flags[] = {
+    {"config", 0, true, FLAG_CONFIG, "FILE", "read settings from FILE (docs/CONFIG.md)", NULL},
+    {"set", 0, true, FLAG_SET, "SECTION.KEY=VALUE", "override one setting (repeatable)", NULL},
+    {"print-config", 0, false, FLAG_PRINT, "",
+     "print the effective settings, each with its source, and exit", NULL},
+    {"help", 'h', false, FLAG_HELP, "", "this text", NULL},
+    {"listen", 0, true, FLAG_OPTION, "ADDR", NULL, "node.listen"},
+    {"advertise", 0, true, FLAG_OPTION, "ADDR", NULL, "node.advertise"},
+    {"seed", 0, true, FLAG_OPTION, "HOST:PORT", NULL, "seeds.seed"},
+    {"data-dir", 0, true, FLAG_OPTION, "DIR", NULL, "node.data_dir"},
+    {"key-file", 0, true, FLAG_OPTION, "FILE", NULL, "node.key_file"},
+    {"network-key-file", 0, true, FLAG_OPTION, "FILE", NULL, "node.network_key_file"},
+    {"allow-list", 0, true, FLAG_OPTION, "FILE", NULL, "node.allow_list_file"},
+    {"model", 0, true, FLAG_OPTION, "SPEC", NULL, "model.spec"},
+    {"dataset", 0, true, FLAG_OPTION, "PATH", NULL, "model.dataset"},
+    {"mixing", 0, true, FLAG_OPTION, "ALG", NULL, "mixing.algorithm"},
+    {"checkpoint", 0, true, FLAG_OPTION, "FILE", NULL, "checkpoint.path"},
+    {"metrics", 0, true, FLAG_OPTION, "HOST:PORT", NULL, "metrics.listen"},
+    {"log-level", 0, true, FLAG_OPTION, "LEVEL", NULL, "log.level"},
 };
 #define FLAG_COUNT (sizeof flags / sizeof flags[0])
 
 const char *agent_config_strerror(int err)
 {
     return common_settings_strerror(err);
+}
+
+int agent_config_option_index(const char *section, const char *key)
+{
+    return common_settings_find(&agent_settings, section, key);
 }
 
 void agent_config_defaults(agent_config *c)
@@ -537,28 +544,15 @@ int agent_config_finish(agent_config *c, char *err, size_t errlen)
     return 0;
 }
 
-static const flag_def *find_flag(const char *arg, size_t len)
+extern char **environ;
+
+/* The flag the command-line parser just returned (its row). */
+static const common_flag *current_flag(const common_cli *cli)
 {
     for (size_t i = 0; i < FLAG_COUNT; i++)
-        if (strlen(flags[i].flag) == len && !strncmp(flags[i].flag, arg, len))
+        if (cli->given && !strcmp(cli->given + 2, flags[i].name))
             return &flags[i];
     return NULL;
-}
-
-/* Split "--flag=value" or take the next argument. */
-static int flag_value(int argc, char **argv, int *i, size_t name_len, const char **value, char *err,
-                      size_t errlen)
-{
-    const char *arg = argv[*i];
-    if (arg[name_len] == '=') {
-        *value = arg + name_len + 1;
-        return 0;
-    }
-    if (*i + 1 >= argc)
-        return common_errf(err, errlen, AGENT_CONFIG_EUSAGE, "%.*s needs a value", (int)name_len,
-                           arg);
-    *value = argv[++*i];
-    return 0;
 }
 
 int agent_config_parse_args(agent_config *c, agent_config_args *args, int argc, char **argv,
@@ -566,73 +560,47 @@ int agent_config_parse_args(agent_config *c, agent_config_args *args, int argc, 
 {
     memset(args, 0, sizeof *args);
     agent_config_defaults(c);
+    common_cli cli;
     /* first pass: --config, --help, --print-config, and the shape of the line */
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        size_t len = strcspn(a, "=");
-        const char *v;
-        int rc;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+    common_cli_init(&cli, "murmur agent", flags, FLAG_COUNT, argc, argv);
+    for (int id; (id = common_cli_next(&cli)) != COMMON_CLI_END;) {
+        if (id == COMMON_CLI_ERROR)
+            return common_errf(err, errlen,
+                               cli.err_unknown ? AGENT_CONFIG_EUNKNOWN : AGENT_CONFIG_EUSAGE, "%s",
+                               cli.err);
+        if (id == COMMON_CLI_POSITIONAL)
+            return common_errf(err, errlen, AGENT_CONFIG_EUSAGE,
+                               "unexpected argument '%s' (murmur agent takes only flags)", cli.arg);
+        if (id == FLAG_HELP) {
             args->help = true;
             return 0;
-        } else if (!strcmp(a, "--print-config")) {
+        }
+        if (id == FLAG_PRINT)
             args->print_config = true;
-        } else if (len == 8 && !strncmp(a, "--config", 8)) {
-            if ((rc = flag_value(argc, argv, &i, len, &v, err, errlen)))
-                return rc;
+        if (id == FLAG_CONFIG) {
             if (args->config_file)
                 return common_errf(err, errlen, AGENT_CONFIG_EUSAGE,
-                                   "--config given twice ('%s' and '%s')", args->config_file, v);
-            args->config_file = v;
-        } else if ((len == 5 && !strncmp(a, "--set", 5)) || find_flag(a, len)) {
-            if ((rc = flag_value(argc, argv, &i, len, &v, err, errlen)))
-                return rc;
-        } else if (a[0] == '-') {
-            return common_errf(err, errlen, AGENT_CONFIG_EUNKNOWN,
-                               "unknown flag '%.*s' (murmur agent --help lists them)", (int)len, a);
-        } else {
-            return common_errf(err, errlen, AGENT_CONFIG_EUSAGE,
-                               "unexpected argument '%s' (murmur agent takes only flags)", a);
+                                   "--config given twice ('%s' and '%s')", args->config_file,
+                                   cli.arg);
+            args->config_file = cli.arg;
         }
     }
     int rc;
-    if (args->config_file && (rc = agent_config_load_file(c, args->config_file, err, errlen)))
+    if (args->config_file &&
+        (rc = common_settings_load_file(&agent_settings, c, args->config_file, err, errlen)))
+        return rc;
+    if ((rc = common_settings_load_env(&agent_settings, c, environ, err, errlen)))
         return rc;
     /* second pass: settings, left to right */
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        size_t len = strcspn(a, "=");
-        const char *v;
-        if (!strcmp(a, "--print-config"))
-            continue;
-        if (len == 8 && !strncmp(a, "--config", 8)) {
-            flag_value(argc, argv, &i, len, &v, err, errlen);
-            continue;
-        }
-        if (len == 5 && !strncmp(a, "--set", 5)) {
-            flag_value(argc, argv, &i, len, &v, err, errlen);
-            const char *eq = strchr(v, '=');
-            if (!eq)
-                return common_errf(err, errlen, AGENT_CONFIG_EUSAGE,
-                                   "--set '%s': expected section.key=value", v);
-            char name[AGENT_CONFIG_ORIGIN_MAX - 8];
-            size_t nl = (size_t)(eq - v);
-            if (nl >= sizeof name)
-                return common_errf(err, errlen, AGENT_CONFIG_EUNKNOWN,
-                                   "--set: unknown option '%.*s'", (int)nl, v);
-            memcpy(name, v, nl);
-            name[nl] = '\0';
-            char origin[AGENT_CONFIG_ORIGIN_MAX];
-            snprintf(origin, sizeof origin, "--set %s", name);
-            if ((rc = common_settings_set(&agent_settings, c, name, eq + 1, origin,
-                                          COMMON_LEVEL_CLI, err, errlen)))
-                return rc;
-            continue;
-        }
-        const flag_def *fd = find_flag(a, len);
-        flag_value(argc, argv, &i, len, &v, err, errlen);
-        if ((rc = common_settings_set(&agent_settings, c, fd->option, v, fd->flag, COMMON_LEVEL_CLI,
-                                      err, errlen)))
+    common_cli_init(&cli, "murmur agent", flags, FLAG_COUNT, argc, argv);
+    for (int id; (id = common_cli_next(&cli)) != COMMON_CLI_END;) {
+        if (id == FLAG_SET)
+            rc = common_settings_assign(&agent_settings, c, cli.arg, "--set", COMMON_LEVEL_CLI, err,
+                                        errlen);
+        else if (id == FLAG_OPTION)
+            rc = common_settings_set(&agent_settings, c, current_flag(&cli)->sets, cli.arg,
+                                     cli.given, COMMON_LEVEL_CLI, err, errlen);
+        if (rc)
             return rc;
     }
     return agent_config_finish(c, err, errlen);
@@ -640,17 +608,14 @@ int agent_config_parse_args(agent_config *c, agent_config_args *args, int argc, 
 
 void agent_config_usage(FILE *out)
 {
-    fprintf(out, "usage: murmur agent [--config FILE] [--set SECTION.KEY=VALUE]... [FLAGS]\n\n"
-                 "  --config FILE              read settings from FILE (docs/CONFIG.md)\n"
-                 "  --set SECTION.KEY=VALUE    override one setting (repeatable)\n"
-                 "  --print-config             print the effective settings and exit\n");
-    for (size_t i = 0; i < FLAG_COUNT; i++) {
-        char left[64];
-        snprintf(left, sizeof left, "%s %s", flags[i].flag, flags[i].metavar);
-        fprintf(out, "  %-26s same as --set %s=%s%s\n", left, flags[i].option, flags[i].metavar,
-                !strcmp(flags[i].flag, "--seed") ? " (repeatable)" : "");
-    }
-    fprintf(out, "\nLater settings override earlier ones; flags override the file.\n");
+    common_cli cli;
+    common_cli_init(&cli, "murmur agent", flags, FLAG_COUNT, 0, NULL);
+    fprintf(out, "usage: murmur agent [--config FILE] [--set SECTION.KEY=VALUE]... [FLAGS]\n\n");
+    common_cli_usage(&cli, out);
+    fprintf(out, "\nSources, lowest first: defaults, the --config file, the environment\n"
+                 "(MURMUR_SECTION_KEY=VALUE, e.g. MURMUR_NODE_DATA_DIR=/srv/murmur), then the\n"
+                 "flags left to right (--seed repeats). --print-config shows where each value\n"
+                 "came from. Every option: docs/CONFIG.md.\n");
 }
 
 int agent_config_main(agent_config *c, int argc, char **argv)

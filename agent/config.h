@@ -162,6 +162,9 @@ typedef common_option agent_config_option;
 extern const agent_config_option agent_config_options[];
 extern const size_t agent_config_option_count;
 
+/* Index of section.key in agent_config_options[] (and origin[]), or -1. */
+int agent_config_option_index(const char *section, const char *key);
+
 /* Fill every field with its default. Never fails. */
 void agent_config_defaults(agent_config *c);
 

@@ -683,9 +683,19 @@ static int env_one(const common_settings *s, void *base, const char *var, const 
     if (!known_section(s, section))
         return 0;
     int idx = common_settings_find(s, section, key);
-    if (idx < 0)
+    if (idx < 0) {
+        char name[2 * COMMON_SETTINGS_NAME_MAX], near[COMMON_SETTINGS_NAME_MAX];
+        snprintf(name, sizeof name, "%s.%s", section, key);
+        int n = common_settings_suggest(s, name, near, sizeof near)
+                    ? common_settings_lookup(s, near)
+                    : -1;
+        char env[COMMON_SETTINGS_NAME_MAX + 16] = "";
+        if (n >= 0)
+            common_settings_env_name(s, (size_t)n, env, sizeof env);
         return common_errf(err, errlen, COMMON_SETTINGS_EUNKNOWN,
-                           "%s: unknown option '%s.%s' (see %s)", origin, section, key, s->docs);
+                           "%s: unknown option '%s'%s%s%s (see %s)", origin, name,
+                           n >= 0 ? "; did you mean " : "", env, n >= 0 ? "?" : "", s->docs);
+    }
     const common_option *o = &s->options[idx];
     if (o->type != COMMON_OPT_LIST)
         return common_settings_apply(s, base, (size_t)idx, value, origin, COMMON_LEVEL_ENV, err,

@@ -662,6 +662,99 @@ static void front_end(void **state)
     assert_string_equal(back.checkpoint_path, c.checkpoint_path);
 }
 
+/* MURMUR_SECTION_KEY variables sit between the file and the flags, and
+ * --print-config names them as the source. */
+static void environment_between_file_and_flags(void **state)
+{
+    (void)state;
+    static const char body[] = "[mixing]\nbits = 16\nblock = 512\n[seeds]\nseed = 10.0.0.1:7000\n";
+    const char *conf = write_file("env.conf", body, sizeof body - 1);
+    agent_config c;
+    agent_config_args a;
+    char err[AGENT_CONFIG_ERR_MAX] = "";
+    setenv("MURMUR_MIXING_BITS", "4", 1);
+    setenv("MURMUR_SEEDS_SEED", "10.0.0.2:7000, 10.0.0.3:7000", 1);
+    setenv("MURMUR_LOG_LEVEL", "warn", 1);
+    const char *v1[] = {"agent", "--config", conf, "--log-level", "error"};
+    assert_int_equal(parse(&c, &a, err, sizeof err, ARGC(v1), v1), 0);
+    assert_int_equal(c.bits, 4);                    /* the environment beats the file */
+    assert_int_equal(c.block, 512);                 /* the file still counts */
+    assert_int_equal(c.log_level, AGENT_LOG_ERROR); /* a flag beats the environment */
+    assert_int_equal(c.seed_count, 2);              /* the environment's seeds replace the file's */
+    assert_string_equal(c.seeds[1], "tcp://10.0.0.3:7000");
+    int bits = agent_config_option_index("mixing", "bits");
+    assert_string_equal(c.origin[bits], "env MURMUR_MIXING_BITS");
+    const char *v2[] = {"agent",         "--config", conf,           "--set",
+                        "mixing.bits=2", "--seed",   "10.0.0.9:7000"};
+    assert_int_equal(parse(&c, &a, err, sizeof err, ARGC(v2), v2), 0);
+    assert_int_equal(c.bits, 2);
+    assert_int_equal(c.seed_count, 1);
+    /* --print-config shows the source */
+    static char out[16384];
+    char errout[1024];
+    const char *print[] = {"agent", "--print-config"};
+    assert_int_equal(run_main(&c, ARGC(print), print, out, sizeof out, errout, sizeof errout), 0);
+    assert_non_null(strstr(out, "bits = 4   # env MURMUR_MIXING_BITS\n"));
+    assert_non_null(strstr(out, "seed = tcp://10.0.0.2:7000   # env MURMUR_SEEDS_SEED\n"));
+    /* a bad value or an unknown option of a known section is an error */
+    setenv("MURMUR_MIXING_BITS", "3", 1);
+    assert_int_equal(parse(&c, &a, err, sizeof err, ARGC(v1), v1), AGENT_CONFIG_EVALUE);
+    assert_non_null(strstr(err, "env MURMUR_MIXING_BITS: mixing.bits: '3' is not one of"));
+    unsetenv("MURMUR_MIXING_BITS");
+    setenv("MURMUR_MIXING_BTIS", "4", 1);
+    assert_int_equal(parse(&c, &a, err, sizeof err, ARGC(v1), v1), AGENT_CONFIG_EUNKNOWN);
+    assert_non_null(strstr(err, "unknown option 'mixing.btis'; did you mean MURMUR_MIXING_BITS?"));
+    unsetenv("MURMUR_MIXING_BTIS");
+    unsetenv("MURMUR_SEEDS_SEED");
+    unsetenv("MURMUR_LOG_LEVEL");
+    agent_log_set_level(AGENT_LOG_INFO);
+}
+
+static void flags_suggest_the_nearest(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *argv[4];
+        int argc;
+        int code;
+        const char *needle;
+    } cases[] = {
+        {{"agent", "--listn", "1.2.3.4:5"},
+         3,
+         AGENT_CONFIG_EUNKNOWN,
+         "unknown flag '--listn'; did you mean --listen?"},
+        {{"agent", "--seeed=1.2.3.4:5"}, 2, AGENT_CONFIG_EUNKNOWN, "did you mean --seed?"},
+        {{"agent", "--se", "x"}, 3, AGENT_CONFIG_EUNKNOWN, "ambiguous flag '--se' (--set, --seed)"},
+        {{"agent", "--print-config=yes"}, 2, AGENT_CONFIG_EUSAGE, "--print-config takes no value"},
+        {{"agent", "--set", "mixing.bist=4"},
+         3,
+         AGENT_CONFIG_EUNKNOWN,
+         "unknown option 'mixing.bist'; did you mean 'mixing.bits'?"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        agent_config c;
+        agent_config_args a;
+        char err[AGENT_CONFIG_ERR_MAX] = "";
+        int rc = parse(&c, &a, err, sizeof err, cases[i].argc, cases[i].argv);
+        if (rc != cases[i].code || !strstr(err, cases[i].needle))
+            fail_msg("case %zu: rc %d (want %d), message '%s' lacks '%s'", i, rc, cases[i].code,
+                     err, cases[i].needle);
+    }
+    /* a unique prefix is the flag (getopt_long) */
+    agent_config c;
+    agent_config_args a;
+    char err[AGENT_CONFIG_ERR_MAX] = "";
+    const char *v[] = {"agent", "--data-d", "/srv/m", "--log", "warn"};
+    assert_int_equal(parse(&c, &a, err, sizeof err, ARGC(v), v), 0);
+    assert_string_equal(c.data_dir, "/srv/m");
+    assert_int_equal(c.log_level, AGENT_LOG_WARN);
+    /* after "--" nothing is a flag */
+    const char *w[] = {"agent", "--", "--listen"};
+    assert_int_equal(parse(&c, &a, err, sizeof err, ARGC(w), w), AGENT_CONFIG_EUSAGE);
+    assert_non_null(strstr(err, "unexpected argument '--listen'"));
+    agent_log_set_level(AGENT_LOG_INFO);
+}
+
 static void schedule_maps_to_model(void **state)
 {
     (void)state;
@@ -740,6 +833,8 @@ int main(void)
         cmocka_unit_test(front_end),
         cmocka_unit_test(schedule_maps_to_model),
         cmocka_unit_test(docs_name_every_option),
+        cmocka_unit_test(environment_between_file_and_flags),
+        cmocka_unit_test(flags_suggest_the_nearest),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -332,7 +332,8 @@ static void environment(void **state)
     char *bad[] = {"DEMO_MAIN_CONT=4", NULL};
     assert_int_equal(common_settings_load_env(&demo_settings, &d, bad, err, sizeof err),
                      COMMON_SETTINGS_EUNKNOWN);
-    assert_non_null(strstr(err, "env DEMO_MAIN_CONT: unknown option 'main.cont'"));
+    assert_non_null(strstr(
+        err, "env DEMO_MAIN_CONT: unknown option 'main.cont'; did you mean DEMO_MAIN_COUNT?"));
     char *badv[] = {"DEMO_LOOK_COLOUR=pink", NULL};
     assert_int_equal(common_settings_load_env(&demo_settings, &d, badv, err, sizeof err),
                      COMMON_SETTINGS_EVALUE);
