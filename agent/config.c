@@ -21,9 +21,6 @@
 #include "model/optim.h"
 
 static const char *const bits_names[] = {"1", "2", "4", "8", "16", "32", NULL};
-/* gossip/sched.h's unit and scaling enums, in their order. */
-static const char *const schedule_unit_names[] = {"steps", "epochs", NULL};
-static const char *const lr_scaling_names[] = {"none", "sqrt", "linear", NULL};
 
 #define BUILTIN_DATASET "fashion-mnist"
 
@@ -276,13 +273,13 @@ const agent_config_option agent_config_options[] = {
      .help = "learning-rate schedule: constant, step:LEN:GAMMA (multiply by GAMMA every LEN) or "
              "cosine:LEN (cosine decay to min_lr over LEN, warm-up included); LEN in "
              "schedule_unit"},
-    {"model", "schedule_unit", ENUM, F(schedule_unit), .names = schedule_unit_names,
+    {"model", "schedule_unit", ENUM, F(schedule_unit), .names = gossip_sched_unit_names,
      .def = "epochs",
      .help = "unit of schedule and warmup lengths: epochs (passes of the whole cluster over the "
              "catalog's samples) or steps (this agent's local steps)"},
     {"model", "warmup", F64, F(warmup), .min = 0, .max = 1e12, .def = "0.25",
      .unit = "schedule_unit", .help = "linear learning-rate warm-up from ~0 to lr; 0 = none"},
-    {"model", "lr_scaling", ENUM, F(lr_scaling), .names = lr_scaling_names, .def = "sqrt",
+    {"model", "lr_scaling", ENUM, F(lr_scaling), .names = gossip_sched_scaling_names, .def = "sqrt",
      .help = "learning rate for N live agents: none (lr), sqrt (lr*sqrt(N)) or linear (lr*N), "
              "at most 8x"},
     {"model", "min_lr", F64, F(min_lr), .min = 0, .max = 10, .def = "0.0025",

@@ -24,18 +24,19 @@ struct gossip_sched {
     gossip_sched_stats stats;
 };
 
-static const char *const sched_scaling_names[GOSSIP_SCHED_SCALE_COUNT] = {"none", "sqrt", "linear"};
-static const char *const sched_unit_names[] = {"steps", "epochs"};
+const char *const gossip_sched_scaling_names[GOSSIP_SCHED_SCALE_COUNT + 1] = {"none", "sqrt",
+                                                                              "linear", NULL};
+const char *const gossip_sched_unit_names[GOSSIP_SCHED_UNIT_EPOCHS + 2] = {"steps", "epochs", NULL};
 
 const char *gossip_sched_scaling_name(gossip_sched_scaling s)
 {
-    return (unsigned)s < GOSSIP_SCHED_SCALE_COUNT ? sched_scaling_names[s] : "?";
+    return (unsigned)s < GOSSIP_SCHED_SCALE_COUNT ? gossip_sched_scaling_names[s] : "?";
 }
 
 int gossip_sched_scaling_parse(const char *name, gossip_sched_scaling *out)
 {
     for (unsigned i = 0; i < GOSSIP_SCHED_SCALE_COUNT; i++)
-        if (!strcmp(name, sched_scaling_names[i])) {
+        if (!strcmp(name, gossip_sched_scaling_names[i])) {
             *out = (gossip_sched_scaling)i;
             return GOSSIP_OK;
         }
@@ -44,13 +45,13 @@ int gossip_sched_scaling_parse(const char *name, gossip_sched_scaling *out)
 
 const char *gossip_sched_unit_name(gossip_sched_unit u)
 {
-    return (unsigned)u <= GOSSIP_SCHED_UNIT_EPOCHS ? sched_unit_names[u] : "?";
+    return (unsigned)u <= GOSSIP_SCHED_UNIT_EPOCHS ? gossip_sched_unit_names[u] : "?";
 }
 
 int gossip_sched_unit_parse(const char *name, gossip_sched_unit *out)
 {
     for (unsigned i = 0; i <= GOSSIP_SCHED_UNIT_EPOCHS; i++)
-        if (!strcmp(name, sched_unit_names[i])) {
+        if (!strcmp(name, gossip_sched_unit_names[i])) {
             *out = (gossip_sched_unit)i;
             return GOSSIP_OK;
         }

@@ -115,6 +115,10 @@ typedef struct gossip_sched_stats {
 
 typedef struct gossip_sched gossip_sched;
 
+/* The name tables of the two enums, in enum order, NULL-terminated (the
+ * agent's config uses them: model.lr_scaling, model.schedule_unit). */
+extern const char *const gossip_sched_scaling_names[GOSSIP_SCHED_SCALE_COUNT + 1];
+extern const char *const gossip_sched_unit_names[GOSSIP_SCHED_UNIT_EPOCHS + 2];
 /* "none", "sqrt", "linear"; parse returns GOSSIP_OK or GOSSIP_EINVAL. */
 const char *gossip_sched_scaling_name(gossip_sched_scaling s);
 int gossip_sched_scaling_parse(const char *name, gossip_sched_scaling *out);
