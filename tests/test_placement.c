@@ -80,6 +80,8 @@ static uint32_t load_of(const uint64_t *h, uint32_t s_count, uint32_t width, uin
     return l;
 }
 
+/* Rows: width distinct live holders, the primary first, the others by rank
+ * (weight descending). */
 static void rows_valid(const world *w, const uint64_t *h, const uint64_t *nodes, uint32_t n,
                        uint32_t width, uint64_t seed)
 {
@@ -91,21 +93,32 @@ static void rows_valid(const world *w, const uint64_t *h, const uint64_t *nodes,
                 fail_msg("seed %llu shard %u: holder not live", (unsigned long long)seed, s);
             for (uint32_t k = 0; k < j; k++)
                 assert_true(row[k] != row[j]);
-            if (j > 0) /* ranked: weight descending */
+            if (j > 1)
                 assert_true(gossip_placement_weight(w->ids[s], row[j - 1]) >=
                             gossip_placement_weight(w->ids[s], row[j]));
         }
     }
 }
 
-static void deterministic_and_order_free(void **state)
+/* Primaries per member of the view (row[0] of each shard). */
+static void primary_counts(const uint64_t *h, uint32_t s_count, uint32_t width,
+                           const uint64_t *nodes, uint32_t n, uint32_t *counts)
 {
-    (void)state;
-    uint64_t seed = test_seed(11);
+    gossip_view v = {1, n, nodes};
+    memset(counts, 0, n * sizeof *counts);
+    for (uint32_t s = 0; s < s_count; s++) {
+        long m = gossip_placement_view_find(&v, h[(size_t)s * width]);
+        assert_true(m >= 0);
+        counts[m]++;
+    }
+}
+
+static void deterministic_and_order_free_at(uint64_t seed, uint32_t n, uint32_t s_count)
+{
     test_env t;
     test_env_init(&t, seed);
     world w;
-    world_make(&w, &t.rng, 40, 320);
+    world_make(&w, &t.rng, n, s_count);
     uint64_t *a = place(&t, &w, w.nodes, w.n, GOSSIP_PLACEMENT_SLACK_DEFAULT, NULL);
     uint64_t *b = place(&t, &w, w.nodes, w.n, GOSSIP_PLACEMENT_SLACK_DEFAULT, NULL);
     assert_memory_equal(a, b, (size_t)w.s_count * 3 * sizeof *a);
@@ -120,6 +133,17 @@ static void deterministic_and_order_free(void **state)
         assert_memory_equal(a + (size_t)s * 3, c + (size_t)(w.s_count - 1 - s) * 3, 3 * 8);
     free(a), free(b), free(c), free(r.ids);
     world_free(&w);
+}
+
+/* The same view and catalog give the same rows (primaries included), in any
+ * catalog order; also where holders give way to balance primaries (S = N+1). */
+static void deterministic_and_order_free(void **state)
+{
+    (void)state;
+    uint64_t seed = test_seed(11);
+    deterministic_and_order_free_at(seed, 40, 320);
+    for (uint64_t k = 0; k < 20; k++)
+        deterministic_and_order_free_at(seed + 100 + k, 24, 25);
 }
 
 static void balance_within_ten_percent(void **state)
@@ -296,6 +320,196 @@ static void rejects_bad_arguments_and_survives_oom(void **state)
     world_free(&w);
 }
 
+/* ---- balanced primaries -------------------------------------------------- */
+
+static uint64_t *place_cfg(test_env *t, const world *w, const uint64_t *nodes, uint32_t n,
+                           uint32_t r, uint32_t primaries, gossip_placement_stats *st)
+{
+    gossip_placement_config cfg;
+    gossip_placement_config_default(&cfg);
+    cfg.r = r;
+    cfg.primaries = primaries;
+    uint32_t width = gossip_placement_width(r, n);
+    uint64_t *h = malloc((size_t)w->s_count * width * sizeof *h);
+    gossip_view v = {1, n, nodes};
+    assert_int_equal(gossip_placement_compute(&t->env, &cfg, (const uint8_t(*)[32])w->ids,
+                                              w->s_count, &v, h, st),
+                     GOSSIP_OK);
+    assert_int_equal(t->alloc.live, 0);
+    return h;
+}
+
+/* Every member is primary for floor(S/N) .. ceil(S/N) shards; the stats
+ * agree with a count of the rows. */
+static void check_primary_bounds(const world *w, const uint64_t *h, const uint64_t *nodes,
+                                 uint32_t n, uint32_t width, const gossip_placement_stats *st,
+                                 uint64_t seed, uint32_t step)
+{
+    uint32_t *counts = malloc(n * sizeof *counts);
+    primary_counts(h, w->s_count, width, nodes, n, counts);
+    uint32_t lo = w->s_count / n, hi = (w->s_count + n - 1) / n, pmin = UINT32_MAX, pmax = 0;
+    for (uint32_t m = 0; m < n; m++) {
+        if (counts[m] < lo || counts[m] > hi)
+            fail_msg("seed %llu step %u S %u N %u r %u: member %u is primary for %u, bounds %u..%u",
+                     (unsigned long long)seed, step, w->s_count, n, width, m, counts[m], lo, hi);
+        pmin = counts[m] < pmin ? counts[m] : pmin;
+        pmax = counts[m] > pmax ? counts[m] : pmax;
+    }
+    assert_int_equal(st->primary_min, pmin);
+    assert_int_equal(st->primary_max, pmax);
+    uint32_t lo2, hi2;
+    gossip_placement_primary_bounds(w->s_count, n, &lo2, &hi2);
+    assert_int_equal(lo2, lo);
+    assert_int_equal(hi2, hi);
+    free(counts);
+}
+
+/* Random membership walks (joins, leaves, crashes of up to three at once:
+ * to placement a crash is the same view change as a leave) over a pool of
+ * 2N ids; after every change the primaries are within the bounds, for
+ * S = 64 / N = 24, S = N, S < N, S = N + 1 (where some members hold
+ * nothing) and S = 8N, with r = 1, 2, 3. */
+static void primaries_within_bounds_through_churn(void **state)
+{
+    (void)state;
+    uint64_t seed = test_seed(17);
+    const uint32_t cases[][2] = {{64, 24}, {24, 24}, {10, 24}, {25, 24}, {192, 24}, {7, 3}};
+    uint32_t adopted = 0, augmented = 0;
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
+        for (uint32_t r = 1; r <= 3; r++) {
+            test_env t;
+            test_env_init(&t, seed + c * 10 + r);
+            uint32_t n0 = cases[c][1];
+            world w;
+            world_make(&w, &t.rng, 2 * n0, cases[c][0]); /* w.nodes: the pool */
+            uint8_t *live = calloc(2 * n0, 1);
+            for (uint32_t i = 0; i < n0; i++)
+                live[i] = 1;
+            uint64_t *view = malloc(2 * n0 * sizeof *view);
+            for (uint32_t step = 0; step < 60; step++) {
+                uint32_t n = 0;
+                for (uint32_t i = 0; i < 2 * n0; i++)
+                    if (live[i])
+                        view[n++] = w.nodes[i];
+                gossip_placement_stats st;
+                uint64_t *h = place_cfg(&t, &w, view, n, r, GOSSIP_PLACEMENT_PRIMARY_BALANCED, &st);
+                uint32_t width = gossip_placement_width(r, n);
+                rows_valid(&w, h, view, n, width, seed);
+                check_primary_bounds(&w, h, view, n, width, &st, seed, step);
+                adopted += st.adopted;
+                augmented += st.augmented;
+                free(h);
+                /* next view: 1-3 members join or leave/crash (never empty) */
+                uint32_t k = 1 + (uint32_t)model_rng_below(&t.rng, 3);
+                int join = n <= 3 || model_rng_below(&t.rng, 2);
+                for (uint32_t q = 0; q < k; q++)
+                    live[model_rng_below(&t.rng, 2 * n0)] = (uint8_t)join;
+            }
+            free(view), free(live);
+            world_free(&w);
+        }
+    /* The walks reached both repair steps: augmenting paths and holders
+     * giving way (S = N + 1, r = 1). */
+    assert_true(augmented > 0);
+    assert_true(adopted > 0);
+}
+
+/* Maximum flow of the bound network (source -> shard 1 -> holder 1 ->
+ * sink L, holder -> extra 1, extra -> sink S mod N): the most shards any
+ * assignment within the bounds can give a primary among their holders.
+ * Plain augmenting paths by DFS on a capacity matrix: an independent check
+ * of the placement's own search. */
+#define MF_MAX 64
+static int mf_dfs(int (*cap)[MF_MAX], int nv, int u, int sink, uint8_t *seen)
+{
+    if (u == sink)
+        return 1;
+    seen[u] = 1;
+    for (int v = 0; v < nv; v++)
+        if (cap[u][v] > 0 && !seen[v] && mf_dfs(cap, nv, v, sink, seen)) {
+            cap[u][v]--;
+            cap[v][u]++;
+            return 1;
+        }
+    return 0;
+}
+
+static uint32_t max_flow(const uint64_t *h, uint32_t s_count, uint32_t width, const uint64_t *nodes,
+                         uint32_t n)
+{
+    static int cap[MF_MAX][MF_MAX];
+    int nv = (int)(s_count + n + 3), src = 0, extra = (int)(s_count + n + 1), sink = extra + 1;
+    assert_true(nv <= MF_MAX);
+    memset(cap, 0, sizeof cap);
+    gossip_view v = {1, n, nodes};
+    for (uint32_t s = 0; s < s_count; s++) {
+        cap[src][1 + s] = 1;
+        for (uint32_t j = 0; j < width; j++)
+            cap[1 + s][1 + s_count + gossip_placement_view_find(&v, h[s * width + j])] = 1;
+    }
+    for (uint32_t m = 0; m < n; m++) {
+        cap[1 + s_count + m][sink] = (int)(s_count / n);
+        cap[1 + s_count + m][extra] = 1;
+    }
+    cap[extra][sink] = (int)(s_count % n);
+    uint32_t flow = 0;
+    uint8_t seen[MF_MAX];
+    for (;;) {
+        memset(seen, 0, sizeof seen);
+        if (!mf_dfs(cap, nv, src, sink, seen))
+            return flow;
+        flow++;
+    }
+}
+
+/* The search is exact: holders give way (adopted) exactly as often as no
+ * assignment within the bounds exists among the bounded-load holders, and
+ * otherwise the holder sets are those of the ranked mode. */
+static void primaries_exact_against_max_flow(void **state)
+{
+    (void)state;
+    uint64_t seed = test_seed(18);
+    uint32_t infeasible = 0;
+    for (uint32_t k = 0; k < 400; k++) {
+        test_env t;
+        test_env_init(&t, seed + k);
+        uint32_t n = 2 + (uint32_t)model_rng_below(&t.rng, 12);
+        uint32_t s_count = 1 + (uint32_t)model_rng_below(&t.rng, 3 * n);
+        uint32_t r = 1 + (uint32_t)model_rng_below(&t.rng, 3);
+        if (s_count + n + 3 > MF_MAX)
+            continue;
+        world w;
+        world_make(&w, &t.rng, n, s_count);
+        uint32_t width = gossip_placement_width(r, n);
+        gossip_placement_stats sr, sb;
+        uint64_t *hr = place_cfg(&t, &w, w.nodes, n, r, GOSSIP_PLACEMENT_PRIMARY_RANKED, &sr);
+        uint64_t *hb = place_cfg(&t, &w, w.nodes, n, r, GOSSIP_PLACEMENT_PRIMARY_BALANCED, &sb);
+        uint32_t flow = max_flow(hr, s_count, width, w.nodes, n);
+        if (sb.adopted != s_count - flow)
+            fail_msg("seed %llu S %u N %u r %u: %u adopted, max flow %u",
+                     (unsigned long long)(seed + k), s_count, n, r, sb.adopted, flow);
+        infeasible += flow < s_count;
+        check_primary_bounds(&w, hb, w.nodes, n, width, &sb, seed + k, 0);
+        uint32_t differ = 0;
+        for (uint32_t s = 0; s < s_count; s++) {
+            uint32_t miss = 0;
+            for (uint32_t j = 0; j < width; j++)
+                miss += !row_has(hr + s * width, width, hb[s * width + j]);
+            assert_true(miss <= 1); /* at most one holder gives way per shard */
+            differ += miss;
+        }
+        assert_int_equal(differ, sb.adopted);
+        /* ranked mode: rows by rank, the primary is the first-ranked holder */
+        rows_valid(&w, hr, w.nodes, n, width, seed + k);
+        for (uint32_t s = 0; s < s_count && width > 1; s++)
+            assert_true(gossip_placement_weight(w.ids[s], hr[s * width]) >
+                        gossip_placement_weight(w.ids[s], hr[s * width + 1]));
+        free(hr), free(hb);
+        world_free(&w);
+    }
+    assert_true(infeasible > 0); /* the fallback was exercised */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -305,6 +519,8 @@ int main(void)
         cmocka_unit_test(bounded_movement_near_minimal),
         cmocka_unit_test(small_views_hold_everything),
         cmocka_unit_test(rejects_bad_arguments_and_survives_oom),
+        cmocka_unit_test(primaries_within_bounds_through_churn),
+        cmocka_unit_test(primaries_exact_against_max_flow),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
