@@ -14,6 +14,7 @@ enum {
     F_ASSIGNED = 2,
     F_PRIMARY = 4,
     F_FETCHING = 8,
+    F_GUEST = 16, /* the guest shard (with F_ASSIGNED): see gossip_shards_train */
 };
 
 typedef struct fetch {
@@ -543,6 +544,28 @@ static void pump(gossip_shards *sh, gossip_time_us now)
 
 /* ---- views ------------------------------------------------------------------ */
 
+/* The view makes this agent a holder of nothing: take a guest shard to
+ * train on (see gossip_shards_train), the held copy with the highest
+ * rendezvous weight for self, else the catalog shard with the highest
+ * weight. Flagged ASSIGNED, so the replicator fetches it and the drop policy
+ * keeps it; the next view recomputes it. */
+static void guest_choose(gossip_shards *sh)
+{
+    uint32_t best = UINT32_MAX;
+    uint64_t best_w = 0;
+    int best_held = 0;
+    for (uint32_t s = 0; s < sh->n_shards; s++) {
+        int held = (sh->flags[s] & F_HELD) != 0;
+        uint64_t w = gossip_placement_weight(sh->ids[s], sh->cfg.self);
+        if (best == UINT32_MAX || held > best_held || (held == best_held && w > best_w)) {
+            best = s;
+            best_w = w;
+            best_held = held;
+        }
+    }
+    sh->flags[best] |= (uint8_t)(F_ASSIGNED | F_GUEST);
+}
+
 int gossip_shards_set_view(gossip_shards *sh, const gossip_view *view, gossip_time_us now)
 {
     if (!view || view->n == 0)
@@ -578,16 +601,20 @@ int gossip_shards_set_view(gossip_shards *sh, const gossip_view *view, gossip_ti
     sh->epoch = view->epoch;
     sh->c.views++;
 
+    int assigned = 0;
     for (uint32_t s = 0; s < sh->n_shards; s++) {
-        uint8_t fl = sh->flags[s] & (uint8_t) ~(F_ASSIGNED | F_PRIMARY);
+        uint8_t fl = sh->flags[s] & (uint8_t) ~(F_ASSIGNED | F_PRIMARY | F_GUEST);
         const uint64_t *row = holders + (size_t)s * width;
         for (uint32_t j = 0; j < width; j++)
             if (row[j] == sh->cfg.self)
                 fl |= (uint8_t)(F_ASSIGNED | (j == 0 ? F_PRIMARY : 0));
+        assigned |= (fl & F_ASSIGNED) != 0;
         sh->flags[s] = fl;
         sh->confirmed[s] = 0;
         sh->retry_at[s] = 0; /* a new view is a new chance for every shard */
     }
+    if (!assigned)
+        guest_choose(sh);
     for (uint32_t i = 0; i < sh->cfg.fetch_max; i++) {
         fetch *f = &sh->fetches[i];
         if (!f->active)
@@ -1117,6 +1144,66 @@ uint32_t gossip_shards_primary_pending(const gossip_shards *sh)
     return k;
 }
 
+/* Catalog indices of the shards whose flags masked by `mask` equal `want`. */
+static uint32_t list_flags(const gossip_shards *sh, uint8_t mask, uint8_t want, uint32_t *out,
+                           uint32_t cap)
+{
+    uint32_t k = 0;
+    for (uint32_t s = 0; s < sh->n_shards; s++)
+        if ((sh->flags[s] & mask) == want) {
+            if (k < cap)
+                out[k] = s;
+            k++;
+        }
+    return k;
+}
+
+uint32_t gossip_shards_train(const gossip_shards *sh, uint32_t *out, uint32_t cap,
+                             gossip_shards_train_info *info)
+{
+    const uint8_t ph = F_PRIMARY | F_HELD, ah = F_ASSIGNED | F_HELD;
+    uint32_t held_primary = list_flags(sh, ph, ph, NULL, 0);
+    info->primary = held_primary + gossip_shards_primary_pending(sh);
+    info->pending = info->primary - held_primary;
+    if (!sh->holders)
+        info->reason = GOSSIP_TRAIN_NO_VIEW;
+    else if (!info->primary)
+        info->reason = GOSSIP_TRAIN_NO_PRIMARY;
+    else
+        info->reason = info->pending ? GOSSIP_TRAIN_PENDING : GOSSIP_TRAIN_ALL_HELD;
+    uint32_t k;
+    if (held_primary) {
+        info->source = GOSSIP_TRAIN_PRIMARY;
+        return list_flags(sh, ph, ph, out, cap);
+    }
+    if ((k = list_flags(sh, ah, ah, out, cap)) != 0) {
+        /* The guest shard is its only assignment when it has one. */
+        int guest = 0;
+        for (uint32_t s = 0; s < sh->n_shards && !guest; s++)
+            guest = (sh->flags[s] & (F_GUEST | F_HELD)) == (F_GUEST | F_HELD);
+        info->source = guest ? GOSSIP_TRAIN_GUEST : GOSSIP_TRAIN_REPLICAS;
+        return k;
+    }
+    if ((k = list_flags(sh, F_HELD, F_HELD, out, cap)) != 0) {
+        info->source = GOSSIP_TRAIN_REPLICAS;
+        return k;
+    }
+    info->source = GOSSIP_TRAIN_NONE;
+    return 0;
+}
+
+const char *gossip_shards_train_source_name(gossip_shards_train_source source)
+{
+    static const char *const names[] = {"none", "primary", "replicas", "guest"};
+    return (unsigned)source < sizeof names / sizeof names[0] ? names[source] : "?";
+}
+
+const char *gossip_shards_train_reason_name(gossip_shards_train_reason reason)
+{
+    static const char *const names[] = {"no_view", "primary", "primaries_pending", "no_primary"};
+    return (unsigned)reason < sizeof names / sizeof names[0] ? names[reason] : "?";
+}
+
 int gossip_shards_status(const gossip_shards *sh, uint32_t s, gossip_shard_status *st)
 {
     if (s >= sh->n_shards)
@@ -1124,6 +1211,7 @@ int gossip_shards_status(const gossip_shards *sh, uint32_t s, gossip_shard_statu
     uint8_t fl = sh->flags[s];
     st->assigned = (fl & F_ASSIGNED) != 0;
     st->primary = (fl & F_PRIMARY) != 0;
+    st->guest = (fl & F_GUEST) != 0;
     st->held = (fl & F_HELD) != 0;
     st->fetching = (fl & F_FETCHING) != 0;
     st->width = sh->width;

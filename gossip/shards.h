@@ -200,8 +200,9 @@ typedef struct gossip_shards_counters {
 } gossip_shards_counters;
 
 typedef struct gossip_shard_status {
-    int assigned;       /* this agent is a holder in the current view */
+    int assigned;       /* this agent is a holder in the current view (or its guest shard) */
     int primary;        /* ... and the first one */
+    int guest;          /* its guest shard (see gossip_shards_train) */
     int held;           /* complete and verified in the store */
     int fetching;       /* a fetch is in flight */
     uint32_t width;     /* holders per shard in the current view */
@@ -241,6 +242,56 @@ gossip_time_us gossip_shards_deadline(const gossip_shards *sh);
 uint32_t gossip_shards_primary(const gossip_shards *sh, uint32_t *out, uint32_t cap);
 /* Shards this agent is primary for but does not hold yet (being fetched). */
 uint32_t gossip_shards_primary_pending(const gossip_shards *sh);
+
+/* What an agent trains on now, so that no agent idles while it holds data:
+ *   PRIMARY   the primary shards it holds (the rule; each shard has one
+ *             primary per view, so no sample is visited twice);
+ *   REPLICAS  it holds none of its primaries (they are being fetched, or
+ *             it is primary for none: S < N): the verified copies it holds
+ *             as a holder, else any verified copy it still holds (a surplus
+ *             copy awaiting the drop policy);
+ *   GUEST     the view makes it a holder of nothing (S·r < N, or a
+ *             bounded-load placement that left it empty): its guest shard,
+ *             which the replicator fetches and keeps while this lasts: the
+ *             copy it holds with the highest rendezvous weight for it, or,
+ *             holding none, the catalog shard with the highest weight (a
+ *             uniform sample of the catalog, stable across views);
+ *   NONE      nothing verified is held yet.
+ * A fallback (REPLICAS, GUEST) trains shards that their primaries also
+ * train: some samples are visited more often, rather than an agent idling.
+ * The reason says why: NO_VIEW (before the first view), PRIMARY (primary
+ * for shards, all held), PENDING (primary for shards not all held yet),
+ * NO_PRIMARY (primary for no shard in this view). */
+typedef enum gossip_shards_train_source {
+    GOSSIP_TRAIN_NONE = 0,
+    GOSSIP_TRAIN_PRIMARY = 1,
+    GOSSIP_TRAIN_REPLICAS = 2,
+    GOSSIP_TRAIN_GUEST = 3,
+} gossip_shards_train_source;
+
+typedef enum gossip_shards_train_reason {
+    GOSSIP_TRAIN_NO_VIEW = 0,
+    GOSSIP_TRAIN_ALL_HELD = 1,
+    GOSSIP_TRAIN_PENDING = 2,
+    GOSSIP_TRAIN_NO_PRIMARY = 3,
+} gossip_shards_train_reason;
+
+typedef struct gossip_shards_train_info {
+    gossip_shards_train_source source;
+    gossip_shards_train_reason reason;
+    uint32_t primary; /* shards it is primary for in this view */
+    uint32_t pending; /* ... of which not held yet */
+} gossip_shards_train_info;
+
+/* Fill out (catalog indices, catalog order, at most cap) with the shards to
+ * train now and *info with what they are and why; returns how many there
+ * are in total (may exceed cap). Pure query. */
+uint32_t gossip_shards_train(const gossip_shards *sh, uint32_t *out, uint32_t cap,
+                             gossip_shards_train_info *info);
+/* "none", "primary", "replicas", "guest"; "no_view", "primary",
+ * "primaries_pending", "no_primary" ("?" when out of range). */
+const char *gossip_shards_train_source_name(gossip_shards_train_source source);
+const char *gossip_shards_train_reason_name(gossip_shards_train_reason reason);
 /* Status of catalog shard s (GOSSIP_ENOTFOUND if s is out of range). */
 int gossip_shards_status(const gossip_shards *sh, uint32_t s, gossip_shard_status *st);
 /* Current holders of shard s (width entries, primary first), or NULL before
