@@ -404,6 +404,92 @@ static void log_progress(agent_runtime *a)
     agent_log_end(&l);
 }
 
+/* ---- admission: refused peers, duplicate keys, our own refusal ---- */
+
+/* Lines about refused peers: at most one per cause per 10 s (the peer
+ * retries until it gives up; the counters count every refusal). */
+#define AGENT_CONFLICT_LOG_US 10000000u
+
+static const char *refusal_cause(int kind)
+{
+    return kind == GOSSIP_SWIM_REFUSED_MANIFEST ? "manifest" : "duplicate_id";
+}
+
+static void refusal_count(agent_runtime *a, int kind, uint64_t total)
+{
+    if (total == a->refusals_seen[kind])
+        return;
+    if (!a->refusals[kind])
+        agent_metrics_counter(a->reg, "murmur_refusals_total",
+                              "peers refused at admission (another manifest, a duplicate key)",
+                              "cause", refusal_cause(kind), &a->refusals[kind]);
+    agent_metric_add(a->refusals[kind], total - a->refusals_seen[kind]);
+    a->refusals_seen[kind] = total;
+}
+
+static void on_admission(agent_runtime *a, uint64_t now)
+{
+    gossip_swim *sw = gossip_node_swim(a->node);
+    const gossip_swim_stats *ss = gossip_swim_stats_get(sw);
+    refusal_count(a, GOSSIP_SWIM_REFUSED_MANIFEST, ss->refused_manifest);
+    refusal_count(a, GOSSIP_SWIM_REFUSED_DUPLICATE, ss->duplicates);
+    const gossip_swim_conflict *c = gossip_swim_conflict_get(sw);
+    if (c->seq == a->conflict_seen)
+        return;
+    a->conflict_seen = c->seq;
+    int k = c->kind == GOSSIP_SWIM_REFUSED_MANIFEST ? 1 : 2;
+    char why[GOSSIP_MANIFEST_DIFF_MAX + 160] = "";
+    if (c->kind == GOSSIP_SWIM_REFUSED_MANIFEST) {
+        gossip_manifest here;
+        agent_runtime_manifest(a, &here);
+        gossip_manifest_diff(&here, &c->theirs, why, sizeof why);
+    }
+    agent_log_line l;
+    if (c->fatal) {
+        a->refused = 1;
+        a->stop = 1;
+        agent_log_begin(&l, AGENT_LOG_ERROR, "refused");
+        agent_log_str(&l, "cause", refusal_cause(c->kind));
+        if (c->kind == GOSSIP_SWIM_REFUSED_MANIFEST) {
+            agent_log_hex64(&l, "peer", c->peer);
+            size_t n = strlen(why);
+            snprintf(why + n, sizeof why - n,
+                     ": the cluster runs another configuration; this agent cannot join it "
+                     "(fix its model, data or mixing settings)");
+        } else {
+            agent_log_str(&l, "addr", c->addr);
+            snprintf(why, sizeof why,
+                     "another live agent uses this agent's key (node %016llx) at %s; give each "
+                     "agent its own key (murmur keygen)",
+                     (unsigned long long)a->id.node_id, c->addr);
+        }
+        agent_log_str(&l, "why", why);
+        agent_log_end(&l);
+        return;
+    }
+    if (a->conflict_log_us[k] && now - a->conflict_log_us[k] < AGENT_CONFLICT_LOG_US) {
+        a->conflict_suppressed[k]++;
+        return;
+    }
+    a->conflict_log_us[k] = now;
+    if (c->kind == GOSSIP_SWIM_REFUSED_MANIFEST) {
+        agent_log_begin(&l, AGENT_LOG_ERROR, "peer_refused");
+        agent_log_hex64(&l, "peer", c->peer);
+        agent_log_str(&l, "cause", "manifest");
+        agent_log_str(&l, "why", why);
+    } else {
+        agent_log_begin(&l, AGENT_LOG_ERROR, "duplicate_identity");
+        agent_log_str(&l, "addr", c->addr);
+        agent_log_str(&l, "why",
+                      "another agent started with this agent's key; it is refused and this "
+                      "one stays (give each agent its own key)");
+    }
+    if (a->conflict_suppressed[k])
+        agent_log_u64(&l, "suppressed", a->conflict_suppressed[k]);
+    a->conflict_suppressed[k] = 0;
+    agent_log_end(&l);
+}
+
 /* One pass: inbox, timers, model state, mixing, sends. */
 static void loop_pass(agent_runtime *a)
 {
@@ -434,6 +520,7 @@ static void loop_pass(agent_runtime *a)
         sync_metrics(a);
         a->next_status_us = now + AGENT_STATUS_EVERY_US;
     }
+    on_admission(a, now);
     if (now >= a->next_progress_us) {
         log_progress(a);
         a->next_progress_us = now + (uint64_t)a->cfg.progress_interval_ms * 1000u;
@@ -480,6 +567,18 @@ int agent_runtime_run(agent_runtime *a)
         }
         loop_pass(a);
         net_transport_wait(a->t, loop_wait_ms(a));
+    }
+    if (a->refused) {
+        /* No LEAVE (our id may be a live incumbent's), no checkpoint (this
+         * configuration was refused: keep whatever is on disk). */
+        pthread_mutex_lock(&a->mu);
+        a->trainer_stop = 1;
+        pthread_cond_broadcast(&a->cv);
+        pthread_mutex_unlock(&a->mu);
+        pthread_join(a->trainer_thread, NULL);
+        a->trainer_started = 0;
+        agent_log(AGENT_LOG_INFO, "agent_stopped", "why", "refused", NULL);
+        return 1;
     }
     /* graceful leave */
     agent_log(AGENT_LOG_INFO, "leaving", NULL);
@@ -693,6 +792,18 @@ static int setup_model(agent_runtime *a, char *err, size_t errlen)
     return 0;
 }
 
+void agent_runtime_manifest(const agent_runtime *a, gossip_manifest *m)
+{
+    memset(m, 0, sizeof *m);
+    m->protocol = GOSSIP_MANIFEST_PROTOCOL;
+    snprintf(m->spec, sizeof m->spec, "%s", a->cfg.model_spec);
+    m->params = a->dim;
+    m->init_seed = a->cfg.init_seed;
+    m->algo = (uint8_t)a->cfg.algorithm;
+    m->bits = (uint8_t)a->cfg.bits;
+    m->block = a->cfg.block;
+}
+
 static int setup_node(agent_runtime *a, char *err, size_t errlen)
 {
     model_rng_seed(&a->env_rng, a->id.node_id ^ agent_mono_us(), 7);
@@ -725,6 +836,9 @@ static int setup_node(agent_runtime *a, char *err, size_t errlen)
                    gossip_mix_algo_name(a->cfg.algorithm), gossip_topology_name(a->cfg.topology));
         return -1;
     }
+    gossip_manifest man;
+    agent_runtime_manifest(a, &man);
+    nc.swim.manifest = &man;
     nc.xfer.snapshot = snapshot_fn;
     nc.xfer.snapshot_ctx = a;
     nc.shards.ids = (const uint8_t(*)[GOSSIP_SHARD_ID_SIZE])a->catalog;

@@ -117,10 +117,20 @@ struct agent_runtime {
 
     volatile sig_atomic_t stop;
     volatile sig_atomic_t reload; /* SIGHUP: re-read the key files */
+
+    /* admission (runtime.c, loop only) */
+    uint64_t conflict_seen; /* last gossip_swim_conflict seq logged */
+    uint64_t conflict_log_us[3];
+    uint64_t conflict_suppressed[3];
+    int refused; /* membership gave up: exit non-zero, no leave */
+    agent_metric *refusals[3];
+    uint64_t refusals_seen[3];
 };
 
 /* runtime.c */
 uint64_t agent_mono_us(void);
+/* What this agent's cluster must agree on (gossip/manifest.h). */
+void agent_runtime_manifest(const agent_runtime *a, gossip_manifest *m);
 void agent_errf(char *err, size_t len, const char *fmt, ...);
 
 /* catalog.c: start-up data. Each returns 0, or -1 with a message in err. */

@@ -329,6 +329,11 @@ int gossip_node_model_adopt(gossip_node *n)
     return GOSSIP_OK;
 }
 
+gossip_swim_refusal gossip_node_refused(const gossip_node *n)
+{
+    return gossip_swim_refused(n->swim);
+}
+
 gossip_swim *gossip_node_swim(gossip_node *n)
 {
     return n->swim;

@@ -132,6 +132,11 @@ int gossip_node_model_result(const gossip_node *n, float *out, uint64_t *round);
  * Errors: GOSSIP_EINVAL (still JOINING). */
 int gossip_node_model_adopt(gossip_node *n);
 
+/* GOSSIP_SWIM_ADMITTED, or why membership gave up for good (another
+ * manifest at the seeds, or another live process with our id): the caller
+ * should stop without a graceful leave. Details: gossip_swim_conflict_get. */
+gossip_swim_refusal gossip_node_refused(const gossip_node *n);
+
 gossip_swim *gossip_node_swim(gossip_node *n);
 gossip_mix *gossip_node_mix(gossip_node *n);
 gossip_xfer *gossip_node_xfer(gossip_node *n);

@@ -75,7 +75,8 @@ typedef struct outmsg {
     uint32_t seq;
     uint32_t wait_us; /* PING_REQ relay wait */
     uint8_t type;
-    uint8_t seed; /* seed index when dest == 0 */
+    uint8_t seed;          /* seed index when dest == 0 */
+    uint8_t manifest_only; /* SYNC_REPLY of a refusal: our manifest, no records */
 } outmsg;
 
 typedef struct relay {
@@ -86,6 +87,11 @@ typedef struct relay {
     uint32_t our_seq;
     int used;
 } relay;
+
+typedef struct refused_peer {
+    uint64_t id;
+    gossip_time_us at; /* when refused; 0 = free slot */
+} refused_peer;
 
 typedef struct probe {
     uint64_t target;
@@ -140,6 +146,17 @@ struct gossip_swim {
     uint8_t *frame;
     size_t frame_cap;
     gossip_swim_stats stats;
+
+    /* admission */
+    gossip_manifest manifest;
+    refused_peer refused_peers[GOSSIP_SWIM_REFUSED_MAX];
+    gossip_swim_refusal refused; /* this object's own refusal (quiet for good) */
+    gossip_swim_conflict conflict;
+    gossip_time_us joined_at;         /* first view with another member; 0 = never */
+    int claim_refuted;                /* we refuted a claim of our id at another address */
+    char claim_addr[GOSSIP_ADDR_MAX]; /* the address of the latest claim */
+    uint32_t foreign_answers;         /* ACK/NACKs for sequence numbers we never used */
+    gossip_time_us next_stranger_sync;
 };
 
 /* ---------------------------------------------------------------- table */
@@ -525,6 +542,148 @@ static int check_records(gossip_reader r, uint32_t count)
     return gossip_r_left(&r) == 0 ? GOSSIP_OK : GOSSIP_EMALFORMED;
 }
 
+/* ---------------------------------------------------------------- admission */
+
+static int refused_has(const gossip_swim *s, uint64_t id)
+{
+    for (uint32_t i = 0; i < GOSSIP_SWIM_REFUSED_MAX; i++)
+        if (s->refused_peers[i].at && s->refused_peers[i].id == id)
+            return 1;
+    return 0;
+}
+
+static void refused_clear(gossip_swim *s, uint64_t id)
+{
+    for (uint32_t i = 0; i < GOSSIP_SWIM_REFUSED_MAX; i++)
+        if (s->refused_peers[i].at && s->refused_peers[i].id == id)
+            s->refused_peers[i].at = 0;
+}
+
+/* Remember a refused peer (the oldest entry goes when full); entries older
+ * than the tombstone retention expire. */
+static void refused_add(gossip_swim *s, uint64_t id, gossip_time_us now)
+{
+    gossip_time_us keep = (gossip_time_us)s->cfg.dead_retention_periods * period_us(s);
+    refused_peer *slot = NULL;
+    for (uint32_t i = 0; i < GOSSIP_SWIM_REFUSED_MAX; i++) {
+        refused_peer *e = &s->refused_peers[i];
+        if (e->at && now - e->at >= keep)
+            e->at = 0;
+        if (e->at && e->id == id) {
+            slot = e;
+            break;
+        }
+        if (!slot || (slot->at && (!e->at || e->at < slot->at)))
+            slot = e;
+    }
+    assert(slot);
+    slot->id = id;
+    slot->at = now ? now : 1;
+}
+
+/* This object gives up for good: nothing more is sent or applied. */
+static void go_quiet(gossip_swim *s, gossip_swim_refusal why)
+{
+    s->refused = why;
+    s->conflict.fatal = 1;
+    s->out_n = 0;
+    while (s->queue_n)
+        queue_remove(s, find(s, s->queue[0].id));
+    for (uint32_t i = 0; i < GOSSIP_SWIM_RELAY_MAX; i++)
+        s->relays[i].used = 0;
+    s->pr.active = 0;
+}
+
+static void conflict_note(gossip_swim *s, gossip_swim_refusal kind, uint64_t peer)
+{
+    memset(&s->conflict.addr, 0, sizeof s->conflict.addr);
+    memset(&s->conflict.theirs, 0, sizeof s->conflict.theirs);
+    s->conflict.seq++;
+    s->conflict.kind = kind;
+    s->conflict.fatal = 0;
+    s->conflict.peer = peer;
+}
+
+/* A full-state message (type) from peer carried another manifest. The peer
+ * is not admitted: it is dropped from the view (gossiped dead), its frames
+ * are refused for a while, and a JOIN or SYNC gets our manifest back so the
+ * other side learns why. A joiner refused by its seeds while it knows nobody
+ * else gives up (the caller exits). */
+static void refuse_manifest(gossip_swim *s, uint64_t peer, uint8_t type,
+                            const gossip_manifest *theirs, gossip_time_us now)
+{
+    s->stats.refused_manifest++;
+    conflict_note(s, GOSSIP_SWIM_REFUSED_MANIFEST, peer);
+    s->conflict.theirs = *theirs;
+    refused_add(s, peer, now);
+    member *m = find(s, peer);
+    if (m && is_live(m->state)) {
+        set_state(s, m, GOSSIP_MEMBER_DEAD, now);
+        m->suspect_from = s->cfg.self_id;
+        enqueue_news(s, m);
+    }
+    if (type == GOSSIP_MSG_JOIN || type == GOSSIP_MSG_SYNC) {
+        outmsg *o = out_push(s, GOSSIP_MSG_SYNC_REPLY, peer);
+        if (o)
+            o->manifest_only = 1;
+    } else if (!s->joined_at && n_live(s) <= 1) {
+        go_quiet(s, GOSSIP_SWIM_REFUSED_MANIFEST);
+    }
+}
+
+/* An ALIVE record of our own id at another address, at or above our own
+ * incarnation (we never announced it). Returns 1 if we gave up (the caller
+ * must not refute). See
+ * "Duplicate identity" in docs/MEMBERSHIP.md: an established member is the
+ * incumbent and refutes; a newcomer refutes once (the record may be an
+ * older life of ours that died at another address) and yields at the
+ * second claim, which only a live process with our id can make. */
+static int claim_heard(gossip_swim *s, const record *r, gossip_time_us now)
+{
+    s->stats.id_claims++;
+    memset(s->claim_addr, 0, sizeof s->claim_addr);
+    memcpy(s->claim_addr, r->addr, r->addr_len);
+    int newcomer = !s->joined_at ||
+                   now - s->joined_at < (gossip_time_us)GOSSIP_SWIM_NEWCOMER_PERIODS * period_us(s);
+    if (newcomer && !s->claim_refuted) {
+        s->claim_refuted = 1; /* maybe our own older life: take the id over once */
+        return 0;
+    }
+    conflict_note(s, GOSSIP_SWIM_REFUSED_DUPLICATE, s->cfg.self_id);
+    memcpy(s->conflict.addr, r->addr, r->addr_len);
+    if (!newcomer) {
+        s->stats.duplicates++;
+        return 0;
+    }
+    go_quiet(s, GOSSIP_SWIM_REFUSED_DUPLICATE);
+    return 1;
+}
+
+/* An ACK or NACK for a sequence number we never used: the answer to a probe
+ * of another process with our id, handed to us by a transport that holds a
+ * connection to each (it routes by id). Only a live twin causes it (a
+ * restarted process starts with no connections, so answers to its older
+ * life cannot reach it). A newcomer that sees GOSSIP_SWIM_FOREIGN_ANSWERS of
+ * them yields, as at a second claim; an incumbent counts a duplicate. */
+#define GOSSIP_SWIM_FOREIGN_ANSWERS 3u
+static void foreign_answer(gossip_swim *s, uint32_t seq, gossip_time_us now)
+{
+    if ((int32_t)(seq - s->seq) <= 0)
+        return; /* one of ours (or older than our counter: ambiguous) */
+    if (++s->foreign_answers < GOSSIP_SWIM_FOREIGN_ANSWERS)
+        return;
+    s->foreign_answers = 0;
+    int newcomer = !s->joined_at ||
+                   now - s->joined_at < (gossip_time_us)GOSSIP_SWIM_NEWCOMER_PERIODS * period_us(s);
+    conflict_note(s, GOSSIP_SWIM_REFUSED_DUPLICATE, s->cfg.self_id);
+    memcpy(s->conflict.addr, s->claim_addr, sizeof s->conflict.addr);
+    if (!newcomer) {
+        s->stats.duplicates++;
+        return;
+    }
+    go_quiet(s, GOSSIP_SWIM_REFUSED_DUPLICATE);
+}
+
 /* ---------------------------------------------------------------- merge */
 
 static void refute(gossip_swim *s, uint32_t seen_inc)
@@ -590,9 +749,17 @@ static void apply(gossip_swim *s, const record *r, int from_sync, gossip_time_us
         if (s->left)
             return;
         if (st == GOSSIP_MEMBER_ALIVE) {
-            /* An older life of ours, or a confused peer with a newer one. */
-            if (r->inc > self->inc)
-                refute(s, r->inc);
+            /* An older life of ours, or a confused peer with a newer one,
+             * or another process with our key (another address). */
+            if (r->inc < self->inc)
+                return;
+            int elsewhere =
+                r->addr_len != self->addr_len || memcmp(r->addr, self->addr, r->addr_len) != 0;
+            if (!elsewhere && r->inc == self->inc)
+                return; /* our own record */
+            if (elsewhere && claim_heard(s, r, now))
+                return;
+            refute(s, r->inc);
         } else if (r->inc >= self->inc) {
             refute(s, r->inc);
         } else {
@@ -601,6 +768,8 @@ static void apply(gossip_swim *s, const record *r, int from_sync, gossip_time_us
         }
         return;
     }
+    if (st == GOSSIP_MEMBER_ALIVE && refused_has(s, r->id))
+        return; /* refused for its manifest: not back through hearsay */
     member *m = find(s, r->id);
     if (!m) {
         if (st != GOSSIP_MEMBER_ALIVE)
@@ -643,16 +812,22 @@ static void apply(gossip_swim *s, const record *r, int from_sync, gossip_time_us
     }
 }
 
-/* Apply count records already checked by check_records. */
+/* Apply count records already checked by check_records; with only_self,
+ * just the records about ourselves (from a sender we do not know yet: a
+ * suspicion of us is refuted at once, news of others waits for the sync). */
 static void apply_records(gossip_swim *s, gossip_reader *r, uint32_t count, int from_sync,
-                          gossip_time_us now)
+                          int only_self, gossip_time_us now)
 {
     record rec;
     for (uint32_t i = 0; i < count; i++) {
         int rc = read_record(r, &rec);
         assert(rc == GOSSIP_OK);
         (void)rc;
+        if (only_self && rec.id != s->cfg.self_id)
+            continue;
         apply(s, &rec, from_sync, now);
+        if (s->refused)
+            return;
     }
 }
 
@@ -707,11 +882,16 @@ int gossip_swim_create(gossip_swim **out, const gossip_env *env, const gossip_sw
     s->cap = c.members_max;
     strcpy(s->self_addr, cfg->self_addr);
     s->cfg.self_addr = s->self_addr;
+    if (cfg->manifest)
+        s->manifest = *cfg->manifest;
+    s->manifest.spec[GOSSIP_MANIFEST_SPEC_MAX - 1] = 0;
+    s->cfg.manifest = &s->manifest;
     uint32_t hsize = 4;
     while (hsize < 2 * s->cap)
         hsize *= 2;
     s->hash_mask = hsize - 1;
-    s->frame_cap = GOSSIP_HEADER_SIZE + 4 + (size_t)s->cap * GOSSIP_SWIM_RECORD_MAX;
+    s->frame_cap =
+        GOSSIP_HEADER_SIZE + GOSSIP_MANIFEST_WIRE_MAX + 4 + (size_t)s->cap * GOSSIP_SWIM_RECORD_MAX;
     s->members = gossip_calloc(env, s->cap, sizeof *s->members);
     s->free_slots = s->members ? gossip_calloc(env, s->cap, sizeof *s->free_slots) : NULL;
     s->hash = s->free_slots ? gossip_calloc(env, hsize, sizeof *s->hash) : NULL;
@@ -1023,16 +1203,18 @@ static void run_timers(gossip_swim *s, gossip_time_us now)
 
 int gossip_swim_tick(gossip_swim *s, gossip_time_us now)
 {
-    if (s->left)
+    if (s->left || s->refused)
         return GOSSIP_OK;
     run_timers(s, now);
     rebuild_view(s);
+    if (!s->joined_at && s->view_n >= 2)
+        s->joined_at = now ? now : 1;
     return GOSSIP_OK;
 }
 
 gossip_time_us gossip_swim_deadline(const gossip_swim *s)
 {
-    if (s->left)
+    if (s->left || s->refused)
         return GOSSIP_TIME_NEVER;
     if (!s->started)
         return 0;
@@ -1079,7 +1261,7 @@ int gossip_swim_join(gossip_swim *s, const char *const *seeds, size_t n, gossip_
 
 int gossip_swim_leave(gossip_swim *s, gossip_time_us now)
 {
-    if (s->left)
+    if (s->left || s->refused)
         return GOSSIP_OK;
     member *self = &s->members[s->self_slot];
     if (self->inc < UINT32_MAX - 1)
@@ -1122,6 +1304,8 @@ int gossip_swim_recv(gossip_swim *s, uint64_t from, const gossip_header *h, cons
         return GOSSIP_EINVAL;
     if (h->type < GOSSIP_MSG_PING || h->type > GOSSIP_MSG_LEAVE)
         return reject(s, GOSSIP_ETYPE);
+    if (s->refused)
+        return GOSSIP_OK; /* quiet for good */
     if (h->sender == 0 || (from != 0 && from != h->sender) || h->sender == s->cfg.self_id)
         return reject(s, GOSSIP_EMALFORMED);
     if (len > GOSSIP_PAYLOAD_MAX)
@@ -1132,6 +1316,7 @@ int gossip_swim_recv(gossip_swim *s, uint64_t from, const gossip_header *h, cons
     uint32_t seq = 0, wait = 0, count;
     uint64_t target = 0;
     int full_state = 0;
+    gossip_manifest theirs;
     switch (h->type) {
     case GOSSIP_MSG_PING:
         seq = gossip_r_u32(&r);
@@ -1155,6 +1340,9 @@ int gossip_swim_recv(gossip_swim *s, uint64_t from, const gossip_header *h, cons
         break;
     }
     if (full_state) {
+        int mrc = gossip_manifest_read(&r, &theirs);
+        if (mrc)
+            return reject(s, mrc);
         count = gossip_r_u32(&r);
         if (!r.err && count > GOSSIP_MEMBERS_MAX)
             return reject(s, GOSSIP_ETOOBIG);
@@ -1176,11 +1364,31 @@ int gossip_swim_recv(gossip_swim *s, uint64_t from, const gossip_header *h, cons
     if (s->left)
         return GOSSIP_OK;
 
-    apply_records(s, &r, count, full_state, now);
+    /* Admission: a full-state message proves the sender's manifest; other
+     * frames are believed only from members we know (learned through such
+     * messages, directly or from members who checked them). */
+    if (full_state) {
+        if (!gossip_manifest_equal(&s->manifest, &theirs)) {
+            refuse_manifest(s, sender, h->type, &theirs, now);
+            rebuild_view(s);
+            return GOSSIP_OK;
+        }
+        refused_clear(s, sender);
+    } else if (refused_has(s, sender)) {
+        s->stats.refused_frames++;
+        return reject(s, GOSSIP_ENOTFOUND);
+    }
+    member *sm = find(s, sender);
+    int stranger = !full_state && !sm;
+    apply_records(s, &r, count, full_state, stranger, now);
+    if (s->refused)
+        return GOSSIP_OK;
+    if (stranger)
+        s->stats.strangers++;
+    sm = find(s, sender);
 
     /* A frame from someone we hold dead: the path is back (healed partition
      * or a restart). Push-pull with it, at most once per period. */
-    member *sm = find(s, sender);
     if (sm && sm->state == GOSSIP_MEMBER_DEAD && h->type != GOSSIP_MSG_SYNC &&
         h->type != GOSSIP_MSG_JOIN &&
         (sm->last_reconnect == 0 || now - sm->last_reconnect >= period_us(s))) {
@@ -1200,6 +1408,9 @@ int gossip_swim_recv(gossip_swim *s, uint64_t from, const gossip_header *h, cons
             s->pr.acked = 1;
             break;
         }
+        foreign_answer(s, seq, now);
+        if (s->refused)
+            return GOSSIP_OK;
         if (sm && sm->state == GOSSIP_MEMBER_SUSPECT && sm->verify_seq == seq && seq) {
             /* it answers: wait for its refutation, clock restarted */
             sm->verify_seq = 0;
@@ -1221,6 +1432,9 @@ int gossip_swim_recv(gossip_swim *s, uint64_t from, const gossip_header *h, cons
     case GOSSIP_MSG_NACK:
         if (s->pr.active && seq == s->pr.seq)
             s->pr.nacks++;
+        foreign_answer(s, seq, now);
+        if (s->refused)
+            return GOSSIP_OK;
         break;
     case GOSSIP_MSG_PING_REQ: {
         member *t = find(s, target);
@@ -1267,7 +1481,15 @@ int gossip_swim_recv(gossip_swim *s, uint64_t from, const gossip_header *h, cons
     default:
         break;
     }
+    /* After the answer: push-pull with a sender we do not know (at most one
+     * such sync a period), which checks its manifest both ways. */
+    if (stranger && now >= s->next_stranger_sync) {
+        s->next_stranger_sync = now + period_us(s);
+        start_sync(s, sender);
+    }
     rebuild_view(s);
+    if (!s->joined_at && s->view_n >= 2)
+        s->joined_at = now ? now : 1;
     return GOSSIP_OK;
 }
 
@@ -1354,7 +1576,7 @@ static void write_state(gossip_swim *s, gossip_writer *w)
 
 int gossip_swim_poll_send(gossip_swim *s, gossip_send *out, gossip_time_us now)
 {
-    while (s->out_n) {
+    while (s->out_n && !s->refused) {
         outmsg o = s->outq[s->out_head];
         s->out_head = (s->out_head + 1) % GOSSIP_SWIM_OUTQ_MAX;
         s->out_n--;
@@ -1392,12 +1614,17 @@ int gossip_swim_poll_send(gossip_swim *s, gossip_send *out, gossip_time_us now)
             break;
         case GOSSIP_MSG_JOIN: {
             /* just ourselves: the seed answers with its full state */
+            gossip_manifest_write(&w, &s->manifest);
             gossip_w_u32(&w, 1);
             write_record(&w, &s->members[s->self_slot]);
             break;
         }
         default: /* SYNC, SYNC_REPLY */
-            write_state(s, &w);
+            gossip_manifest_write(&w, &s->manifest);
+            if (o.manifest_only)
+                gossip_w_u32(&w, 0);
+            else
+                write_state(s, &w);
             break;
         }
         assert(!w.err);
@@ -1438,6 +1665,16 @@ int gossip_swim_lookup(const gossip_swim *s, uint64_t id, gossip_swim_member *ou
     out->state = (gossip_member_state)m->state;
     memcpy(out->addr, m->addr, GOSSIP_ADDR_MAX);
     return GOSSIP_OK;
+}
+
+gossip_swim_refusal gossip_swim_refused(const gossip_swim *s)
+{
+    return s->refused;
+}
+
+const gossip_swim_conflict *gossip_swim_conflict_get(const gossip_swim *s)
+{
+    return &s->conflict;
 }
 
 uint32_t gossip_swim_health(const gossip_swim *s)

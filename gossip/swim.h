@@ -41,6 +41,7 @@
 #include <stdint.h>
 
 #include "gossip/env.h"
+#include "gossip/manifest.h"
 #include "gossip/types.h"
 #include "gossip/wire.h"
 
@@ -66,6 +67,17 @@
 #define GOSSIP_SWIM_SEEDS_MAX 8u
 /* Independent suspicion confirmations remembered per member. */
 #define GOSSIP_SWIM_CONFIRM_MAX 8u
+/* Peers refused for a manifest mismatch whose frames we drop (oldest
+ * entry replaced when full; each kept dead_retention_periods). */
+#define GOSSIP_SWIM_REFUSED_MAX 16u
+/* A member is a newcomer for this many probe periods after its view first
+ * held another member. A newcomer that meets a live claim of its own id at
+ * another address yields (see "Duplicate identity" in MEMBERSHIP.md): the
+ * incumbent's counter-refutation reaches it within a few gossip rounds
+ * (O(log N) periods), and 30 leaves room for slow links; the cost of a long
+ * window is only that two processes started within it with one key both
+ * yield. */
+#define GOSSIP_SWIM_NEWCOMER_PERIODS 30u
 /* Local health multiplier: score in [0, awareness_max - 1]; cap. */
 #define GOSSIP_SWIM_AWARENESS_MAX 16u
 
@@ -85,7 +97,9 @@ _Static_assert(GOSSIP_HEADER_SIZE + GOSSIP_SWIM_PROBE_FIXED_MAX + GOSSIP_SWIM_PI
 _Static_assert(GOSSIP_SWIM_PIGGYBACK_MAX <= 255u, "piggyback count is a u8 on the wire");
 _Static_assert(GOSSIP_SWIM_INDIRECT_MAX < GOSSIP_SWIM_OUTQ_MAX,
                "one probe's ping_reqs must fit the send queue");
-_Static_assert((uint64_t)GOSSIP_MEMBERS_MAX *GOSSIP_SWIM_RECORD_MAX + 4u < 0xFFFFFFFFu,
+_Static_assert((uint64_t)GOSSIP_MEMBERS_MAX *GOSSIP_SWIM_RECORD_MAX + 4u +
+                       GOSSIP_MANIFEST_WIRE_MAX <
+                   0xFFFFFFFFu,
                "a full-state sync must fit a frame");
 
 typedef enum gossip_member_state {
@@ -114,6 +128,9 @@ typedef struct gossip_swim_config {
     uint32_t sync_mult;               /* push-pull every max(16, sync_mult*N) periods [2] */
     uint32_t reconnect_periods;       /* ping a random tombstone every this many periods [4] */
     uint32_t dead_retention_periods;  /* keep dead/left tombstones this long [120] */
+    /* What this cluster agrees on (copied); NULL = all zero. Carried by
+     * JOIN, SYNC and SYNC_REPLY; a sender with another one is refused. */
+    const gossip_manifest *manifest;
 } gossip_swim_config;
 
 /* A member as seen by this object. addr is a copy. */
@@ -139,7 +156,31 @@ typedef struct gossip_swim_stats {
     uint64_t queue_drops;                /* piggyback entries dropped (queue full) */
     uint64_t outq_drops;                 /* frames dropped (send queue full) */
     uint64_t table_full;                 /* new members not added (table full) */
+    uint64_t refused_manifest;           /* full-state messages refused: manifest mismatch */
+    uint64_t refused_frames;             /* frames dropped: sender refused before */
+    uint64_t strangers;  /* frames from unknown senders: records not applied, SYNC sent */
+    uint64_t id_claims;  /* live claims of our id at another address */
+    uint64_t duplicates; /* ... heard as the incumbent (the newcomer must yield) */
 } gossip_swim_stats;
+
+/* Why this object refused to go on (gossip_swim_refused), or the kind of
+ * the last conflict (gossip_swim_conflict). */
+typedef enum gossip_swim_refusal {
+    GOSSIP_SWIM_ADMITTED = 0,
+    GOSSIP_SWIM_REFUSED_MANIFEST = 1,  /* the cluster runs another manifest */
+    GOSSIP_SWIM_REFUSED_DUPLICATE = 2, /* another live process holds our id */
+} gossip_swim_refusal;
+
+/* The latest admission conflict, for the caller's log line: seq grows by
+ * one per conflict (0 = none yet), so a caller polls it. */
+typedef struct gossip_swim_conflict {
+    uint64_t seq;
+    gossip_swim_refusal kind;
+    int fatal;                  /* 1: this object is now refused */
+    uint64_t peer;              /* the peer refused (MANIFEST) or our own id (DUPLICATE) */
+    char addr[GOSSIP_ADDR_MAX]; /* DUPLICATE: the other claimant's address */
+    gossip_manifest theirs;     /* MANIFEST: the peer's manifest */
+} gossip_swim_conflict;
 
 /* Create. Allocates everything it will ever need through env.
  * Errors: GOSSIP_EINVAL (bad config), GOSSIP_ENOMEM (nothing leaks). */
@@ -166,7 +207,12 @@ int gossip_swim_leave(gossip_swim *s, gossip_time_us now);
  * Errors: GOSSIP_ETYPE (not a membership type), GOSSIP_ETRUNC,
  * GOSSIP_EMALFORMED (bad field, trailing bytes, sender 0 or spoofed),
  * GOSSIP_ETOOBIG (a count above its maximum), GOSSIP_ENOTFOUND (a ping
- * for another id at our address), GOSSIP_EFULL (relay table full). */
+ * for another id at our address, or a frame from a peer refused for its
+ * manifest), GOSSIP_EFULL (relay table full). A full-state message with
+ * another manifest is refused (stats.refused_manifest, a conflict) and
+ * returns GOSSIP_OK: the frame was fine, the peer is not admitted. Records
+ * piggybacked by a sender we do not know are not applied (stats.strangers):
+ * we push-pull with it first, which checks its manifest. */
 int gossip_swim_recv(gossip_swim *s, uint64_t from, const gossip_header *h, const uint8_t *payload,
                      size_t len, gossip_time_us now);
 
@@ -186,6 +232,16 @@ void gossip_swim_view(const gossip_swim *s, gossip_view *out);
 
 /* Look up a member (self included). Errors: GOSSIP_ENOTFOUND. */
 int gossip_swim_lookup(const gossip_swim *s, uint64_t id, gossip_swim_member *out);
+
+/* GOSSIP_SWIM_ADMITTED, or why this object refused to go on: a joiner
+ * whose seeds answered with another manifest while it knew nobody else
+ * (MANIFEST), or a newcomer that met a live process with its own id at
+ * another address (DUPLICATE). A refused object is quiet for good: recv
+ * ignores frames, tick does nothing, poll_send sends nothing (no LEAVE: the
+ * id may belong to a live incumbent). The caller should stop. */
+gossip_swim_refusal gossip_swim_refused(const gossip_swim *s);
+/* The latest conflict (seq 0 = none). */
+const gossip_swim_conflict *gossip_swim_conflict_get(const gossip_swim *s);
 
 /* Local health score (0 = healthy; timeouts are scaled by score + 1). */
 uint32_t gossip_swim_health(const gossip_swim *s);

@@ -57,6 +57,16 @@ static size_t put_alive(uint8_t *p, uint64_t id, uint32_t inc, const char *addr)
     return 14 + l;
 }
 
+/* The all-zero manifest (what make() runs) at the head of a full-state
+ * payload: u16 length 25, then 25 zero bytes. */
+#define MANIFEST0 27u
+static size_t put_manifest0(uint8_t *p)
+{
+    memset(p, 0, MANIFEST0);
+    gossip_put_u16(p, GOSSIP_MANIFEST_FIXED);
+    return MANIFEST0;
+}
+
 static size_t put_suspect(uint8_t *p, uint8_t state, uint64_t id, uint32_t inc, uint64_t from)
 {
     p[0] = state;
@@ -65,6 +75,8 @@ static size_t put_suspect(uint8_t *p, uint8_t state, uint64_t id, uint32_t inc, 
     gossip_put_u64(p + 13, from);
     return 21;
 }
+
+static void know(gossip_swim *s, uint64_t id, const char *addr);
 
 static void config_rejects(void **state)
 {
@@ -162,6 +174,15 @@ static void ping_ack_golden(void **state)
         0x01, 0x02, 0x03, 0x04, 0x00};                  /* seq, 0 updates */
     assert_int_equal(o.len, sizeof golden);
     assert_memory_equal(o.frame, golden, sizeof golden);
+    /* the pinger is a stranger: a push-pull follows, which carries our
+     * manifest and our table (just ourselves) */
+    assert_int_equal(gossip_swim_poll_send(s, &o, 10), 1);
+    assert_true(o.dest == 0x99);
+    assert_int_equal(o.frame[3], GOSSIP_MSG_SYNC);
+    assert_int_equal(o.len, GOSSIP_HEADER_SIZE + MANIFEST0 + 4 + 14 + 1);
+    assert_int_equal(gossip_get_u16(o.frame + GOSSIP_HEADER_SIZE), GOSSIP_MANIFEST_FIXED);
+    assert_int_equal(gossip_get_u32(o.frame + GOSSIP_HEADER_SIZE + MANIFEST0), 1);
+    assert_int_equal(gossip_swim_stats_get(s)->strangers, 1);
     assert_int_equal(gossip_swim_poll_send(s, &o, 10), 0);
     gossip_swim_destroy(s);
 }
@@ -215,6 +236,10 @@ static void refutes_suspicion(void **state)
     test_env t;
     test_env_init(&t, 6);
     gossip_swim *s = make(&t, 5, "five", 16);
+    know(s, 9, "nine");
+    gossip_send o;
+    while (gossip_swim_poll_send(s, &o, 0) == 1)
+        ;
     uint8_t p[64] = {0};
     gossip_put_u32(p, 77);
     gossip_put_u64(p + 4, 5);
@@ -226,7 +251,6 @@ static void refutes_suspicion(void **state)
     assert_int_equal(gossip_swim_incarnation(s), 4);
     assert_int_equal(gossip_swim_stats_get(s)->refutations, 1);
     assert_int_equal(gossip_swim_health(s), 1); /* Lifeguard: we may be slow */
-    gossip_send o;
     assert_int_equal(gossip_swim_poll_send(s, &o, 0), 1);
     assert_int_equal(o.frame[3], GOSSIP_MSG_ACK);
     assert_string_equal(o.dest_addr, "nine");
@@ -261,9 +285,11 @@ static void suspicion_then_death(void **state)
     test_env t;
     test_env_init(&t, 7);
     gossip_swim *s = make(&t, 1, "one", 16);
-    uint8_t p[64];
-    gossip_put_u32(p, 1);
-    size_t len = 4 + put_alive(p + 4, 2, 0, "two");
+    uint8_t p[96];
+    size_t len = put_manifest0(p);
+    gossip_put_u32(p + len, 1);
+    len += 4;
+    len += put_alive(p + len, 2, 0, "two");
     assert_int_equal(deliver(s, GOSSIP_MSG_SYNC_REPLY, 2, p, len, 0), GOSSIP_OK);
     gossip_view v;
     gossip_swim_view(s, &v);
@@ -371,8 +397,9 @@ static void bad_frames_counted(void **state)
     len = 13 + put_alive(p + 13, 6, 0, "six");
     gossip_put_u64(p + 4, 6); /* a ping for someone else */
     assert_int_equal(deliver(s, GOSSIP_MSG_PING, 9, p, len, 0), GOSSIP_ENOTFOUND);
-    gossip_put_u32(p, GOSSIP_MEMBERS_MAX + 1);
-    assert_int_equal(deliver(s, GOSSIP_MSG_SYNC, 9, p, 4, 0), GOSSIP_ETOOBIG);
+    put_manifest0(p);
+    gossip_put_u32(p + MANIFEST0, GOSSIP_MEMBERS_MAX + 1);
+    assert_int_equal(deliver(s, GOSSIP_MSG_SYNC, 9, p, MANIFEST0 + 4, 0), GOSSIP_ETOOBIG);
     const gossip_swim_stats *st = gossip_swim_stats_get(s);
     assert_int_equal(st->rejected[GOSSIP_ETYPE], 1);
     assert_int_equal(st->rejected[GOSSIP_EMALFORMED], 8);
@@ -452,15 +479,15 @@ static void bounded_table_and_messages(void **state)
     test_env t;
     test_env_init(&t, 11);
     gossip_swim *small = make(&t, 1, "one", 8), *big = make(&t, 1, "one", 512);
-    static uint8_t p[4 + 300 * GOSSIP_SWIM_RECORD_MAX];
-    size_t len = 4;
+    static uint8_t p[MANIFEST0 + 4 + 300 * GOSSIP_SWIM_RECORD_MAX];
+    size_t len = put_manifest0(p) + 4;
     char addr[GOSSIP_ADDR_MAX];
     for (uint32_t i = 0; i < 300; i++) {
         snprintf(addr, sizeof addr, "tcp://host-%03u.example.org:7000/%031u", i, i);
         assert_true(strlen(addr) == GOSSIP_ADDR_MAX - 1);
         len += put_alive(p + len, 1000 + i, 0, addr);
     }
-    gossip_put_u32(p, 300);
+    gossip_put_u32(p + MANIFEST0, 300);
     assert_int_equal(deliver(small, GOSSIP_MSG_SYNC_REPLY, 1000, p, len, 0), GOSSIP_OK);
     assert_int_equal(deliver(big, GOSSIP_MSG_SYNC_REPLY, 1000, p, len, 0), GOSSIP_OK);
     gossip_view v;
@@ -507,6 +534,7 @@ static void table_churn_consistent(void **state)
     model_rng_seed(&rng, seed, 2);
     const uint32_t cap = 16;
     gossip_swim *s = make(&t, 1, "one", cap);
+    know(s, 9999, "pinger"); /* news is believed from members only */
     enum { POOL = 4000 };
     static uint8_t alive[POOL]; /* 1 = must be findable as ALIVE */
     uint32_t next_id = 0, n_alive = 0;
@@ -574,12 +602,14 @@ static void table_churn_consistent(void **state)
     assert_int_equal(t.alloc.live, 0);
 }
 
-/* Feed a member "two" (id 2) into s through a SYNC_REPLY. */
+/* Feed a member into s through a SYNC_REPLY (from that member). */
 static void know(gossip_swim *s, uint64_t id, const char *addr)
 {
-    uint8_t p[80];
-    gossip_put_u32(p, 1);
-    size_t len = 4 + put_alive(p + 4, id, 0, addr);
+    uint8_t p[MANIFEST0 + 4 + GOSSIP_SWIM_RECORD_MAX];
+    size_t len = put_manifest0(p);
+    gossip_put_u32(p + len, 1);
+    len += 4;
+    len += put_alive(p + len, id, 0, addr);
     assert_int_equal(deliver(s, GOSSIP_MSG_SYNC_REPLY, id, p, len, 0), GOSSIP_OK);
 }
 
@@ -708,6 +738,313 @@ static void local_health_stretches_period(void **state)
     gossip_swim_destroy(s);
 }
 
+/* ---- admission: manifests and duplicate identities ---- */
+
+/* A tiny network of swim objects: frames go by address (dest 0) or by id to
+ * every running object with that id, as a transport with two connections
+ * authenticated by one key may hand them to either process. */
+typedef struct dnode {
+    gossip_swim *s;
+    uint64_t id;
+    const char *addr;
+    int up;
+} dnode;
+
+static void dnet_run(dnode *n, int k, gossip_time_us from, gossip_time_us to)
+{
+    for (gossip_time_us now = from; now < to; now += PERIOD / 10) {
+        for (int i = 0; i < k; i++)
+            if (n[i].up && gossip_swim_deadline(n[i].s) <= now)
+                gossip_swim_tick(n[i].s, now);
+        for (int round = 0; round < 4; round++)
+            for (int i = 0; i < k; i++) {
+                gossip_send o;
+                while (n[i].up && gossip_swim_poll_send(n[i].s, &o, now) == 1) {
+                    gossip_header h;
+                    assert_int_equal(gossip_header_decode(o.frame, o.len, &h), GOSSIP_OK);
+                    for (int j = 0; j < k; j++) {
+                        if (j == i || !n[j].up)
+                            continue;
+                        if (o.dest ? n[j].id != o.dest
+                                   : !(o.dest_addr && !strcmp(o.dest_addr, n[j].addr)))
+                            continue;
+                        gossip_swim_recv(n[j].s, h.sender, &h, o.frame + GOSSIP_HEADER_SIZE,
+                                         o.len - GOSSIP_HEADER_SIZE, now);
+                    }
+                }
+            }
+    }
+}
+
+static gossip_swim *make_m(test_env *t, uint64_t id, const char *addr, const gossip_manifest *m)
+{
+    gossip_swim_config c = {.self_id = id, .self_addr = addr, .members_max = 16, .manifest = m};
+    gossip_swim *s = NULL;
+    assert_int_equal(gossip_swim_create(&s, &t->env, &c), GOSSIP_OK);
+    return s;
+}
+
+static void join_to(gossip_swim *s, const char *seed, gossip_time_us now)
+{
+    const char *seeds[] = {seed};
+    assert_int_equal(gossip_swim_join(s, seeds, 1, now), GOSSIP_OK);
+}
+
+static const gossip_manifest mf64 = {.protocol = GOSSIP_MANIFEST_PROTOCOL,
+                                     .spec = "mlp:64",
+                                     .params = 50890,
+                                     .init_seed = 7,
+                                     .algo = 1,
+                                     .bits = 8,
+                                     .block = 256};
+
+static void manifest_wire(void **state)
+{
+    (void)state;
+    uint8_t buf[GOSSIP_MANIFEST_WIRE_MAX + 8];
+    gossip_writer w;
+    gossip_writer_init(&w, buf, sizeof buf);
+    gossip_manifest_write(&w, &mf64);
+    assert_false(w.err);
+    assert_int_equal(w.len, gossip_manifest_size(&mf64));
+    assert_int_equal(w.len, 2 + GOSSIP_MANIFEST_FIXED + 6);
+    gossip_reader r;
+    gossip_manifest back;
+    gossip_reader_init(&r, buf, w.len);
+    assert_int_equal(gossip_manifest_read(&r, &back), GOSSIP_OK);
+    assert_int_equal(gossip_r_left(&r), 0);
+    assert_true(gossip_manifest_equal(&back, &mf64));
+    /* a longer length (a later version's fields) is skipped over */
+    memmove(buf + w.len + 3, buf + w.len, 0);
+    gossip_put_u16(buf, (uint16_t)(gossip_get_u16(buf) + 3));
+    memset(buf + w.len, 0xEE, 3);
+    gossip_reader_init(&r, buf, w.len + 3);
+    assert_int_equal(gossip_manifest_read(&r, &back), GOSSIP_OK);
+    assert_int_equal(gossip_r_left(&r), 0);
+    assert_true(gossip_manifest_equal(&back, &mf64));
+    /* too short a length, truncation, a spec running past the length */
+    gossip_put_u16(buf, GOSSIP_MANIFEST_FIXED - 1);
+    gossip_reader_init(&r, buf, w.len);
+    assert_int_equal(gossip_manifest_read(&r, &back), GOSSIP_EMALFORMED);
+    gossip_put_u16(buf, GOSSIP_MANIFEST_FIXED + 6);
+    gossip_reader_init(&r, buf, w.len - 1);
+    assert_int_equal(gossip_manifest_read(&r, &back), GOSSIP_ETRUNC);
+    buf[2 + GOSSIP_MANIFEST_FIXED - 1] = 7;
+    gossip_reader_init(&r, buf, w.len);
+    assert_int_equal(gossip_manifest_read(&r, &back), GOSSIP_EMALFORMED);
+    /* the description names the first difference */
+    gossip_manifest other = mf64;
+    char why[GOSSIP_MANIFEST_DIFF_MAX];
+    assert_int_equal(gossip_manifest_diff(&mf64, &other, why, sizeof why), 0);
+    strcpy(other.spec, "mlp:128");
+    other.params = 101770;
+    gossip_manifest_diff(&mf64, &other, why, sizeof why);
+    assert_string_equal(why, "model.spec mlp:64 here, mlp:128 at the peer");
+    other = mf64;
+    other.bits = 4;
+    gossip_manifest_diff(&mf64, &other, why, sizeof why);
+    assert_string_equal(why, "mixing.bits 8 here, 4 at the peer");
+}
+
+/* A joiner with another manifest is refused on both sides: the seed does
+ * not admit it and counts it, the joiner learns why and gives up; a joiner
+ * with the same manifest is admitted; the refused peer's later frames are
+ * dropped. Before admission checks the joiner was simply added. */
+static void manifest_mismatch_refused(void **state)
+{
+    (void)state;
+    test_env t;
+    test_env_init(&t, 31);
+    gossip_manifest mf128 = mf64;
+    strcpy(mf128.spec, "mlp:128");
+    mf128.params = 101770;
+    dnode n[3] = {{make_m(&t, 100, "addr-a", &mf64), 100, "addr-a", 1},
+                  {make_m(&t, 200, "addr-b", &mf128), 200, "addr-b", 1},
+                  {make_m(&t, 300, "addr-c", &mf64), 300, "addr-c", 0}};
+    join_to(n[1].s, "addr-a", 0);
+    dnet_run(n, 3, 0, 3 * PERIOD);
+    gossip_view v;
+    gossip_swim_view(n[0].s, &v);
+    assert_int_equal(v.n, 1);
+    assert_int_equal(gossip_swim_refused(n[0].s), GOSSIP_SWIM_ADMITTED);
+    assert_true(gossip_swim_stats_get(n[0].s)->refused_manifest >= 1);
+    const gossip_swim_conflict *c = gossip_swim_conflict_get(n[0].s);
+    assert_true(c->seq >= 1);
+    assert_int_equal(c->kind, GOSSIP_SWIM_REFUSED_MANIFEST);
+    assert_int_equal(c->fatal, 0);
+    assert_true(c->peer == 200);
+    assert_string_equal(c->theirs.spec, "mlp:128");
+    /* the joiner gave up for good, knowing why */
+    assert_int_equal(gossip_swim_refused(n[1].s), GOSSIP_SWIM_REFUSED_MANIFEST);
+    c = gossip_swim_conflict_get(n[1].s);
+    assert_int_equal(c->fatal, 1);
+    assert_true(c->peer == 100);
+    assert_string_equal(c->theirs.spec, "mlp:64");
+    assert_int_equal(gossip_swim_deadline(n[1].s), GOSSIP_TIME_NEVER);
+    gossip_send o;
+    assert_int_equal(gossip_swim_poll_send(n[1].s, &o, 3 * PERIOD), 0);
+    assert_int_equal(gossip_swim_leave(n[1].s, 3 * PERIOD), GOSSIP_OK);
+    assert_int_equal(gossip_swim_poll_send(n[1].s, &o, 3 * PERIOD), 0); /* no LEAVE */
+    /* a frame from the refused peer is dropped */
+    uint8_t p[13] = {0};
+    gossip_put_u64(p + 4, 100);
+    assert_int_equal(deliver(n[0].s, GOSSIP_MSG_PING, 200, p, sizeof p, 3 * PERIOD),
+                     GOSSIP_ENOTFOUND);
+    assert_int_equal(gossip_swim_stats_get(n[0].s)->refused_frames, 1);
+    /* a matching joiner is admitted */
+    n[2].up = 1;
+    join_to(n[2].s, "addr-a", 3 * PERIOD);
+    dnet_run(n, 3, 3 * PERIOD, 6 * PERIOD);
+    gossip_swim_view(n[0].s, &v);
+    assert_int_equal(v.n, 2);
+    gossip_swim_view(n[2].s, &v);
+    assert_int_equal(v.n, 2);
+    assert_int_equal(gossip_swim_refused(n[2].s), GOSSIP_SWIM_ADMITTED);
+    for (int i = 0; i < 3; i++)
+        gossip_swim_destroy(n[i].s);
+    assert_int_equal(t.alloc.live, 0);
+}
+
+/* A member restarted with another manifest and no seeds is still known to
+ * the others, who probe it: it does not believe their news (strangers), it
+ * pushes-pulls with them, they refuse it (dead in their view) and it gives
+ * up. */
+static void manifest_mismatch_after_restart(void **state)
+{
+    (void)state;
+    test_env t;
+    test_env_init(&t, 32);
+    gossip_manifest bits4 = mf64;
+    bits4.bits = 4;
+    dnode n[3] = {{make_m(&t, 100, "addr-a", &mf64), 100, "addr-a", 1},
+                  {make_m(&t, 400, "addr-d", &mf64), 400, "addr-d", 1},
+                  {make_m(&t, 400, "addr-d", &bits4), 400, "addr-d", 0}};
+    join_to(n[1].s, "addr-a", 0);
+    dnet_run(n, 3, 0, 3 * PERIOD);
+    gossip_view v;
+    gossip_swim_view(n[0].s, &v);
+    assert_int_equal(v.n, 2);
+    n[1].up = 0; /* killed; restarted at once with bits 4, no seeds */
+    n[2].up = 1;
+    dnet_run(n, 3, 3 * PERIOD, 12 * PERIOD);
+    assert_int_equal(gossip_swim_refused(n[2].s), GOSSIP_SWIM_REFUSED_MANIFEST);
+    assert_true(gossip_swim_stats_get(n[2].s)->strangers >= 1);
+    gossip_swim_view(n[2].s, &v);
+    assert_int_equal(v.n, 1); /* it never took the others in */
+    gossip_swim_view(n[0].s, &v);
+    assert_int_equal(v.n, 1);
+    gossip_swim_member m;
+    assert_int_equal(gossip_swim_lookup(n[0].s, 400, &m), GOSSIP_OK);
+    assert_int_equal(m.state, GOSSIP_MEMBER_DEAD);
+    assert_int_equal(gossip_swim_refused(n[0].s), GOSSIP_SWIM_ADMITTED);
+    for (int i = 0; i < 3; i++)
+        gossip_swim_destroy(n[i].s);
+    assert_int_equal(t.alloc.live, 0);
+}
+
+/* Two processes with one key: the newcomer meets the incumbent's record,
+ * takes the id over once (it could be its own older life), meets the
+ * incumbent's counter-refutation and yields; the incumbent counts the
+ * duplicate and stays; the view settles on the incumbent's address. Before
+ * detection both refuted each other for ever (the address in everyone's
+ * table flapped). */
+static void duplicate_identity_newcomer_yields(void **state)
+{
+    (void)state;
+    test_env t;
+    test_env_init(&t, 33);
+    dnode n[3] = {{make(&t, 100, "addr-a", 16), 100, "addr-a", 1},
+                  {make(&t, 300, "addr-i", 16), 300, "addr-i", 1},
+                  {make(&t, 300, "addr-n", 16), 300, "addr-n", 0}};
+    join_to(n[1].s, "addr-a", 0);
+    gossip_time_us t0 = (GOSSIP_SWIM_NEWCOMER_PERIODS + 5) * (gossip_time_us)PERIOD;
+    dnet_run(n, 3, 0, t0);
+    n[2].up = 1;
+    join_to(n[2].s, "addr-a", t0);
+    dnet_run(n, 3, t0, t0 + 20 * PERIOD);
+    assert_int_equal(gossip_swim_refused(n[2].s), GOSSIP_SWIM_REFUSED_DUPLICATE);
+    const gossip_swim_conflict *c = gossip_swim_conflict_get(n[2].s);
+    assert_int_equal(c->fatal, 1);
+    assert_string_equal(c->addr, "addr-i");
+    assert_int_equal(gossip_swim_refused(n[1].s), GOSSIP_SWIM_ADMITTED);
+    assert_true(gossip_swim_stats_get(n[1].s)->duplicates >= 1);
+    c = gossip_swim_conflict_get(n[1].s);
+    assert_int_equal(c->kind, GOSSIP_SWIM_REFUSED_DUPLICATE);
+    assert_int_equal(c->fatal, 0);
+    assert_string_equal(c->addr, "addr-n");
+    /* settled: the incumbent's address, no more refutations */
+    gossip_swim_member m1, m2;
+    assert_int_equal(gossip_swim_lookup(n[0].s, 300, &m1), GOSSIP_OK);
+    assert_string_equal(m1.addr, "addr-i");
+    assert_int_equal(m1.state, GOSSIP_MEMBER_ALIVE);
+    dnet_run(n, 3, t0 + 20 * PERIOD, t0 + 40 * PERIOD);
+    assert_int_equal(gossip_swim_lookup(n[0].s, 300, &m2), GOSSIP_OK);
+    assert_string_equal(m2.addr, "addr-i");
+    assert_int_equal(m2.incarnation, m1.incarnation);
+    for (int i = 0; i < 3; i++)
+        gossip_swim_destroy(n[i].s);
+    assert_int_equal(t.alloc.live, 0);
+}
+
+/* No false alarm: a process restarted at another address while its old
+ * life is not yet declared dead takes the id over and stays. */
+static void restart_elsewhere_takes_over(void **state)
+{
+    (void)state;
+    test_env t;
+    test_env_init(&t, 34);
+    dnode n[3] = {{make(&t, 100, "addr-a", 16), 100, "addr-a", 1},
+                  {make(&t, 300, "addr-old", 16), 300, "addr-old", 1},
+                  {make(&t, 300, "addr-new", 16), 300, "addr-new", 0}};
+    join_to(n[1].s, "addr-a", 0);
+    gossip_time_us t0 = (GOSSIP_SWIM_NEWCOMER_PERIODS + 5) * (gossip_time_us)PERIOD;
+    dnet_run(n, 3, 0, t0);
+    n[1].up = 0;
+    n[2].up = 1;
+    join_to(n[2].s, "addr-a", t0);
+    dnet_run(n, 3, t0, t0 + 40 * PERIOD);
+    assert_int_equal(gossip_swim_refused(n[2].s), GOSSIP_SWIM_ADMITTED);
+    assert_true(gossip_swim_stats_get(n[2].s)->id_claims >= 1);
+    assert_int_equal(gossip_swim_conflict_get(n[2].s)->seq, 0);
+    gossip_swim_member m;
+    assert_int_equal(gossip_swim_lookup(n[0].s, 300, &m), GOSSIP_OK);
+    assert_string_equal(m.addr, "addr-new");
+    assert_int_equal(m.state, GOSSIP_MEMBER_ALIVE);
+    for (int i = 0; i < 3; i++)
+        gossip_swim_destroy(n[i].s);
+    assert_int_equal(t.alloc.live, 0);
+}
+
+/* Answers to probes we never sent (sequence numbers above ours) come from a
+ * twin's probes: a newcomer yields after 3, an incumbent counts them. */
+static void foreign_answers_mean_a_twin(void **state)
+{
+    (void)state;
+    test_env t;
+    test_env_init(&t, 35);
+    gossip_swim *s = make(&t, 5, "five", 16);
+    know(s, 9, "nine");
+    gossip_swim_tick(s, 1); /* joined now: a newcomer */
+    uint8_t p[5] = {0};
+    gossip_put_u32(p, 1000000);
+    assert_int_equal(deliver(s, GOSSIP_MSG_ACK, 9, p, sizeof p, 2), GOSSIP_OK);
+    assert_int_equal(deliver(s, GOSSIP_MSG_NACK, 9, p, sizeof p, 3), GOSSIP_OK);
+    assert_int_equal(gossip_swim_refused(s), GOSSIP_SWIM_ADMITTED);
+    assert_int_equal(deliver(s, GOSSIP_MSG_ACK, 9, p, sizeof p, 4), GOSSIP_OK);
+    assert_int_equal(gossip_swim_refused(s), GOSSIP_SWIM_REFUSED_DUPLICATE);
+    gossip_swim_destroy(s);
+    s = make(&t, 5, "five", 16);
+    know(s, 9, "nine");
+    gossip_swim_tick(s, 1);
+    gossip_time_us late = (GOSSIP_SWIM_NEWCOMER_PERIODS + 1) * (gossip_time_us)PERIOD;
+    for (int i = 0; i < 6; i++)
+        assert_int_equal(deliver(s, GOSSIP_MSG_ACK, 9, p, sizeof p, late), GOSSIP_OK);
+    assert_int_equal(gossip_swim_refused(s), GOSSIP_SWIM_ADMITTED);
+    assert_int_equal(gossip_swim_stats_get(s)->duplicates, 2);
+    gossip_swim_destroy(s);
+    assert_int_equal(t.alloc.live, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -725,6 +1062,12 @@ int main(void)
         cmocka_unit_test(table_churn_consistent),
         cmocka_unit_test(relays_ack_and_nack),
         cmocka_unit_test(local_health_stretches_period),
+        cmocka_unit_test(manifest_wire),
+        cmocka_unit_test(manifest_mismatch_refused),
+        cmocka_unit_test(manifest_mismatch_after_restart),
+        cmocka_unit_test(duplicate_identity_newcomer_yields),
+        cmocka_unit_test(restart_elsewhere_takes_over),
+        cmocka_unit_test(foreign_answers_mean_a_twin),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,51 @@
+#!/bin/sh
+# Two agents with one key (issue 13 item 9): agents 1-3 run; a fourth is
+# started on another host with agent 3's key. The newcomer must be refused
+# with a clear error and exit non-zero; the incumbent (agent 3) stays and
+# keeps mixing; the others' views settle (no flapping epochs). Before
+# detection both were accepted and the view flapped. (The incumbent reports
+# the duplicate too when the newcomer's claim reaches it before the newcomer
+# yields; the newcomer usually yields first, from the answers to the
+# incumbent's probes that the others' transports hand it.)
+NAME=fault_duplicate
+. tests/integration/lib/fault.sh
+
+fault_init 4 8
+fault_start 1
+fault_start 2
+fault_start 3
+settled() {
+    [ "$(fnum 1 peers)" -eq 2 ] && [ "$(fnum 3 peers)" -eq 2 ] && [ "$(fnum 3 mixing_rounds)" -ge 20 ]
+}
+wait_for 40 settled || fail "agents 1-3 did not settle in 40 s"
+# The incumbent must be past its newcomer window (30 probe periods).
+sleep $((30 * PROBE_MS / 1000 + 2))
+cp "$tmp/a3/murmur.key" "$tmp/a3/murmur.pub" "$tmp/a4/"
+from3=$(fault_lines 3)
+fault_start 4
+fault_wait_exit 4 30
+[ "$fault_rc" -ne 124 ] || fail "the duplicate still runs after 30 s"
+[ "$fault_rc" -ne 0 ] || fail "the duplicate exited with status 0"
+[ "$(grep -c 'level=error' "$tmp/a4.log")" -eq 1 ] || fail "agent 4: want one error line, got: $(grep 'level=error' "$tmp/a4.log")"
+grep 'level=error' "$tmp/a4.log" | grep 'event=refused' | grep 'cause=duplicate_id' |
+    grep -q 'addr=tcp://10.77.0.3:7000' || fail "agent 4: no clear refusal naming the incumbent"
+agent_alive 3 || fail "the incumbent died"
+if sed -n "$((from3 + 1)),\$p" "$tmp/a3.log" | grep 'level=error' | grep -q 'event=duplicate_identity'; then
+    sed -n "$((from3 + 1)),\$p" "$tmp/a3.log" | grep 'event=duplicate_identity' |
+        grep -q 'addr=tcp://10.77.0.4:7000' || fail "agent 3 reported the duplicate at the wrong address"
+    reported="the incumbent reported it"
+else
+    reported="the newcomer yielded before the incumbent heard of it"
+fi
+# Settled: the incumbent stays in every view, epochs stand still, mixing goes on.
+back() { [ "$(fnum 1 peers)" -eq 2 ] && [ "$(fnum 2 peers)" -eq 2 ] && [ "$(fnum 3 peers)" -eq 2 ]; }
+wait_for 20 back || fail "views did not settle on 3 members: $(fnum 1 peers) $(fnum 2 peers) $(fnum 3 peers)"
+sleep 2
+e1=$(fnum 1 epoch)
+r3=$(fnum 3 mixing_rounds)
+sleep 3
+[ "$(fnum 1 epoch)" -eq "$e1" ] || fail "agent 1's view still changes (epoch $e1 -> $(fnum 1 epoch))"
+[ "$(fnum 3 mixing_rounds)" -gt "$r3" ] || fail "the incumbent stopped mixing"
+fault_consume 3 'event=duplicate_identity'
+fault_consume 4 'event=refused'
+echo "$NAME: ok: the duplicate exited $fault_rc ($reported), the incumbent stayed, agent 1 epoch steady at $e1"
