@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 /* Vectors are converted to and from little-endian bytes through a buffer of
@@ -515,4 +516,48 @@ int agent_checkpoint_remove_stale(const char *path, unsigned *removed)
     }
     closedir(d);
     return 0;
+}
+
+int agent_checkpoint_move_aside(const char *path, int64_t when, char *moved, size_t cap, char *err,
+                                size_t errlen)
+{
+    if (!path || !moved || strlen(path) + AGENT_CHECKPOINT_ASIDE_SUFFIX_MAX >= cap ||
+        strlen(path) >= AGENT_CHECKPOINT_PATH_MAX)
+        return fail(err, errlen, AGENT_CHECKPOINT_EINVAL, "%s: path too long to move aside",
+                    path ? path : "(null)");
+    struct stat st;
+    if (lstat(path, &st) != 0)
+        return fail(err, errlen, AGENT_CHECKPOINT_ENOENT, "%s: %s", path, strerror(errno));
+    time_t t = (time_t)when;
+    struct tm tm;
+    char stamp[32];
+    if (!gmtime_r(&t, &tm) || !strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", &tm))
+        snprintf(stamp, sizeof stamp, "%lld", (long long)when);
+    for (int k = 0; k < 100; k++) {
+        if (k == 0)
+            snprintf(moved, cap, "%s.unusable-%s", path, stamp);
+        else
+            snprintf(moved, cap, "%s.unusable-%s-%d", path, stamp, k);
+        /* link + unlink never replaces an existing name (rename would). */
+        if (link(path, moved) == 0) {
+            if (unlink(path) != 0) {
+                int e = errno;
+                unlink(moved);
+                return fail(err, errlen, AGENT_CHECKPOINT_EIO,
+                            "%s: cannot remove after linking %s: %s", path, moved, strerror(e));
+            }
+            char dir[AGENT_CHECKPOINT_PATH_MAX];
+            dir_of(path, dir, sizeof dir);
+            int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+            if (dfd >= 0) {
+                fsync(dfd);
+                close(dfd);
+            }
+            return AGENT_CHECKPOINT_OK;
+        }
+        if (errno != EEXIST)
+            return fail(err, errlen, AGENT_CHECKPOINT_EIO, "%s: cannot move it to %s: %s", path,
+                        moved, strerror(errno));
+    }
+    return fail(err, errlen, AGENT_CHECKPOINT_EIO, "%s: 100 .unusable names taken already", path);
 }

@@ -123,6 +123,19 @@ int agent_checkpoint_load(const char *path, const char *want_spec, uint32_t want
 int agent_checkpoint_read_meta(const char *path, agent_checkpoint_meta *meta, char *err,
                                size_t errlen);
 
+/* Longest suffix move_aside adds: ".unusable-YYYYmmddTHHMMSSZ-NN". */
+#define AGENT_CHECKPOINT_ASIDE_SUFFIX_MAX 32u
+
+/* Move a checkpoint the agent cannot use out of the way, so the next save
+ * cannot overwrite it (the user may still want it: another model, a typo
+ * in --model, a damaged disk): rename PATH to
+ * "PATH.unusable-YYYYmmddTHHMMSSZ" (UTC of `when`; "-1", "-2", ... appended
+ * when that name exists; never replaces a file). The new path goes to
+ * moved (cap bytes). Errors: ENOENT (no file at PATH), EINVAL (path too
+ * long), EIO (rename failed, or 100 names taken); err names the paths. */
+int agent_checkpoint_move_aside(const char *path, int64_t when, char *moved, size_t cap, char *err,
+                                size_t errlen);
+
 /* Delete "PATH.tmp.*" files left by a crash during save. *removed (may be
  * NULL) gets how many. Errors: EIO (the directory cannot be read). */
 int agent_checkpoint_remove_stale(const char *path, unsigned *removed);

@@ -9,6 +9,7 @@
 #include <sodium.h>
 #include <stdarg.h>
 #include <string.h>
+#include <time.h>
 
 #include "agent/checkpoint.h"
 #include "agent/log.h"
@@ -784,9 +785,24 @@ static int setup_model(agent_runtime *a, char *err, size_t errlen)
         agent_log_u64(&l, "round", meta.round);
         agent_log_end(&l);
     } else if (rc != AGENT_CHECKPOINT_ENOENT) {
-        /* Never fatal: the model comes from the network or from scratch. */
+        /* The model comes from the network or from scratch; the file may
+         * still be wanted (another model, a typo in --model): move it
+         * aside so the next save cannot overwrite it, or refuse to start. */
+        char moved[AGENT_CHECKPOINT_PATH_MAX + AGENT_CHECKPOINT_ASIDE_SUFFIX_MAX];
+        char merr[AGENT_CHECKPOINT_PATH_MAX * 2 + 64] = "";
+        int mrc = agent_checkpoint_move_aside(a->cfg.checkpoint_path, (int64_t)time(NULL), moved,
+                                              sizeof moved, merr, sizeof merr);
+        if (mrc && mrc != AGENT_CHECKPOINT_ENOENT) {
+            agent_errf(err, errlen,
+                       "checkpoint %s is unusable (%s) and cannot be moved aside (%s); move or "
+                       "remove it yourself, this agent would overwrite it",
+                       a->cfg.checkpoint_path, cerr[0] ? cerr : agent_checkpoint_strerror(rc),
+                       merr);
+            return -1;
+        }
         agent_log(AGENT_LOG_WARN, "checkpoint_unusable", "path", a->cfg.checkpoint_path, "why",
-                  cerr[0] ? cerr : agent_checkpoint_strerror(rc), NULL);
+                  cerr[0] ? cerr : agent_checkpoint_strerror(rc), "moved_to", mrc ? "" : moved,
+                  NULL);
     }
     memcpy(a->latest, model_net_params(tr->net), bytes);
     return 0;

@@ -379,6 +379,46 @@ static void errors_have_names(void **state)
                      AGENT_CHECKPOINT_EINVAL);
 }
 
+/* A checkpoint the agent cannot use is moved aside under a dated name, the
+ * bytes untouched, never replacing another file; a second one of the same
+ * second gets its own name; nothing at PATH is ENOENT. */
+static void move_aside_keeps_the_file(void **state)
+{
+    (void)state;
+    spit(path, (const uint8_t *)"old model", 9);
+    char moved[256], moved2[256], err[256];
+    int64_t when = 1795000000; /* 2026-11-18T11:06:40Z */
+    assert_int_equal(agent_checkpoint_move_aside(path, when, moved, sizeof moved, err, sizeof err),
+                     AGENT_CHECKPOINT_OK);
+    char want[256];
+    snprintf(want, sizeof want, "%s.unusable-20261118T110640Z", path);
+    assert_string_equal(moved, want);
+    assert_int_equal(access(path, F_OK), -1);
+    size_t n;
+    uint8_t *b = slurp(moved, &n);
+    assert_int_equal(n, 9);
+    assert_memory_equal(b, "old model", 9);
+    free(b);
+    spit(path, (const uint8_t *)"other", 5);
+    assert_int_equal(
+        agent_checkpoint_move_aside(path, when, moved2, sizeof moved2, err, sizeof err),
+        AGENT_CHECKPOINT_OK);
+    assert_string_not_equal(moved, moved2);
+    b = slurp(moved, &n);
+    assert_int_equal(n, 9); /* the first one was not replaced */
+    free(b);
+    assert_int_equal(
+        agent_checkpoint_move_aside(path, when, moved2, sizeof moved2, err, sizeof err),
+        AGENT_CHECKPOINT_ENOENT);
+    /* stale-temp cleanup leaves the moved files alone */
+    unsigned removed = 0;
+    assert_int_equal(agent_checkpoint_remove_stale(path, &removed), 0);
+    assert_int_equal(removed, 0);
+    assert_int_equal(access(moved, F_OK), 0);
+    unlink(moved);
+    unlink(moved2);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -388,6 +428,7 @@ int main(void)
         cmocka_unit_test(bad_saves_leave_old_file),
         cmocka_unit_test(big_vectors),
         cmocka_unit_test(errors_have_names),
+        cmocka_unit_test_setup_teardown(move_aside_keeps_the_file, setup, teardown),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
