@@ -40,6 +40,15 @@ else ifneq ($(SANITIZER),)
 $(error SANITIZER must be address, undefined or thread, not '$(SANITIZER)')
 endif
 CFLAGS    += $(SANFLAGS) $(EXTRA_CFLAGS)
+
+# The commit murmur is built from (`murmur --version`, murmur_build_info):
+# $(BUILD)/gen/commit.h is rewritten only when it changes, so only
+# agent/version.o is rebuilt.
+GIT_COMMIT := $(shell git describe --always --dirty 2>/dev/null || echo unknown)
+$(shell mkdir -p $(BUILD)/gen && echo '#define MURMUR_COMMIT "$(GIT_COMMIT)"' >$(BUILD)/gen/commit.h.new && \
+  { cmp -s $(BUILD)/gen/commit.h.new $(BUILD)/gen/commit.h || cp $(BUILD)/gen/commit.h.new $(BUILD)/gen/commit.h; } ; \
+  rm -f $(BUILD)/gen/commit.h.new)
+CFLAGS    += -I$(BUILD)/gen
 LDFLAGS   += $(SANFLAGS)
 
 LIB_SRCS  := $(wildcard common/*.c model/*.c gossip/*.c net/*.c sim/*.c) \

@@ -8,7 +8,8 @@
  *       the cluster must hold.
  *   murmur keygen --show FILE
  *       print the node id and public key of a murmur.key or murmur.pub file.
- * Existing files are never overwritten without --force.
+ * Existing files are never overwritten without --force. --out creates DIR
+ * (and its parents, mode 0700) when it is missing.
  */
 #include "agent/commands.h"
 
@@ -17,19 +18,32 @@
 #include <string.h>
 
 #include "agent/keys.h"
+#include "common/cli.h"
+#include "common/fs.h"
 #include "net/net.h"
+
+enum { K_OUT, K_NETWORK_KEY, K_SHOW, K_FORCE, K_HELP };
+static const common_flag keygen_flags[] = {
+    {"out", 0, true, K_OUT, "DIR",
+     "write DIR/murmur.key (secret, mode 0600) and DIR/murmur.pub; creates DIR", NULL},
+    {"network-key", 0, true, K_NETWORK_KEY, "FILE",
+     "write a new random 32-byte cluster network key (mode 0600)", NULL},
+    {"show", 0, true, K_SHOW, "FILE", "print the node id and public key of a .key or .pub file",
+     NULL},
+    {"force", 0, false, K_FORCE, "", "replace existing files", NULL},
+    {"help", 'h', false, K_HELP, "", "this text", NULL},
+};
+#define KEYGEN_FLAGS (sizeof keygen_flags / sizeof keygen_flags[0])
 
 static void keygen_usage(FILE *out)
 {
-    fprintf(out,
-            "usage: murmur keygen --out DIR [--force]\n"
-            "       murmur keygen --network-key FILE [--force]\n"
-            "       murmur keygen --show FILE\n"
-            "\n"
-            "  --out DIR           write DIR/murmur.key (secret, mode 0600) and DIR/murmur.pub\n"
-            "  --network-key FILE  write a new random 32-byte cluster network key (mode 0600)\n"
-            "  --show FILE         print the node id and public key of a .key or .pub file\n"
-            "  --force             replace existing files\n");
+    common_cli cli;
+    common_cli_init(&cli, "murmur keygen", keygen_flags, KEYGEN_FLAGS, 0, NULL);
+    fprintf(out, "usage: murmur keygen --out DIR [--force]\n"
+                 "       murmur keygen --network-key FILE [--force]\n"
+                 "       murmur keygen --show FILE\n"
+                 "\n");
+    common_cli_usage(&cli, out);
 }
 
 static void print_identity(const uint8_t pk[NET_PUBLIC_KEY_SIZE])
@@ -62,22 +76,30 @@ int cmd_keygen(int argc, char **argv)
 {
     const char *out_dir = NULL, *net_path = NULL, *show_path = NULL;
     int force = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+    common_cli cli;
+    common_cli_init(&cli, "murmur keygen", keygen_flags, KEYGEN_FLAGS, argc, argv);
+    for (int id; (id = common_cli_next(&cli)) != COMMON_CLI_END;) {
+        switch (id) {
+        case K_HELP:
             keygen_usage(stdout);
             return 0;
-        } else if (!strcmp(a, "--force")) {
+        case K_FORCE:
             force = 1;
-        } else if ((!strcmp(a, "--out") || !strcmp(a, "--network-key") || !strcmp(a, "--show")) &&
-                   i + 1 < argc) {
-            const char **slot = !strcmp(a, "--out")           ? &out_dir
-                                : !strcmp(a, "--network-key") ? &net_path
-                                                              : &show_path;
-            *slot = argv[++i];
-        } else {
-            fprintf(stderr, "murmur keygen: unknown or incomplete option '%s'\n\n", a);
-            keygen_usage(stderr);
+            break;
+        case K_OUT:
+            out_dir = cli.arg;
+            break;
+        case K_NETWORK_KEY:
+            net_path = cli.arg;
+            break;
+        case K_SHOW:
+            show_path = cli.arg;
+            break;
+        case COMMON_CLI_POSITIONAL:
+            fprintf(stderr, "murmur keygen: unexpected argument '%s' (see --help)\n", cli.arg);
+            return 2;
+        default:
+            fprintf(stderr, "murmur keygen: %s\n", cli.err);
             return 2;
         }
     }
@@ -91,6 +113,10 @@ int cmd_keygen(int argc, char **argv)
     }
     char msg[512];
     if (out_dir) {
+        if (common_mkdirs(out_dir, 0700, msg, sizeof msg)) {
+            fprintf(stderr, "murmur keygen: %s\n", msg);
+            return 1;
+        }
         net_identity id;
         if (net_identity_generate(&id) != NET_OK) {
             fprintf(stderr, "murmur keygen: cannot generate a key pair\n");

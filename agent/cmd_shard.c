@@ -4,6 +4,11 @@
  * The split is deterministic for (data, shards, alpha, seed): the same
  * arguments give byte-identical files with the same content addresses on
  * every machine. Format: model/shardfile.h and docs/SHARDS.md.
+ *
+ * An output directory holds one split: a directory that already holds
+ * shard files or a catalog of other arguments (shards, data, alpha, seed)
+ * is refused, so two splits never mix; the same arguments again rewrite
+ * the same files.
  */
 #include "agent/commands.h"
 
@@ -11,15 +16,30 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/stat.h>
 
+#include "common/cli.h"
+#include "common/fs.h"
+#include "common/text.h"
 #include "model/data.h"
 #include "model/shardfile.h"
 
 #define SHARD_PATH_MAX 4096u
+/* Most files one --verify checks. */
+#define SHARD_VERIFY_MAX 4096
 
 static int write_catalog(const char *out_dir, const uint8_t *hashes, const uint32_t *samples,
                          uint32_t shards, const char *data, double alpha, unsigned long long seed);
+
+enum { SH_DATA, SH_SHARDS, SH_OUT, SH_ALPHA, SH_SEED, SH_VERIFY, SH_HELP };
+static const common_flag shard_flags[] = {
+    {"data", 0, true, SH_DATA, "D", "", NULL},   {"shards", 0, true, SH_SHARDS, "S", "", NULL},
+    {"out", 0, true, SH_OUT, "DIR", "", NULL},   {"alpha", 0, true, SH_ALPHA, "A", "", NULL},
+    {"seed", 0, true, SH_SEED, "S", "", NULL},   {"verify", 0, false, SH_VERIFY, "", "", NULL},
+    {"help", 'h', false, SH_HELP, "", "", NULL},
+};
+#define SHARD_FLAGS (sizeof shard_flags / sizeof shard_flags[0])
 
 static void shard_usage(FILE *out)
 {
@@ -36,7 +56,8 @@ static void shard_usage(FILE *out)
             "  --data D        fashion-mnist (%s, training set), a directory\n"
             "                  of IDX files, or a CSV file 'label,f1,...,fn' [fashion-mnist]\n"
             "  --shards S      number of shards, 1..%u\n"
-            "  --out DIR       output directory (created if missing)\n"
+            "  --out DIR       output directory (created if missing); refused if it\n"
+            "                  already holds shards of a different split\n"
             "  --alpha A       label skew: per-class shard proportions ~ Dirichlet(A);\n"
             "                  smaller is more skewed (0.1 strong, 100 nearly IID)\n"
             "                  [0 = IID: equal-sized random parts]\n"
@@ -47,11 +68,11 @@ static void shard_usage(FILE *out)
             MODEL_FASHION_DIR, MODEL_SHARDS_MAX);
 }
 
-static int verify_files(int argc, char **argv, int first)
+static int verify_files(int argc, char **argv)
 {
     int bad = 0;
     char msg[MODEL_MSG_MAX];
-    for (int i = first; i < argc; i++) {
+    for (int i = 0; i < argc; i++) {
         model_data d;
         model_shard_info info;
         msg[0] = 0;
@@ -72,65 +93,141 @@ static int verify_files(int argc, char **argv, int first)
     return bad;
 }
 
+/* The first line of DIR/catalog for these arguments. */
+static void catalog_header(char *buf, size_t len, uint32_t shards, const char *data, double alpha,
+                           unsigned long long seed)
+{
+    snprintf(buf, len, "# murmur catalog v1 shards=%u data=%s alpha=%g seed=%llu", shards, data,
+             alpha, seed);
+}
+
+/* May DIR receive the split described by header? Yes when it holds no
+ * shard file and no catalog, or a catalog of the same split. Returns 0, or
+ * 1 after printing why not. */
+static int out_dir_free(const char *out_dir, const char *header)
+{
+    char path[SHARD_PATH_MAX];
+    snprintf(path, sizeof path, "%s/catalog", out_dir);
+    FILE *f = fopen(path, "r");
+    if (f) {
+        char line[SHARD_PATH_MAX + 128] = "";
+        if (!fgets(line, sizeof line, f))
+            line[0] = '\0';
+        fclose(f);
+        line[strcspn(line, "\r\n")] = '\0';
+        if (strcmp(line, header)) {
+            fprintf(stderr,
+                    "murmur shard: %s holds another split (%s); this one would be\n"
+                    "  (%s). Give an empty directory, or the same arguments again.\n",
+                    out_dir, line[0] == '#' ? line + 2 : "unreadable catalog", header + 2);
+            return 1;
+        }
+        return 0;
+    }
+    DIR *d = opendir(out_dir);
+    if (!d)
+        return 0; /* created later */
+    const char *found = NULL;
+    char name[256];
+    for (struct dirent *e; (e = readdir(d));) {
+        size_t n = strlen(e->d_name);
+        if (n > 10 && !strncmp(e->d_name, "shard-", 6) && !strcmp(e->d_name + n - 4, ".msh")) {
+            snprintf(name, sizeof name, "%s", e->d_name);
+            found = name;
+            break;
+        }
+    }
+    closedir(d);
+    if (found) {
+        fprintf(stderr,
+                "murmur shard: %s already holds shard files (%s) but no catalog: another split\n"
+                "  may be there. Give an empty directory.\n",
+                out_dir, found);
+        return 1;
+    }
+    return 0;
+}
+
 int cmd_shard(int argc, char **argv)
 {
     const char *data = "fashion-mnist", *out_dir = NULL;
     uint32_t shards = 0;
     double alpha = 0;
     unsigned long long seed = 1;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+    bool verify = false;
+    const char *files[SHARD_VERIFY_MAX];
+    int nfiles = 0;
+    common_cli cli;
+    common_cli_init(&cli, "murmur shard", shard_flags, SHARD_FLAGS, argc, argv);
+    for (int id; (id = common_cli_next(&cli)) != COMMON_CLI_END;) {
+        const char *v = cli.arg;
+        uint64_t u;
+        switch (id) {
+        case SH_HELP:
             shard_usage(stdout);
             return 0;
-        }
-        if (!strcmp(a, "--verify")) {
-            if (i + 1 >= argc) {
-                fprintf(stderr, "murmur shard: --verify wants at least one file\n");
-                return 2;
-            }
-            return verify_files(argc, argv, i + 1);
-        }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "murmur shard: unknown or incomplete option '%s' (see --help)\n", a);
-            return 2;
-        }
-        const char *v = argv[++i];
-        char *end;
-        errno = 0;
-        if (!strcmp(a, "--data")) {
+        case SH_VERIFY:
+            verify = true;
+            break;
+        case SH_DATA:
             data = v;
-        } else if (!strcmp(a, "--out")) {
+            break;
+        case SH_OUT:
             out_dir = v;
-        } else if (!strcmp(a, "--shards")) {
-            unsigned long s = strtoul(v, &end, 10);
-            if (!*v || *end || errno || *v == '-' || s == 0 || s > MODEL_SHARDS_MAX) {
+            break;
+        case SH_SHARDS:
+            if (!common_parse_u64(v, &u) || u == 0 || u > MODEL_SHARDS_MAX) {
                 fprintf(stderr, "murmur shard: --shards wants an integer in [1, %u], not '%s'\n",
                         MODEL_SHARDS_MAX, v);
                 return 2;
             }
-            shards = (uint32_t)s;
-        } else if (!strcmp(a, "--alpha")) {
-            alpha = strtod(v, &end);
-            if (!*v || *end || errno || !(alpha >= 0 && alpha <= 1e6)) {
+            shards = (uint32_t)u;
+            break;
+        case SH_ALPHA:
+            if (!common_parse_f64(v, &alpha) || !(alpha >= 0 && alpha <= 1e6)) {
                 fprintf(stderr, "murmur shard: --alpha wants a number in [0, 1e6], not '%s'\n", v);
                 return 2;
             }
-        } else if (!strcmp(a, "--seed")) {
-            seed = strtoull(v, &end, 0);
-            if (!*v || *end || errno || *v == '-') {
+            break;
+        case SH_SEED:
+            if (!common_parse_u64(v, &u)) {
                 fprintf(stderr, "murmur shard: --seed wants a non-negative integer, not '%s'\n", v);
                 return 2;
             }
-        } else {
-            fprintf(stderr, "murmur shard: unknown option '%s' (see --help)\n", a);
+            seed = u;
+            break;
+        case COMMON_CLI_POSITIONAL:
+            if (nfiles == SHARD_VERIFY_MAX) {
+                fprintf(stderr, "murmur shard: more than %d files\n", SHARD_VERIFY_MAX);
+                return 2;
+            }
+            files[nfiles++] = v;
+            break;
+        default:
+            fprintf(stderr, "murmur shard: %s\n", cli.err);
             return 2;
         }
+    }
+    if (verify) {
+        if (!nfiles) {
+            fprintf(stderr, "murmur shard: --verify wants at least one file\n");
+            return 2;
+        }
+        return verify_files(nfiles, (char **)files);
+    }
+    if (nfiles) {
+        fprintf(stderr, "murmur shard: unexpected argument '%s' (files go after --verify)\n",
+                files[0]);
+        return 2;
     }
     if (!shards || !out_dir) {
         fprintf(stderr, "murmur shard: --shards and --out are required (see --help)\n");
         return 2;
     }
+    char header[SHARD_PATH_MAX + 128];
+    catalog_header(header, sizeof header, shards, data, alpha, seed);
+    if (out_dir_free(out_dir, header))
+        return 1;
     char msg[MODEL_MSG_MAX] = "";
     model_data d = {0}, test = {0};
     struct stat st;
@@ -151,8 +248,8 @@ int cmd_shard(int argc, char **argv)
         model_data_free(&d);
         return 2;
     }
-    if (mkdir(out_dir, 0777) != 0 && errno != EEXIST) {
-        fprintf(stderr, "murmur shard: cannot create %s: %s\n", out_dir, strerror(errno));
+    if (common_mkdirs(out_dir, 0777, msg, sizeof msg)) {
+        fprintf(stderr, "murmur shard: %s\n", msg);
         model_data_free(&d);
         return 1;
     }
@@ -238,8 +335,9 @@ static int write_catalog(const char *out_dir, const uint8_t *hashes, const uint3
         fprintf(stderr, "murmur shard: cannot write %s: %s\n", tmp, strerror(errno));
         return -1;
     }
-    fprintf(f, "# murmur catalog v1 shards=%u data=%s alpha=%g seed=%llu\n", shards, data, alpha,
-            seed);
+    char header[SHARD_PATH_MAX + 128];
+    catalog_header(header, sizeof header, shards, data, alpha, seed);
+    fprintf(f, "%s\n", header);
     for (uint32_t s = 0; s < shards; s++) {
         char hex[2 * MODEL_SHARD_HASH_SIZE + 1];
         model_shard_hash_hex(hashes + (size_t)s * MODEL_SHARD_HASH_SIZE, hex);

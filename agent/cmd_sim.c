@@ -15,6 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/cli.h"
+#include "common/text.h"
 #include "sim/output.h"
 #include "sim/run.h"
 #include "sim/scenario.h"
@@ -51,6 +53,30 @@ static void sim_usage(FILE *out)
                  "  --help               this text\n");
 }
 
+enum {
+    SIM_F_OUT,
+    SIM_F_SET,
+    SIM_F_SWEEP,
+    SIM_F_PLOT,
+    SIM_F_QUIET,
+    SIM_F_SOAK,
+    SIM_F_SOAK_SEED,
+    SIM_F_VERBOSE,
+    SIM_F_HELP
+};
+static const common_flag sim_flags[] = {
+    {"out", 0, true, SIM_F_OUT, "DIR", "output directory", NULL},
+    {"set", 0, true, SIM_F_SET, "KEY=VALUE", "override one key (repeatable)", NULL},
+    {"sweep", 0, true, SIM_F_SWEEP, "KEY=V1,V2,..", "run every combination (repeatable)", NULL},
+    {"plot", 0, false, SIM_F_PLOT, "", "also write PNG plots", NULL},
+    {"quiet", 0, false, SIM_F_QUIET, "", "no progress lines", NULL},
+    {"soak", 0, true, SIM_F_SOAK, "N", "number of soak seeds", NULL},
+    {"soak-seed", 0, true, SIM_F_SOAK_SEED, "S", "first soak seed", NULL},
+    {"verbose", 0, false, SIM_F_VERBOSE, "", "print every drawn scenario", NULL},
+    {"help", 'h', false, SIM_F_HELP, "", "this text", NULL},
+};
+#define SIM_FLAGS (sizeof sim_flags / sizeof sim_flags[0])
+
 int cmd_sim(int argc, char **argv)
 {
     const char *path = NULL, *out = NULL;
@@ -58,67 +84,62 @@ int cmd_sim(int argc, char **argv)
     int nsets = 0, nsweeps = 0, plot = 0, quiet = 0, verbose = 0;
     unsigned long long soak = 0, soak_seed = 1;
     int soak_given = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+    common_cli cli;
+    common_cli_init(&cli, "murmur sim", sim_flags, SIM_FLAGS, argc, argv);
+    for (int id; (id = common_cli_next(&cli)) != COMMON_CLI_END;) {
+        const char *v = cli.arg;
+        uint64_t x;
+        switch (id) {
+        case SIM_F_HELP:
             sim_usage(stdout);
             return 0;
-        } else if (strcmp(a, "--plot") == 0) {
+        case SIM_F_PLOT:
             plot = 1;
-        } else if (strcmp(a, "--quiet") == 0) {
+            break;
+        case SIM_F_QUIET:
             quiet = 1;
-        } else if (strcmp(a, "--verbose") == 0) {
+            break;
+        case SIM_F_VERBOSE:
             verbose = 1;
-        } else if (strcmp(a, "--soak") == 0 || strcmp(a, "--soak-seed") == 0) {
-            if (i + 1 >= argc) {
-                fprintf(stderr, "murmur sim: %s needs a value\n", a);
+            break;
+        case SIM_F_SOAK:
+            if (!common_parse_u64(v, &x) || x < 1 || x > 1000000) {
+                fprintf(stderr, "murmur sim: --soak: '%s' is not a number of seeds 1..1000000\n",
+                        v);
                 return 2;
             }
-            const char *v = argv[++i];
-            char *end = NULL;
-            unsigned long long x = strtoull(v, &end, 10);
-            int soak_n = strcmp(a, "--soak") == 0;
-            if (v[0] < '0' || v[0] > '9' || !end || *end != '\0' ||
-                (soak_n && (x < 1 || x > 1000000))) {
-                fprintf(stderr, "murmur sim: %s: '%s' is not %s\n", a, v,
-                        soak_n ? "a number of seeds 1..1000000" : "a seed (0..2^64-1)");
+            soak = x;
+            soak_given = 1;
+            break;
+        case SIM_F_SOAK_SEED:
+            if (!common_parse_u64(v, &x)) {
+                fprintf(stderr, "murmur sim: --soak-seed: '%s' is not a seed (0..2^64-1)\n", v);
                 return 2;
             }
-            if (soak_n) {
-                soak = x;
-                soak_given = 1;
-            } else {
-                soak_seed = x;
-            }
-        } else if (strcmp(a, "--out") == 0 || strcmp(a, "--set") == 0 ||
-                   strcmp(a, "--sweep") == 0) {
-            if (i + 1 >= argc) {
-                fprintf(stderr, "murmur sim: %s needs a value\n", a);
+            soak_seed = x;
+            break;
+        case SIM_F_OUT:
+            out = v;
+            break;
+        case SIM_F_SET:
+        case SIM_F_SWEEP: {
+            int *n = id == SIM_F_SET ? &nsets : &nsweeps;
+            if (*n == SIM_CLI_ARGS_MAX) {
+                fprintf(stderr, "murmur sim: more than %d %s\n", SIM_CLI_ARGS_MAX, cli.given);
                 return 2;
             }
-            const char *v = argv[++i];
-            if (strcmp(a, "--out") == 0) {
-                out = v;
-            } else if (strcmp(a, "--set") == 0) {
-                if (nsets == SIM_CLI_ARGS_MAX) {
-                    fprintf(stderr, "murmur sim: more than %d --set\n", SIM_CLI_ARGS_MAX);
-                    return 2;
-                }
-                sets[nsets++] = v;
-            } else {
-                if (nsweeps == SIM_CLI_ARGS_MAX) {
-                    fprintf(stderr, "murmur sim: more than %d --sweep\n", SIM_CLI_ARGS_MAX);
-                    return 2;
-                }
-                sweeps[nsweeps++] = v;
+            (id == SIM_F_SET ? sets : sweeps)[(*n)++] = v;
+            break;
+        }
+        case COMMON_CLI_POSITIONAL:
+            if (path) {
+                fprintf(stderr, "murmur sim: one scenario file only (got %s and %s)\n", path, v);
+                return 2;
             }
-        } else if (a[0] == '-' && a[1] != '\0') {
-            fprintf(stderr, "murmur sim: unknown option %s (see murmur sim --help)\n", a);
-            return 2;
-        } else if (!path) {
-            path = a;
-        } else {
-            fprintf(stderr, "murmur sim: one scenario file only (got %s and %s)\n", path, a);
+            path = v;
+            break;
+        default:
+            fprintf(stderr, "murmur sim: %s\n", cli.err);
             return 2;
         }
     }

@@ -11,6 +11,8 @@
 
 #include "agent/commands.h"
 #include "agent/metrics.h"
+#include "common/cli.h"
+#include "common/text.h"
 
 /* Default deadline: an agent answers from memory in well under a
  * millisecond; 3 s covers a loaded host and a slow link, and still fails
@@ -18,16 +20,35 @@
 #define STATUS_TIMEOUT_MS_DEFAULT 3000
 #define STATUS_TIMEOUT_MS_MAX     600000
 
+enum { S_JSON, S_TIMEOUT, S_HELP };
+static const common_flag status_flags[] = {
+    {"json", 0, false, S_JSON, "", "print the /status JSON document as received", NULL},
+    {"timeout-ms", 0, true, S_TIMEOUT, "N", "give up after N ms (default 3000)", NULL},
+    {"help", 'h', false, S_HELP, "", "this text", NULL},
+};
+#define STATUS_FLAGS (sizeof status_flags / sizeof status_flags[0])
+
 static void status_usage(FILE *out)
 {
-    fprintf(out,
-            "usage: murmur status [--json] [--timeout-ms N] HOST:PORT\n\n"
-            "Show the state of the agent whose metrics server (metrics.listen) is at\n"
-            "HOST:PORT: node id, address, step, samples/s, loss, accuracy, peers,\n"
-            "view epoch, mixing algorithm, shards, uptime.\n\n"
-            "  --json           print the /status JSON document as received\n"
-            "  --timeout-ms N   give up after N ms (default %d)\n",
-            STATUS_TIMEOUT_MS_DEFAULT);
+    common_cli cli;
+    common_cli_init(&cli, "murmur status", status_flags, STATUS_FLAGS, 0, NULL);
+    fprintf(out, "usage: murmur status [--json] [--timeout-ms N] HOST:PORT\n\n"
+                 "Show the state of the agent whose metrics server (metrics.listen) is at\n"
+                 "HOST:PORT: node id, address, step, samples/s, loss, accuracy, peers,\n"
+                 "view epoch, mixing algorithm, shards, uptime.\n\n");
+    common_cli_usage(&cli, out);
+}
+
+/* HOST:PORT or http://HOST:PORT, PORT 1-65535 (HOST a name, IPv4 or [IPv6]). */
+static bool valid_target(const char *t)
+{
+    if (!strncmp(t, "http://", 7))
+        t += 7;
+    const char *colon = strrchr(t, ':');
+    if (!colon || colon == t || (t[0] == '[' && colon[-1] != ']'))
+        return false;
+    uint64_t port;
+    return common_parse_u64(colon + 1, &port) && port >= 1 && port <= 65535;
 }
 
 static const char *skip_ws(const char *p)
@@ -140,34 +161,47 @@ int cmd_status(int argc, char **argv)
     bool raw = false;
     long timeout_ms = STATUS_TIMEOUT_MS_DEFAULT;
     const char *target = NULL;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+    common_cli cli;
+    common_cli_init(&cli, "murmur status", status_flags, STATUS_FLAGS, argc, argv);
+    for (int id; (id = common_cli_next(&cli)) != COMMON_CLI_END;) {
+        uint64_t ms;
+        switch (id) {
+        case S_HELP:
             status_usage(stdout);
             return 0;
-        } else if (!strcmp(a, "--json")) {
+        case S_JSON:
             raw = true;
-        } else if (!strcmp(a, "--timeout-ms")) {
-            char *end;
-            if (i + 1 >= argc || (timeout_ms = strtol(argv[++i], &end, 10)) <= 0 || *end ||
-                timeout_ms > STATUS_TIMEOUT_MS_MAX) {
+            break;
+        case S_TIMEOUT:
+            if (!common_parse_u64(cli.arg, &ms) || ms < 1 || ms > STATUS_TIMEOUT_MS_MAX) {
                 fprintf(stderr, "murmur status: --timeout-ms needs a number of ms in 1..%d\n",
                         STATUS_TIMEOUT_MS_MAX);
                 return 2;
             }
-        } else if (a[0] == '-') {
-            fprintf(stderr, "murmur status: unknown flag '%s'\n", a);
-            status_usage(stderr);
+            timeout_ms = (long)ms;
+            break;
+        case COMMON_CLI_POSITIONAL:
+            if (target) {
+                fprintf(stderr, "murmur status: one HOST:PORT only ('%s' and '%s')\n", target,
+                        cli.arg);
+                return 2;
+            }
+            target = cli.arg;
+            break;
+        default:
+            fprintf(stderr, "murmur status: %s\n", cli.err);
             return 2;
-        } else if (target) {
-            fprintf(stderr, "murmur status: one HOST:PORT only ('%s' and '%s')\n", target, a);
-            return 2;
-        } else {
-            target = a;
         }
     }
     if (!target) {
         status_usage(stderr);
+        return 2;
+    }
+    if (!valid_target(target)) {
+        fprintf(stderr,
+                "murmur status: '%s' is not HOST:PORT (the agent's metrics.listen, e.g. "
+                "127.0.0.1:9100)\n",
+                target);
         return 2;
     }
     char *body = NULL;

@@ -9,14 +9,16 @@
 #include <string.h>
 #include <zlib.h>
 
-#define MURMUR_VERSION "0.1.0"
+#include "agent/version.h"
+#include "common/text.h"
 
 static int cmd_version(int argc, char **argv)
 {
     (void)argc;
     (void)argv;
-    printf("murmur %s\nlibsodium %s\nnng %s\nopenblas %s\nzlib %s\n", MURMUR_VERSION,
-           sodium_version_string(), nng_version(), openblas_get_config(), zlibVersion());
+    printf("murmur %s (commit %s)\nlibsodium %s\nnng %s\nopenblas %s\nzlib %s\n", agent_version(),
+           agent_version_commit(), sodium_version_string(), nng_version(), openblas_get_config(),
+           zlibVersion());
     return 0;
 }
 
@@ -37,7 +39,8 @@ static void usage(FILE *out)
     for (size_t i = 0; i < COMMAND_COUNT; i++)
         fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
     fprintf(out, "  %-10s %s\n", "help", "show this list");
-    fprintf(out, "\n'murmur COMMAND --help' describes one command.\n");
+    fprintf(out, "\n'murmur COMMAND --help' describes one command; 'murmur --version' (or\n"
+                 "'murmur version') prints the version.\n");
 }
 
 int main(int argc, char **argv)
@@ -51,10 +54,27 @@ int main(int argc, char **argv)
         usage(stdout);
         return 0;
     }
+    if (!strcmp(name, "--version") || !strcmp(name, "-V"))
+        return cmd_version(argc - 1, argv + 1);
     for (size_t i = 0; i < COMMAND_COUNT; i++)
         if (!strcmp(name, commands[i].name))
             return commands[i].run(argc - 1, argv + 1);
-    fprintf(stderr, "murmur: unknown command '%s'\n\n", name);
+    /* the nearest command or top-level flag */
+    common_nearest n;
+    common_nearest_init(&n, name);
+    if (name[0] == '-') {
+        common_nearest_offer(&n, "--help");
+        common_nearest_offer(&n, "--version");
+    } else {
+        common_nearest_offer(&n, "help");
+        for (size_t i = 0; i < COMMAND_COUNT; i++)
+            common_nearest_offer(&n, commands[i].name);
+    }
+    const char *best = common_nearest_best(&n);
+    fprintf(stderr, "murmur: unknown %s '%s'", name[0] == '-' ? "option" : "command", name);
+    if (best)
+        fprintf(stderr, "; did you mean '%s'?", best);
+    fprintf(stderr, "\n\n");
     usage(stderr);
     return 2;
 }

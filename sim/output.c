@@ -2,6 +2,7 @@
 #include "sim/output.h"
 
 #include "common/errmsg.h"
+#include "common/fs.h"
 #include "common/json.h"
 #include "common/text.h"
 
@@ -15,30 +16,11 @@
 
 int sim_mkdirs(const char *dir, char *err, size_t errlen)
 {
-    char p[SIM_OUTPUT_PATH_MAX];
-    size_t n = strlen(dir);
-    if (n == 0 || n >= sizeof p) {
+    if (!*dir || strlen(dir) >= SIM_OUTPUT_PATH_MAX)
         return common_errf(err, errlen, SIM_OUTPUT_EINVAL,
                            "output directory '%s': empty or longer than %u characters", dir,
                            SIM_OUTPUT_PATH_MAX - 1);
-    }
-    memcpy(p, dir, n + 1);
-    for (size_t i = 1; i <= n; i++) {
-        if (p[i] != '/' && p[i] != 0)
-            continue;
-        char c = p[i];
-        p[i] = 0;
-        if (mkdir(p, 0777) && errno != EEXIST) {
-            return common_errf(err, errlen, SIM_OUTPUT_EIO, "cannot create directory %s: %s", p,
-                               strerror(errno));
-        }
-        p[i] = c;
-    }
-    struct stat st;
-    if (stat(dir, &st) || !S_ISDIR(st.st_mode)) {
-        return common_errf(err, errlen, SIM_OUTPUT_EIO, "%s: not a directory", dir);
-    }
-    return SIM_OUTPUT_OK;
+    return common_mkdirs(dir, 0777, err, errlen) ? SIM_OUTPUT_EIO : SIM_OUTPUT_OK;
 }
 
 static int join(char *out, const char *dir, const char *name, char *err, size_t errlen)

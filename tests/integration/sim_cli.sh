@@ -89,7 +89,8 @@ expect_err "unknown section" "$tmp/bad2.ini" --out "$tmp/x"
 expect_err "mixing.bits: '3' is not one of" "$tmp/s.ini" --out "$tmp/x" --set mixing.bits=3
 expect_err "network.loss" "$tmp/s.ini" --out "$tmp/x" --sweep network.loss=0.1,2
 expect_err "cannot open" "$tmp/missing.ini" --out "$tmp/x"
-expect_err "unknown option" "$tmp/s.ini" --bogus
+expect_err "unknown flag .--bogus." "$tmp/s.ini" --bogus
+expect_err "unknown flag .--sweeep.; did you mean --sweep?" "$tmp/s.ini" --sweeep run.seed=1,2
 [ ! -e "$tmp/x" ] || fail "an invalid scenario wrote output"
 # the example scenario of docs/SIMULATOR.md runs as documented (shortened)
 doc=$(dirname "$0")/../../docs/SIMULATOR.md
