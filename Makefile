@@ -143,38 +143,54 @@ clean:
 
 -include $(LIB_OBJS:.o=.d) $(BUILD)/agent/main.d $(TEST_BINS:=.d) $(BENCH_BINS:=.d)
 
-# `make fuzz`: every tests/fuzz/fuzz_*.c is a libFuzzer target built with
-# clang -fsanitize=fuzzer,address,undefined against the sans-IO core
-# (model/ and gossip/ plus net/'s sans-IO channel, compiled once by clang
-# into build/fuzz/), then run for FUZZ_SECONDS each (a short bounded run;
-# corpora kept in build/fuzz/).
-# Skipped with a message when clang is not installed.
+# Fuzzing (docs/FUZZING.md). Every tests/fuzz/fuzz_*.c is a libFuzzer target
+# built with clang -fsanitize=fuzzer,address,undefined against the whole
+# library, compiled a second time by clang into build/fuzz/ (independent of
+# SANITIZER). Seed corpora are committed in tests/fuzz/corpus/NAME/.
+#   make fuzz FUZZ_S=600          every target for FUZZ_S seconds (default 60)
+#   make fuzz FUZZ_TARGETS=fuzz_csv,fuzz_idx FUZZ_S=60   a subset
+#   make fuzz-build               build the targets only
+#   make fuzz-seeds               regenerate the generated seeds (review the diff)
+# `make test` runs every target for a few seconds (tests/integration/fuzz_smoke.sh).
+# Without clang and libFuzzer (apt-get install clang libclang-rt-14-dev) the
+# targets say "skipped".
 FUZZ_CC      ?= clang
-FUZZ_SECONDS ?= 20
+FUZZ_S       ?= 60
+FUZZ_TARGETS ?=
 FUZZ_BUILD   := build/fuzz
 FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=undefined
-FUZZ_CFLAGS  := -std=c11 -D_DEFAULT_SOURCE -O1 -g -I. -fno-omit-frame-pointer $(PKG_CFLAGS)
-FUZZ_CORE    := $(wildcard model/*.c gossip/*.c) net/channel.c net/net.c
-FUZZ_OBJS    := $(FUZZ_CORE:%.c=$(FUZZ_BUILD)/%.o)
+FUZZ_CFLAGS  := -std=c11 -D_DEFAULT_SOURCE -O1 -g -I. -fno-omit-frame-pointer $(PKG_CFLAGS) -MMD -MP
+FUZZ_OBJS    := $(LIB_SRCS:%.c=$(FUZZ_BUILD)/%.o)
+FUZZ_LIB     := $(FUZZ_BUILD)/libmurmur.a
 FUZZ_BINS    := $(FUZZ_SRCS:tests/fuzz/%.c=$(FUZZ_BUILD)/%)
 
 $(FUZZ_BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) $(FUZZ_SAN) -fsanitize=fuzzer-no-link -c $< -o $@
 
-$(FUZZ_BUILD)/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_OBJS)
-	$(FUZZ_CC) $(FUZZ_CFLAGS) $(FUZZ_SAN) -fsanitize=fuzzer $< $(FUZZ_OBJS) -o $@ $(PKG_LIBS) -lm
+$(FUZZ_LIB): $(FUZZ_OBJS)
+	@rm -f $@
+	ar rcs $@ $^
 
-.PHONY: fuzz
+$(FUZZ_BUILD)/fuzz_%: $(FUZZ_BUILD)/tests/fuzz/fuzz_%.o $(FUZZ_LIB)
+	$(FUZZ_CC) $(FUZZ_SAN) -fsanitize=fuzzer $< $(FUZZ_LIB) -o $@ $(LDLIBS)
+
+$(BUILD)/tests/fuzz/mkseeds: $(BUILD)/tests/fuzz/mkseeds.o $(LIB)
+	$(CC) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
+
+.PHONY: fuzz fuzz-build fuzz-seeds
+fuzz-build:
+	@if ! sh tests/fuzz/have_libfuzzer.sh $(FUZZ_CC); then \
+	    echo "fuzz: $(FUZZ_CC) with libFuzzer not found (apt-get install clang libclang-rt-14-dev); skipped"; \
+	else $(MAKE) --no-print-directory $(FUZZ_BINS) $(BUILD)/tests/fuzz/mkseeds; fi
+
 fuzz:
-	@if ! command -v $(FUZZ_CC) >/dev/null 2>&1; then \
-	    echo "fuzz: $(FUZZ_CC) not found (apt-get install clang); skipped"; exit 0; fi; \
-	$(MAKE) --no-print-directory $(FUZZ_BINS) || exit 1; \
-	for bin in $(FUZZ_BINS); do \
-	    name=$$(basename $$bin); \
-	    echo "fuzz: $$name for $(FUZZ_SECONDS) s"; \
-	    mkdir -p $(FUZZ_BUILD)/corpus-$$name; \
-	    $$bin -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
-	        $(FUZZ_BUILD)/corpus-$$name 2>$(FUZZ_BUILD)/$$name.log || { tail -n 40 $(FUZZ_BUILD)/$$name.log; exit 1; }; \
-	    grep -E 'stat::number_of_executed_units|Done' $(FUZZ_BUILD)/$$name.log | tail -n 2; \
-	done
+	@if ! sh tests/fuzz/have_libfuzzer.sh $(FUZZ_CC); then \
+	    echo "fuzz: $(FUZZ_CC) with libFuzzer not found (apt-get install clang libclang-rt-14-dev); skipped"; \
+	else $(MAKE) --no-print-directory $(FUZZ_BINS) && \
+	    sh tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_S) $(FUZZ_BUILD)/corpus $(FUZZ_TARGETS); fi
+
+fuzz-seeds: $(BUILD)/tests/fuzz/mkseeds
+	$(BUILD)/tests/fuzz/mkseeds tests/fuzz/corpus tests/vectors
+
+-include $(FUZZ_OBJS:.o=.d) $(FUZZ_BINS:%=$(FUZZ_BUILD)/tests/fuzz/%.d) $(BUILD)/tests/fuzz/mkseeds.d

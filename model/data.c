@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <zlib.h>
 
 size_t model_dtype_size(model_dtype dtype)
@@ -200,6 +201,36 @@ static gzFile gz_open(const char *path, char *msg, size_t msg_len)
     return f;
 }
 
+/* Deflate's largest expansion: 1032 output bytes per input byte (zlib's
+ * technical details); gzip adds at least 18 bytes of header and trailer. */
+#define IDX_DEFLATE_RATIO_MAX 1032u
+
+/* Before allocating for `need` bytes announced by a header of hdr bytes:
+ * can the file at path hold them? A plain file must have them; a gzip file
+ * must be large enough to expand to them. ETRUNC (with a message) if not;
+ * files whose size is unknown (not regular) are left to the reads. Found
+ * while writing fuzz_idx: a 24-byte pair of files announcing 2^26 images
+ * of 256 pixels made the loader allocate 16 GiB before it noticed the end. */
+static int idx_can_hold(gzFile f, const char *path, uint64_t hdr, uint64_t need, const char *what,
+                        char *msg, size_t msg_len)
+{
+    struct stat st;
+    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode))
+        return MODEL_OK;
+    uint64_t size = (uint64_t)st.st_size;
+    uint64_t most = gzdirect(f)                                 ? (size > hdr ? size - hdr : 0)
+                    : size > UINT64_MAX / IDX_DEFLATE_RATIO_MAX ? UINT64_MAX
+                                                                : size * IDX_DEFLATE_RATIO_MAX;
+    if (need <= most)
+        return MODEL_OK;
+    model_msgf(msg, msg_len,
+               "%s: truncated: the header announces %llu bytes of %s, a %s file of %llu bytes "
+               "cannot hold them",
+               path, (unsigned long long)need, what, gzdirect(f) ? "plain" : "compressed",
+               (unsigned long long)size);
+    return MODEL_ETRUNC;
+}
+
 int model_idx_load(model_data *out, const char *images_path, const char *labels_path,
                    uint32_t classes, char *msg, size_t msg_len)
 {
@@ -255,6 +286,11 @@ int model_idx_load(model_data *out, const char *images_path, const char *labels_
         rc = MODEL_EMISMATCH;
         goto done;
     }
+    rc = idx_can_hold(fi, images_path, 16, count * dim, "pixels", msg, msg_len);
+    if (!rc)
+        rc = idx_can_hold(fl, labels_path, 8, count, "labels", msg, msg_len);
+    if (rc)
+        goto done;
     rc = model_data_alloc(out, count, (uint32_t)dim, classes ? classes : 1, MODEL_DTYPE_U8);
     if (rc)
         goto done;

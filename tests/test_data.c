@@ -6,7 +6,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -167,6 +169,58 @@ static void idx_errors(void **state)
     be32(hdr + 4, 0xFFFFFFFF), be32(hdr + 8, 0xFFFF), be32(hdr + 12, 0xFFFF);
     write_bytes(path("huge"), hdr, 16, 0);
     expect(model_idx_load(&d, path("huge"), path("l.gz"), 0, msg, sizeof msg), MODEL_ETOOBIG, NULL);
+    assert_null(d.labels);
+}
+
+/* In a child limited to its current address space + 1 GiB: the result of
+ * loading images/labels, or -1 if the child died. */
+static int idx_load_limited(const char *images, const char *labels)
+{
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        long pages = 0;
+        FILE *f = fopen("/proc/self/statm", "r");
+        if (!f || fscanf(f, "%ld", &pages) != 1)
+            _exit(100);
+        fclose(f);
+        rlim_t lim = (rlim_t)pages * (rlim_t)sysconf(_SC_PAGESIZE) + (1ull << 30);
+        struct rlimit rl = {lim, lim};
+        if (setrlimit(RLIMIT_AS, &rl) != 0)
+            _exit(101);
+        model_data d;
+        int rc = model_idx_load(&d, images, labels, 0, msg, sizeof msg);
+        model_data_free(&d);
+        _exit(rc);
+    }
+    int st;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* Found while writing fuzz_idx: headers announcing 4 GiB of pixels in files of a few
+ * bytes, plain or gzip, are refused as truncated before anything is
+ * allocated for them (before the fix: ENOMEM under a 1 GiB limit, and a
+ * 16 GiB allocation without one). */
+static void idx_header_larger_than_file(void **state)
+{
+    (void)state;
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+    skip(); /* the sanitizers reserve terabytes of address space */
+#endif
+    uint8_t hdr[16], lhdr[8];
+    be32(hdr, 0x803), be32(hdr + 4, 1u << 20), be32(hdr + 8, 64), be32(hdr + 12, 64);
+    be32(lhdr, 0x801), be32(lhdr + 4, 1u << 20);
+    write_bytes(path("big-i"), hdr, sizeof hdr, 0);
+    write_bytes(path("big-l"), lhdr, sizeof lhdr, 0);
+    write_bytes(path("big-i.gz"), hdr, sizeof hdr, 1);
+    assert_int_equal(idx_load_limited(path("big-i"), path("big-l")), MODEL_ETRUNC);
+    assert_int_equal(idx_load_limited(path("big-i.gz"), path("big-l")), MODEL_ETRUNC);
+    model_data d;
+    expect(model_idx_load(&d, path("big-i.gz"), path("big-l"), 0, msg, sizeof msg), MODEL_ETRUNC,
+           "compressed file");
+    expect(model_idx_load(&d, path("big-i"), path("big-l"), 0, msg, sizeof msg), MODEL_ETRUNC,
+           "plain file");
     assert_null(d.labels);
 }
 
@@ -356,6 +410,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(idx_round_trip_plain_and_gzip),
         cmocka_unit_test(idx_errors),
+        cmocka_unit_test(idx_header_larger_than_file),
         cmocka_unit_test(fashion_dir_dim_mismatch),
         cmocka_unit_test(csv_loads_and_rejects),
         cmocka_unit_test(norm_and_gather),

@@ -1,0 +1,314 @@
+/* mkseeds — writes the generated seed inputs of the libFuzzer targets
+ * (make fuzz-seeds; docs/FUZZING.md).
+ *
+ *   build/tests/fuzz/mkseeds CORPUS_DIR VECTORS_DIR
+ *
+ * Every seed is a small valid input made by murmur's own encoders (shard
+ * files, checkpoints, config and scenario files, IDX and CSV files, frames)
+ * or read from the golden vectors (tests/vectors/), laid out as the target's
+ * opening comment describes. Output is deterministic: rerunning rewrites
+ * the same bytes, so `git diff tests/fuzz/corpus` shows only real changes.
+ * Seeds are named seed-*; files named crash-* or regress-* in the same
+ * directories are regression inputs kept by hand and never touched here.
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "agent/checkpoint.h"
+#include "agent/config.h"
+#include "model/data.h"
+#include "model/model.h"
+#include "model/shardfile.h"
+#include "sim/scenario.h"
+
+static const char *corpus_dir;
+static const char *vectors_dir;
+static unsigned written;
+
+static void die(const char *what)
+{
+    fprintf(stderr, "mkseeds: %s: %s\n", what, strerror(errno));
+    exit(1);
+}
+
+/* Write corpus_dir/target/seed-name. */
+static void put(const char *target, const char *name, const void *bytes, size_t len)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", corpus_dir, target);
+    if (mkdir(path, 0755) != 0 && errno != EEXIST)
+        die(path);
+    snprintf(path, sizeof path, "%s/%s/seed-%s", corpus_dir, target, name);
+    FILE *f = fopen(path, "wb");
+    if (!f)
+        die(path);
+    if (len && fwrite(bytes, 1, len, f) != len)
+        die(path);
+    if (fclose(f) != 0)
+        die(path);
+    written++;
+}
+
+/* The same with one leading selector byte. */
+static void put_with(const char *target, const char *name, uint8_t first, const void *bytes,
+                     size_t len)
+{
+    uint8_t *b = malloc(len + 1);
+    if (!b)
+        die("malloc");
+    b[0] = first;
+    memcpy(b + 1, bytes, len);
+    put(target, name, b, len + 1);
+    free(b);
+}
+
+/* A small data set: n samples of dim features, labels i % classes. */
+static void small_set(model_data *d, uint32_t n, uint32_t dim, uint32_t classes, model_dtype t)
+{
+    if (model_data_alloc(d, n, dim, classes, t))
+        die("model_data_alloc");
+    for (uint32_t i = 0; i < n; i++) {
+        d->labels[i] = (uint16_t)(i % classes);
+        for (uint32_t j = 0; j < dim; j++) {
+            if (t == MODEL_DTYPE_U8)
+                d->x_u8[(size_t)i * dim + j] = (uint8_t)(i * 31 + j * 7);
+            else
+                d->x_f32[(size_t)i * dim + j] = (float)i - 0.25f * (float)j;
+        }
+    }
+}
+
+/* ---- fuzz_shardfile: flags byte, then a shard file ---- */
+static void seeds_shardfile(void)
+{
+    static const struct {
+        uint32_t n, dim, classes;
+        model_dtype t;
+        uint8_t flags;
+        const char *name;
+    } cases[] = {
+        {3, 4, 3, MODEL_DTYPE_U8, 0, "u8"},
+        {2, 3, 2, MODEL_DTYPE_F32, 2, "f32-path"},
+        {1, 1, 1, MODEL_DTYPE_U8, 1, "one-fixhash"},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        model_data d;
+        small_set(&d, cases[c].n, cases[c].dim, cases[c].classes, cases[c].t);
+        uint64_t n = model_shard_size(&d, d.count);
+        uint8_t *b = malloc(n);
+        if (!b || model_shard_encode(&d, NULL, d.count, 1, 3, b, n, NULL))
+            die("model_shard_encode");
+        put_with("fuzz_shardfile", cases[c].name, cases[c].flags, b, n);
+        free(b);
+        model_data_free(&d);
+    }
+}
+
+/* Whole contents of a file (malloc'd) and its size. */
+static uint8_t *slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        die(path);
+    size_t cap = 4096, n = 0;
+    uint8_t *b = malloc(cap);
+    for (;;) {
+        if (!b)
+            die("malloc");
+        n += fread(b + n, 1, cap - n, f);
+        if (n < cap)
+            break;
+        cap *= 2;
+        b = realloc(b, cap);
+    }
+    fclose(f);
+    *len = n;
+    return b;
+}
+
+/* ---- fuzz_checkpoint: flags byte, then a checkpoint file ---- */
+static void seeds_checkpoint(void)
+{
+    char dir[] = "/tmp/murmur-mkseeds-XXXXXX";
+    if (!mkdtemp(dir))
+        die("mkdtemp");
+    char path[64], err[256];
+    snprintf(path, sizeof path, "%s/ck", dir);
+    float p[5] = {0.5f, -1.0f, 2.25f, 0.0f, 1e-3f}, m[5] = {0.1f, 0.2f, -0.3f, 0.0f, 4.0f};
+    static const struct {
+        const char *spec;
+        uint32_t dim;
+        int momentum;
+        uint8_t flags;
+        const char *name;
+    } cases[] = {
+        {"softmax", 3, 1, 2 | 4, "softmax-momentum"},
+        {"mlp:4", 5, 0, 1, "mlp-fixsum"},
+        {"softmax", 1, 0, 8 | 16, "softmax-bare"},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        agent_checkpoint ck = {.spec = cases[c].spec,
+                               .dim = cases[c].dim,
+                               .step = 1000 + c,
+                               .round = 40 + c,
+                               .epoch = 3,
+                               .params = p,
+                               .momentum = cases[c].momentum ? m : NULL};
+        if (agent_checkpoint_save(path, &ck, err, sizeof err)) {
+            fprintf(stderr, "mkseeds: %s\n", err);
+            exit(1);
+        }
+        size_t n;
+        uint8_t *b = slurp(path, &n);
+        put_with("fuzz_checkpoint", cases[c].name, cases[c].flags, b, n);
+        free(b);
+    }
+    unlink(path);
+    rmdir(dir);
+}
+
+/* What f wrote into a memory stream, as a seed. */
+static void put_stream(const char *target, const char *name, char *text, size_t len)
+{
+    put(target, name, text, len);
+    free(text);
+}
+
+/* ---- fuzz_config: a config file ---- */
+static void seeds_config(void)
+{
+    agent_config c;
+    agent_config_defaults(&c);
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (!f)
+        die("open_memstream");
+    agent_config_write(&c, f);
+    fclose(f);
+    put_stream("fuzz_config", "defaults", text, len);
+    /* the example of docs/CONFIG.md, plus quoting and comments */
+    static const char example[] = "# one agent of a 16-host cluster\n"
+                                  "[node]\n"
+                                  "listen = 0.0.0.0:7000\n"
+                                  "advertise = 10.0.0.5:7000\n"
+                                  "data_dir = \"/var/lib/murmur # data\"   # quoted\n"
+                                  "network_key_file = /etc/murmur/network.key\n"
+                                  "\n"
+                                  "[seeds]\n"
+                                  "seed = 10.0.0.1:7000\n"
+                                  "seed = 10.0.0.2:7000\n"
+                                  "[model]\n"
+                                  "spec = mlp:256,128\n"
+                                  "dataset = fashion-mnist\n"
+                                  "batch = 64\n"
+                                  "lr = 0.05\n"
+                                  "schedule = step:5000:0.5\n"
+                                  "  ; indented comment\n"
+                                  "[mixing]\n"
+                                  "algorithm = gossip\n"
+                                  "topology = one-peer-exponential\n"
+                                  "bits = 8\n"
+                                  "[checkpoint]\n"
+                                  "every_steps = 500\n"
+                                  "[metrics]\n"
+                                  "listen = 127.0.0.1:9100\n"
+                                  "[log]\n"
+                                  "level = debug\n";
+    put("fuzz_config", "example", example, sizeof example - 1);
+}
+
+/* ---- fuzz_scenario: a scenario file ---- */
+static void seeds_scenario(void)
+{
+    static sim_scenario sc;
+    sim_scenario_defaults(&sc);
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (!f)
+        die("open_memstream");
+    sim_scenario_write(&sc, f);
+    fclose(f);
+    put_stream("fuzz_scenario", "defaults", text, len);
+    static const char *const files[] = {"sim/examples/fashion-gossip.ini",
+                                        "sim/experiments/exp7_churn.ini",
+                                        "sim/experiments/exp4_slownet.ini"};
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        size_t n;
+        uint8_t *b = slurp(files[i], &n);
+        const char *base = strrchr(files[i], '/') + 1;
+        put("fuzz_scenario", base, b, n);
+        free(b);
+    }
+}
+
+static void be32_put(uint8_t *p, uint32_t v)
+{
+    p[0] = (uint8_t)(v >> 24), p[1] = (uint8_t)(v >> 16), p[2] = (uint8_t)(v >> 8),
+    p[3] = (uint8_t)v;
+}
+
+/* ---- fuzz_idx: flags, u16 image length, image file, label file ---- */
+static void seeds_idx(void)
+{
+    static const struct {
+        uint32_t n, rows, cols;
+        uint8_t flags;
+        const char *name;
+    } cases[] = {
+        {3, 2, 2, 0, "3x2x2"},
+        {2, 1, 5, 1 | 2 | 4, "gzip-10classes"},
+        {4, 3, 1, 8, "3classes"},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        uint32_t n = cases[c].n, dim = cases[c].rows * cases[c].cols;
+        size_t ilen = 16 + (size_t)n * dim, llen = 8 + n;
+        uint8_t b[3 + 256];
+        b[0] = cases[c].flags;
+        b[1] = (uint8_t)(ilen >> 8), b[2] = (uint8_t)ilen;
+        uint8_t *img = b + 3, *lab = img + ilen;
+        be32_put(img, 0x803), be32_put(img + 4, n);
+        be32_put(img + 8, cases[c].rows), be32_put(img + 12, cases[c].cols);
+        for (size_t k = 0; k < (size_t)n * dim; k++)
+            img[16 + k] = (uint8_t)(k * 37 + 11);
+        be32_put(lab, 0x801), be32_put(lab + 4, n);
+        for (uint32_t i = 0; i < n; i++)
+            lab[8 + i] = (uint8_t)(i % 3);
+        put("fuzz_idx", cases[c].name, b, 3 + ilen + llen);
+    }
+}
+
+/* ---- fuzz_csv: classes selector, then a CSV file ---- */
+static void seeds_csv(void)
+{
+    static const char plain[] = "0,0.5,1,-2\n1,3e-3,4,5\n2,-0,0.25,7e10\n";
+    static const char header[] = "label,a,b\n\n1, 2.5 ,\t3\r\n0,1,2\n   \n";
+    put_with("fuzz_csv", "plain", 0, plain, sizeof plain - 1);
+    put_with("fuzz_csv", "header-blank-crlf", 2, header, sizeof header - 1);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 3) {
+        fprintf(stderr, "usage: mkseeds CORPUS_DIR VECTORS_DIR\n");
+        return 2;
+    }
+    corpus_dir = argv[1];
+    vectors_dir = argv[2];
+    if (mkdir(corpus_dir, 0755) != 0 && errno != EEXIST)
+        die(corpus_dir);
+    seeds_shardfile();
+    seeds_checkpoint();
+    seeds_config();
+    seeds_scenario();
+    seeds_idx();
+    seeds_csv();
+    printf("mkseeds: %u seeds written under %s\n", written, corpus_dir);
+    return 0;
+}
