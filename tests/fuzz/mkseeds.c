@@ -11,6 +11,7 @@
  * Seeds are named seed-*; files named crash-* or regress-* in the same
  * directories are regression inputs kept by hand and never touched here.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -293,6 +294,132 @@ static void seeds_csv(void)
     put_with("fuzz_csv", "header-blank-crlf", 2, header, sizeof header - 1);
 }
 
+/* A golden vector file: "key value" lines, then "bytes" and hex lines. */
+typedef struct vec {
+    char key[8][32];
+    unsigned long long val[8];
+    int nkeys;
+    uint8_t bytes[8192];
+    size_t len;
+} vec;
+
+static int vec_read(const char *path, vec *v)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    memset(v, 0, sizeof *v);
+    char line[512];
+    int in_bytes = 0;
+    while (fgets(line, sizeof line, f)) {
+        if (line[0] == '#')
+            continue;
+        if (in_bytes) {
+            for (char *p = line; p[0] && p[1] && v->len < sizeof v->bytes; p += 2) {
+                unsigned b;
+                if (sscanf(p, "%2x", &b) != 1)
+                    break;
+                v->bytes[v->len++] = (uint8_t)b;
+            }
+            continue;
+        }
+        if (!strncmp(line, "bytes", 5)) {
+            in_bytes = 1;
+            continue;
+        }
+        if (v->nkeys < 8 &&
+            sscanf(line, "%31s %lli", v->key[v->nkeys], (long long *)&v->val[v->nkeys]) == 2)
+            v->nkeys++;
+    }
+    fclose(f);
+    return 0;
+}
+
+static unsigned long long vec_get(const vec *v, const char *key, unsigned long long def)
+{
+    for (int i = 0; i < v->nkeys; i++)
+        if (!strcmp(v->key[i], key))
+            return v->val[i];
+    return def;
+}
+
+/* ---- fuzz_wire and fuzz_codec: from the golden vectors ---- */
+static void seeds_vectors(void)
+{
+    DIR *d = opendir(vectors_dir);
+    if (!d)
+        die(vectors_dir);
+    struct dirent *e;
+    static vec v;
+    while ((e = readdir(d)) != NULL) {
+        size_t nl = strlen(e->d_name);
+        if (nl < 5 || strcmp(e->d_name + nl - 4, ".hex"))
+            continue;
+        char path[1024], name[256];
+        snprintf(path, sizeof path, "%s/%s", vectors_dir, e->d_name);
+        snprintf(name, sizeof name, "%.*s", (int)(nl - 4), e->d_name);
+        if (vec_read(path, &v))
+            die(path);
+        if (!strncmp(e->d_name, "wire_", 5)) {
+            /* the frame: the bytes, zero-padded to frame_len when given */
+            size_t n = (size_t)vec_get(&v, "frame_len", v.len);
+            if (n < v.len || n > sizeof v.bytes)
+                n = v.len;
+            put("fuzz_wire", name, v.bytes, n);
+        } else if (!strncmp(e->d_name, "codec_", 6)) {
+            static const unsigned widths[] = {32, 16, 8, 4, 2, 1};
+            unsigned bits = (unsigned)vec_get(&v, "bits", 8), w = 0;
+            while (w < 5 && widths[w] != bits)
+                w++;
+            unsigned block = (unsigned)vec_get(&v, "block", 128) - 1;
+            unsigned n = (unsigned)vec_get(&v, "n", 1) - 1;
+            uint8_t *b = malloc(6 + v.len);
+            if (!b)
+                die("malloc");
+            b[0] = (uint8_t)w, b[1] = (uint8_t)(block >> 8), b[2] = (uint8_t)block;
+            b[3] = (uint8_t)(n >> 8), b[4] = (uint8_t)n, b[5] = 0; /* decode */
+            memcpy(b + 6, v.bytes, v.len);
+            put("fuzz_codec", name, b, 6 + v.len);
+            free(b);
+        }
+    }
+    closedir(d);
+}
+
+/* ---- fuzz_channel: op scripts (see the target) ---- */
+static void seeds_channel(void)
+{
+    /* I1 <-> R1 handshake, a frame, its replay and a flipped copy */
+    static const uint8_t i1r1[] = {0, 0, 0, 1, 0, 3, 0,   0,   3,   1,   1,   0,   0,   0,   0,  1,
+                                   2, 3, 0, 6, 0, 5, 'h', 'e', 'l', 'l', 'o', 1,   3,   3,   0,  1,
+                                   3, 3, 0, 2, 3, 3, 20,  1,   6,   3,   4,   'b', 'a', 'c', 'k'};
+    /* I2 <-> R2, allow-list on (C is not on it: R2 refuses the AUTH) */
+    static const uint8_t i2r2[] = {1, 0, 1, 1, 0, 4, 0, 0, 4, 1, 1, 1, 0, 0, 1, 1, 2, 4, 0};
+    /* I3 (other network key) says HELLO to R1; I1 expects B but meets R2 */
+    static const uint8_t wrong[] = {2, 0, 2, 1, 0, 3,  0, 0, 0, 1, 1, 4, 0, 0, 4,
+                                    1, 2, 0, 0, 5, 60, 3, 7, 4, 3, 3, 1, 2, 3};
+    put("fuzz_channel", "i1-r1", i1r1, sizeof i1r1);
+    put("fuzz_channel", "i2-r2-allow", i2r2, sizeof i2r2);
+    put("fuzz_channel", "wrong-key-peer", wrong, sizeof wrong);
+}
+
+/* ---- fuzz_session: op scripts (see the target) ---- */
+static void seeds_session(void)
+{
+    /* rekey every frame and every millisecond: seal, deliver, replay, both
+     * ways, a flipped bit, a cut record, garbage, lost frames, a HELLO */
+    static const uint8_t rekey[] = {0x05, 0, 3, 'a', 'b', 'c', 1, 0, 1, 0, 8,  2, 'x', 'y', 9,
+                                    0,    5, 5, 0,   1,   'z', 1, 1, 2, 1, 14, 3, 3,   1,   10,
+                                    4,    3, 1, 2,   3,   6,   2, 7, 1, 0, 0,  1, 2};
+    /* default bounds: out of order, then 1024 lost frames push the first
+     * ones out of the window */
+    static const uint8_t window[] = {0x00, 0, 1, 'a', 0, 1, 'b', 0, 1, 'c', 1, 2,  1,
+                                     0,    1, 1, 1,   1, 6, 63,  0, 1, 'd', 1, 3,  1,
+                                     0,    8, 0, 9,   0, 1, 3,   3, 0, 5,   0, 11, 9};
+    put("fuzz_session", "rekey", rekey, sizeof rekey);
+    put("fuzz_session", "window", window, sizeof window);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 3) {
@@ -303,7 +430,10 @@ int main(int argc, char **argv)
     vectors_dir = argv[2];
     if (mkdir(corpus_dir, 0755) != 0 && errno != EEXIST)
         die(corpus_dir);
+    seeds_vectors();
     seeds_shardfile();
+    seeds_channel();
+    seeds_session();
     seeds_checkpoint();
     seeds_config();
     seeds_scenario();

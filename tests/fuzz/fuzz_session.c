@@ -1,0 +1,363 @@
+/* fuzz_session — libFuzzer target for net/channel's data records past the
+ * MAC, across rekeys (docs/FUZZING.md).
+ *
+ * Setup per input: two channels I (identity A) and R (identity B) complete
+ * a real handshake, so both hold genuine session keys. Then the input
+ * seals frames on either side and delivers them in any order, replayed,
+ * dropped, altered or mixed with garbage and handshake records, while small
+ * rekey bounds make the keys move on every few frames. A reference model of
+ * both ends (sender counters and epochs; receiver epoch and replay window)
+ * predicts every outcome.
+ *
+ * Input: byte 0 = options: bits 0-1 rekey after 2^20, 1, 3 or 16 frames;
+ * bits 2-3 rekey after 600 s, 1 ms, 50 ms or 1 s. Then ops, each one byte
+ * (op % 8, direction d = (op >> 3) & 1: 0 is I -> R, 1 is R -> I) and its
+ * operands:
+ *   0 n ...   seal the next n % 64 input bytes, keep the record (last 32)
+ *   1 k       deliver kept record k
+ *   2 k p q   deliver kept record k with bit q % 8 of byte p flipped
+ *   3 k n     deliver kept record k cut to n bytes (n >= length: one added)
+ *   4 n ...   deliver the next n input bytes as a record
+ *   5 t       advance the clock by t ms
+ *   6 n       seal (n % 64 + 1) * 16 frames that are lost
+ *   7 k       deliver handshake record k % 3 (HELLO, REPLY, AUTH of setup)
+ * Properties, any violation aborts:
+ *   - every sealed record carries the epoch and counter the model predicts
+ *     (counter +1 per frame, epoch +1 and counter 0 at each rekey bound);
+ *   - a genuine record is accepted exactly when the model says so (current
+ *     epoch: not seen, not below the 1024-counter window; or the next
+ *     epoch), and then yields exactly the sealed bytes; otherwise it is
+ *     refused with the model's cause (REPLAY, TOO_OLD, BAD_EPOCH);
+ *   - anything altered, cut, extended, random or a handshake record is
+ *     refused (NET_EREJECT), counted once, and changes nothing: the model
+ *     stays valid and the channel stays open;
+ *   - the receive epoch reported is the model's after every op;
+ *   - at the end a fresh frame each way gets the model's verdict.
+ */
+#define _GNU_SOURCE
+#include "tests/fuzz/fuzz_util.h"
+
+#include <sodium.h>
+
+#include "net/channel.h"
+#include "net/net.h"
+
+#define KEEP_MAX     32
+#define PAYLOAD_MAX  64
+#define REC_MAX      (PAYLOAD_MAX + NET_CHANNEL_OVERHEAD)
+#define SEAL_BUDGET  20000
+#define ACCEPTED_MAX 4096
+
+typedef struct kept {
+    size_t len;
+    uint8_t b[REC_MAX];
+    uint8_t plain[PAYLOAD_MAX];
+    size_t plain_len;
+} kept;
+
+typedef struct model {
+    /* sender */
+    uint32_t tx_epoch;
+    uint64_t tx_counter;
+    gossip_time_us tx_start;
+    /* receiver */
+    uint32_t rx_epoch;
+    int any;
+    uint64_t top;
+    uint64_t accepted[ACCEPTED_MAX];
+    size_t n_accepted;
+} model;
+
+typedef struct dir {
+    net_channel *tx, *rx;
+    model m;
+    kept keep[KEEP_MAX];
+    int n_keep;
+} dir;
+
+static net_identity id_a, id_b;
+static uint8_t key[NET_NETWORK_KEY_SIZE];
+static dir dirs[2];
+static uint8_t hs_rec[3][NET_CHANNEL_HS_MAX];
+static size_t hs_len[3];
+static uint64_t rekey_frames, rekey_interval_us;
+
+static void setup_once(void)
+{
+    static int done;
+    if (done)
+        return;
+    FUZZ_CHECK(net_init() == NET_OK);
+    net_identity *ids[2] = {&id_a, &id_b};
+    for (int i = 0; i < 2; i++) {
+        uint8_t seed[crypto_sign_SEEDBYTES], pk[NET_PUBLIC_KEY_SIZE], sk[NET_SECRET_KEY_SIZE];
+        memset(seed, 0x20 + i, sizeof seed);
+        FUZZ_CHECK(crypto_sign_seed_keypair(pk, sk, seed) == 0);
+        FUZZ_CHECK(net_identity_from_secret(ids[i], sk) == NET_OK);
+    }
+    memset(key, 0x5A, sizeof key);
+    done = 1;
+}
+
+static uint64_t rejects_total(const net_channel *c)
+{
+    uint64_t n = 0;
+    for (int k = 0; k < NET_REJECT_COUNT; k++)
+        n += net_channel_rejects(c, k);
+    return n;
+}
+
+/* Move one handshake record from a to b, keeping a copy. */
+static void hop(net_channel *a, net_channel *b, int slot)
+{
+    const uint8_t *r;
+    size_t len;
+    FUZZ_CHECK(net_channel_poll_send(a, &r, &len) == 1 && len <= NET_CHANNEL_HS_MAX);
+    memcpy(hs_rec[slot], r, len);
+    hs_len[slot] = len;
+    uint8_t buf[NET_CHANNEL_HS_MAX];
+    memcpy(buf, r, len);
+    uint8_t *plain;
+    size_t pl;
+    FUZZ_CHECK(net_channel_recv(b, buf, len, 0, &plain, &pl) == NET_OK && plain == NULL);
+}
+
+static uint32_t rec_epoch(const uint8_t *b)
+{
+    return (uint32_t)b[1] << 24 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 8 | b[4];
+}
+
+static uint64_t rec_counter(const uint8_t *b)
+{
+    uint64_t c = 0;
+    for (int i = 0; i < 8; i++)
+        c = c << 8 | b[5 + i];
+    return c;
+}
+
+/* Seal on direction d; check the header against the sender model. */
+static void seal(dir *d, const uint8_t *plain, size_t n, gossip_time_us now, kept *out)
+{
+    model *m = &d->m;
+    int old = now > m->tx_start && now - m->tx_start >= rekey_interval_us;
+    if (m->tx_counter >= rekey_frames || old) {
+        m->tx_epoch++;
+        m->tx_counter = 0;
+        m->tx_start = now;
+    }
+    uint64_t counter = m->tx_counter++;
+    kept tmp;
+    kept *k = out ? out : &tmp;
+    FUZZ_CHECK(net_channel_seal(d->tx, plain, n, k->b, sizeof k->b, &k->len, now) == NET_OK);
+    FUZZ_CHECK(k->len == n + NET_CHANNEL_OVERHEAD && k->b[0] == NET_REC_DATA);
+    FUZZ_CHECK(rec_epoch(k->b) == m->tx_epoch && rec_counter(k->b) == counter);
+    FUZZ_CHECK(net_channel_tx_epoch(d->tx) == m->tx_epoch);
+    if (n)
+        memcpy(k->plain, plain, n);
+    k->plain_len = n;
+}
+
+static int seen(const model *m, uint64_t c)
+{
+    for (size_t i = 0; i < m->n_accepted; i++)
+        if (m->accepted[i] == c)
+            return 1;
+    return 0;
+}
+
+/* The model's verdict on a genuine record: -1 accept, else the cause. */
+static int verdict(const model *m, uint32_t e, uint64_t c)
+{
+    if (e == m->rx_epoch) {
+        if (m->any && c <= m->top) {
+            if (m->top - c >= NET_CHANNEL_WINDOW)
+                return NET_REJECT_TOO_OLD;
+            if (seen(m, c))
+                return NET_REJECT_REPLAY;
+        }
+        return -1;
+    }
+    if (m->rx_epoch != UINT32_MAX && e == m->rx_epoch + 1)
+        return -1;
+    return NET_REJECT_BAD_EPOCH;
+}
+
+static void accept(model *m, uint32_t e, uint64_t c)
+{
+    if (e != m->rx_epoch) {
+        m->rx_epoch = e;
+        m->any = 0;
+        m->n_accepted = 0;
+    }
+    if (!m->any || c > m->top)
+        m->top = c;
+    m->any = 1;
+    /* keep only counters still inside the window */
+    size_t w = 0;
+    for (size_t i = 0; i < m->n_accepted; i++)
+        if (m->top - m->accepted[i] < NET_CHANNEL_WINDOW)
+            m->accepted[w++] = m->accepted[i];
+    m->n_accepted = w;
+    FUZZ_CHECK(m->n_accepted < ACCEPTED_MAX);
+    m->accepted[m->n_accepted++] = c;
+}
+
+/* Deliver a genuine kept record and compare with the model. */
+static void deliver_genuine(dir *d, const kept *k, gossip_time_us now)
+{
+    uint8_t buf[REC_MAX];
+    memcpy(buf, k->b, k->len);
+    uint32_t e = rec_epoch(k->b);
+    uint64_t c = rec_counter(k->b);
+    int want = verdict(&d->m, e, c);
+    uint64_t before = rejects_total(d->rx);
+    uint8_t *plain = NULL;
+    size_t pl = 0;
+    int rc = net_channel_recv(d->rx, buf, k->len, now, &plain, &pl);
+    if (want < 0) {
+        FUZZ_CHECK(rc == NET_OK && plain != NULL && pl == k->plain_len);
+        FUZZ_CHECK(pl == 0 || memcmp(plain, k->plain, pl) == 0);
+        FUZZ_CHECK(rejects_total(d->rx) == before);
+        accept(&d->m, e, c);
+    } else {
+        FUZZ_CHECK(rc == NET_EREJECT && plain == NULL);
+        FUZZ_CHECK(net_channel_last_reject(d->rx) == want);
+        FUZZ_CHECK(rejects_total(d->rx) == before + 1);
+    }
+}
+
+/* Deliver something that is not a genuine, fresh record: refused, counted
+ * once, nothing changes. */
+static void deliver_bad(dir *d, const uint8_t *b, size_t len, gossip_time_us now)
+{
+    uint8_t buf[REC_MAX + 256];
+    FUZZ_CHECK(len <= sizeof buf);
+    memcpy(buf, b, len);
+    uint64_t before = rejects_total(d->rx);
+    uint8_t *plain = NULL;
+    size_t pl = 0;
+    int rc = net_channel_recv(d->rx, buf, len, now, &plain, &pl);
+    FUZZ_CHECK(rc == NET_EREJECT && plain == NULL);
+    FUZZ_CHECK(rejects_total(d->rx) == before + 1);
+    FUZZ_CHECK(net_channel_established(d->rx));
+}
+
+/* 1 if b[0..len) is byte for byte a record the other side sealed. */
+static int is_kept(const dir *d, const uint8_t *b, size_t len)
+{
+    for (int i = 0; i < d->n_keep; i++)
+        if (d->keep[i].len == len && !memcmp(d->keep[i].b, b, len))
+            return 1;
+    return 0;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    setup_once();
+    if (size < 1)
+        return 0;
+    static const uint64_t frames_opt[] = {0, 1, 3, 16};
+    static const uint64_t interval_opt[] = {0, 1000, 50000, 1000000};
+    uint64_t cfg_frames = frames_opt[data[0] & 3], cfg_interval = interval_opt[(data[0] >> 2) & 3];
+    rekey_frames = cfg_frames ? cfg_frames : NET_CHANNEL_REKEY_FRAMES_DEFAULT;
+    rekey_interval_us = cfg_interval ? cfg_interval : NET_CHANNEL_REKEY_INTERVAL_DEFAULT_US;
+    net_channel_config ci = {.self = &id_a,
+                             .network_key = key,
+                             .initiator = 1,
+                             .rekey_frames = cfg_frames,
+                             .rekey_interval_us = cfg_interval};
+    net_channel_config cr = ci;
+    cr.self = &id_b;
+    cr.initiator = 0;
+    net_channel *i = NULL, *r = NULL;
+    FUZZ_CHECK(net_channel_create(&i, &ci, 0) == NET_OK &&
+               net_channel_create(&r, &cr, 0) == NET_OK);
+    hop(i, r, 0);
+    hop(r, i, 1);
+    hop(i, r, 2);
+    FUZZ_CHECK(net_channel_established(i) && net_channel_established(r));
+    memset(dirs, 0, sizeof dirs);
+    dirs[0].tx = i, dirs[0].rx = r;
+    dirs[1].tx = r, dirs[1].rx = i;
+
+    gossip_time_us now = 0;
+    size_t at = 1;
+    int budget = SEAL_BUDGET;
+#define NEXT() (at < size ? data[at++] : 0)
+    for (int steps = 0; at < size && steps < 256; steps++) {
+        int op = data[at] % 8;
+        dir *d = &dirs[(data[at] >> 3) & 1];
+        at++;
+        switch (op) {
+        case 0: {
+            size_t n = NEXT() % PAYLOAD_MAX;
+            if (n > size - at)
+                n = size - at;
+            kept *k = d->n_keep < KEEP_MAX ? &d->keep[d->n_keep++] : &d->keep[steps % KEEP_MAX];
+            seal(d, data + at, n, now, k);
+            at += n;
+            budget--;
+            break;
+        }
+        case 1: {
+            int k = NEXT();
+            if (d->n_keep)
+                deliver_genuine(d, &d->keep[k % d->n_keep], now);
+            break;
+        }
+        case 2:
+        case 3: {
+            int k = NEXT(), p = NEXT(), q = op == 2 ? NEXT() : 0;
+            if (!d->n_keep)
+                break;
+            uint8_t buf[REC_MAX + 1];
+            const kept *src = &d->keep[k % d->n_keep];
+            size_t len = src->len;
+            memcpy(buf, src->b, len);
+            if (op == 2)
+                buf[p % len] ^= (uint8_t)(1u << (q % 8));
+            else if ((size_t)p < len)
+                len = (size_t)p;
+            else
+                buf[len++] = (uint8_t)q;
+            if (!is_kept(d, buf, len))
+                deliver_bad(d, buf, len, now);
+            break;
+        }
+        case 4: {
+            size_t n = NEXT();
+            if (n > size - at)
+                n = size - at;
+            if (!is_kept(d, data + at, n))
+                deliver_bad(d, data + at, n, now);
+            at += n;
+            break;
+        }
+        case 5:
+            now += (gossip_time_us)NEXT() * 1000u;
+            break;
+        case 6: {
+            int n = (NEXT() % 64 + 1) * 16;
+            for (int k = 0; k < n && budget > 0; k++, budget--)
+                seal(d, NULL, 0, now, NULL);
+            break;
+        }
+        default: {
+            int k = NEXT() % 3;
+            deliver_bad(d, hs_rec[k], hs_len[k], now);
+        } break;
+        }
+        for (int x = 0; x < 2; x++)
+            FUZZ_CHECK(net_channel_rx_epoch(dirs[x].rx) == dirs[x].m.rx_epoch);
+    }
+#undef NEXT
+    for (int x = 0; x < 2; x++) {
+        static const uint8_t last[] = "fresh";
+        kept k;
+        seal(&dirs[x], last, sizeof last, now, &k);
+        deliver_genuine(&dirs[x], &k, now);
+    }
+    net_channel_destroy(i);
+    net_channel_destroy(r);
+    return 0;
+}
