@@ -5,8 +5,8 @@
  * entry point (agent_config_load_file on an in-memory file), on top of the
  * defaults.
  * Properties, any violation aborts:
- *   - the result is OK, ESYNTAX, EUNKNOWN, EVALUE or ERANGE (an existing,
- *     readable file never gives EIO unless it is too large);
+ *   - the result is OK, ESYNTAX, EUNKNOWN, EVALUE, ERANGE or EDUP (an
+ *     existing, readable file never gives EIO unless it is too large);
  *   - an error comes with a one-line message that names the file;
  *   - round trip: the accepted config, written with agent_config_write and
  *     read back on top of the defaults, is accepted and writes the same
@@ -55,7 +55,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     err[0] = '\0';
     int rc = agent_config_load_file(&c1, path, err, sizeof err);
     FUZZ_CHECK(rc == AGENT_CONFIG_OK || rc == AGENT_CONFIG_ESYNTAX || rc == AGENT_CONFIG_EUNKNOWN ||
-               rc == AGENT_CONFIG_EVALUE || rc == AGENT_CONFIG_ERANGE ||
+               rc == AGENT_CONFIG_EVALUE || rc == AGENT_CONFIG_ERANGE || rc == AGENT_CONFIG_EDUP ||
                (rc == AGENT_CONFIG_EIO && size > AGENT_CONFIG_FILE_MAX));
     if (rc != AGENT_CONFIG_OK) {
         FUZZ_CHECK(fuzz_has_message(err, sizeof err));
