@@ -28,6 +28,29 @@
 #define AR_REASON_TIMEOUT 1u
 #define AR_REASON_MAX     3u
 
+typedef struct ar_abort_bcast {
+    int active;
+    uint64_t epoch, round;
+    uint32_t cursor;
+} ar_abort_bcast;
+
+typedef struct ar_state {
+    float *inbox;          /* dim: chunks received before the local start */
+    uint32_t *recv, *sent; /* per chunk: steps received / sent */
+    uint32_t *pre;         /* per chunk: steps received early (inbox) */
+    uint8_t *relay;        /* per chunk: encoded allgather bytes to forward */
+    size_t relay_stride;   /* bytes per relay entry (m->data_max) */
+    uint32_t *relay_len;
+    uint8_t *relay_bits;
+    uint64_t pre_round; /* round the early chunks belong to */
+    int pre_valid;
+    uint32_t kmax;  /* capacity of recv / sent */
+    uint32_t k;     /* chunks per segment in this view */
+    uint64_t round; /* running round, or the next one */
+    uint32_t cursor;
+    ar_abort_bcast abort_bcast;
+} ar_state;
+
 static uint32_t seg_len(const gossip_mix *m, uint32_t k)
 {
     return m->dim / m->n + (k < m->dim % m->n);
@@ -82,35 +105,36 @@ static int running(const gossip_mix *m)
     return m->state == GOSSIP_MIX_RUNNING && m->algo == GOSSIP_MIX_ALLREDUCE;
 }
 
-static void reset_counts(gossip_mix *m)
+static void reset_counts(ar_state *ar)
 {
-    memset(m->ar_recv, 0, (size_t)m->ar_kmax * sizeof *m->ar_recv);
-    memset(m->ar_sent, 0, (size_t)m->ar_kmax * sizeof *m->ar_sent);
-    m->ar_cursor = 0;
+    memset(ar->recv, 0, (size_t)ar->kmax * sizeof *ar->recv);
+    memset(ar->sent, 0, (size_t)ar->kmax * sizeof *ar->sent);
+    ar->cursor = 0;
 }
 
-static void reset_pre(gossip_mix *m, uint64_t round)
+static void reset_pre(ar_state *ar, uint64_t round)
 {
-    memset(m->ar_pre, 0, (size_t)m->ar_kmax * sizeof *m->ar_pre);
-    m->ar_pre_round = round;
-    m->ar_pre_valid = 1;
+    memset(ar->pre, 0, (size_t)ar->kmax * sizeof *ar->pre);
+    ar->pre_round = round;
+    ar->pre_valid = 1;
 }
 
-void mix_ar_on_view(gossip_mix *m)
+static void ar_on_view(gossip_mix *m, void *st)
 {
+    ar_state *ar = st;
     if (running(m)) {
         memcpy(m->work, m->orig, (size_t)m->dim * sizeof *m->work);
         mix_finish(m, GOSSIP_EABORTED);
     }
-    reset_counts(m);
-    m->ar_pre_valid = 0;
-    m->ar_round = 0;
-    m->ar_k = 1;
+    reset_counts(ar);
+    ar->pre_valid = 0;
+    ar->round = 0;
+    ar->k = 1;
     if (m->n >= 2) {
         uint32_t maxseg = m->dim / m->n + (m->dim % m->n != 0);
-        m->ar_k = (maxseg + m->cv - 1) / m->cv;
-        if (m->ar_k == 0)
-            m->ar_k = 1;
+        ar->k = (maxseg + m->cv - 1) / m->cv;
+        if (ar->k == 0)
+            ar->k = 1;
     }
 }
 
@@ -133,48 +157,48 @@ static void apply(gossip_mix *m, uint32_t s, uint32_t c, const float *data)
     }
 }
 
-void mix_ar_abort(gossip_mix *m, int broadcast)
+static void ar_abort(gossip_mix *m, ar_state *ar, int broadcast)
 {
     if (!running(m))
         return;
     if (broadcast) {
-        m->abort_bcast =
-            (mix_abort_bcast){.active = 1, .epoch = m->view_id, .round = m->ar_round, .cursor = 0};
+        ar->abort_bcast =
+            (ar_abort_bcast){.active = 1, .epoch = m->view_id, .round = ar->round, .cursor = 0};
     }
     memcpy(m->work, m->orig, (size_t)m->dim * sizeof *m->work);
-    reset_counts(m);
-    m->ar_round++;
+    reset_counts(ar);
+    ar->round++;
     mix_finish(m, GOSSIP_EABORTED);
 }
 
-int mix_ar_start(gossip_mix *m, gossip_time_us now)
+static void ar_start(gossip_mix *m, void *st, gossip_time_us now)
 {
-    reset_counts(m);
+    ar_state *ar = st;
+    reset_counts(ar);
     if (m->n < 2) {
-        m->ar_round++;
+        ar->round++;
         mix_finish(m, GOSSIP_OK);
-        return GOSSIP_OK;
+        return;
     }
-    if (m->ar_pre_valid && m->ar_pre_round > m->ar_round)
-        m->ar_round = m->ar_pre_round; /* the others are ahead: join their round */
-    if (m->ar_pre_valid && m->ar_pre_round == m->ar_round) {
+    if (ar->pre_valid && ar->pre_round > ar->round)
+        ar->round = ar->pre_round; /* the others are ahead: join their round */
+    if (ar->pre_valid && ar->pre_round == ar->round) {
         /* Replay the chunks that arrived before we started, in step order. */
-        for (uint32_t c = 0; c < m->ar_k; c++) {
-            for (uint32_t s = 0; s < m->ar_pre[c]; s++) {
+        for (uint32_t c = 0; c < ar->k; c++) {
+            for (uint32_t s = 0; s < ar->pre[c]; s++) {
                 uint32_t off, cnt;
                 chunk_range(m, seg_recv(m, s), c, &off, &cnt);
-                apply(m, s, c, m->inbox + off);
+                apply(m, s, c, ar->inbox + off);
             }
-            m->ar_recv[c] = m->ar_pre[c];
+            ar->recv[c] = ar->pre[c];
         }
     }
-    m->ar_pre_valid = 0;
+    ar->pre_valid = 0;
     m->deadline = now + m->step_timeout;
-    return GOSSIP_OK;
 }
 
-int mix_ar_recv_chunk(gossip_mix *m, uint64_t from, const gossip_header *h, const uint8_t *p,
-                      size_t len, gossip_time_us now)
+static int ar_recv_chunk(gossip_mix *m, ar_state *ar, uint64_t from, const gossip_header *h,
+                         const uint8_t *p, size_t len, gossip_time_us now)
 {
     if (m->algo != GOSSIP_MIX_ALLREDUCE)
         return GOSSIP_ESTALE;
@@ -189,7 +213,7 @@ int mix_ar_recv_chunk(gossip_mix *m, uint64_t from, const gossip_header *h, cons
     uint32_t dim = gossip_get_u32(p + 20), off = gossip_get_u32(p + 24);
     uint32_t cnt = gossip_get_u32(p + 28);
     if (!gossip_codec_bits_valid(bits) || reserved || block != m->block || members != m->n ||
-        dim != m->dim || s >= steps(m) || c >= m->ar_k)
+        dim != m->dim || s >= steps(m) || c >= ar->k)
         return GOSSIP_EMALFORMED;
     if (from != m->ids[(m->me + m->n - 1) % m->n])
         return GOSSIP_EMALFORMED; /* only the ring predecessor sends us chunks */
@@ -202,15 +226,15 @@ int mix_ar_recv_chunk(gossip_mix *m, uint64_t from, const gossip_header *h, cons
         return GOSSIP_ESTALE;
     const uint8_t *d = p + GOSSIP_MIX_AR_HEADER;
 
-    if (running(m) && h->round == m->ar_round) {
-        if (s != m->ar_recv[c])
+    if (running(m) && h->round == ar->round) {
+        if (s != ar->recv[c])
             return GOSSIP_EMALFORMED; /* out of order or duplicate */
         /* An allgather chunk we forward (s < 2N-3) is relayed byte for byte,
          * so every member decodes the owner's very bytes. Its slot is free
          * once our send of step s has left (the caller drains poll_send
          * after every call, so it always is). */
         int relay = s >= m->n - 1 && s + 1 < steps(m);
-        if (relay && m->ar_sent[c] < s)
+        if (relay && ar->sent[c] < s)
             return GOSSIP_EFULL;
         int rc = cnt ? gossip_codec_decode(d, data, cnt, bits, m->block, m->scratch) : 0;
         if (!rc)
@@ -218,47 +242,45 @@ int mix_ar_recv_chunk(gossip_mix *m, uint64_t from, const gossip_header *h, cons
         if (rc)
             return rc;
         if (relay) {
-            memcpy(m->ar_relay + (size_t)c * m->ar_relay_stride, d, data);
-            m->ar_relay_len[c] = (uint32_t)data;
-            m->ar_relay_bits[c] = (uint8_t)bits;
+            memcpy(ar->relay + (size_t)c * ar->relay_stride, d, data);
+            ar->relay_len[c] = (uint32_t)data;
+            ar->relay_bits[c] = (uint8_t)bits;
         }
         apply(m, s, c, m->scratch);
-        m->ar_recv[c]++;
+        ar->recv[c]++;
         m->deadline = now + m->step_timeout;
         return GOSSIP_OK;
     }
-    if (h->round < m->ar_round)
+    if (h->round < ar->round)
         return GOSSIP_ESTALE;
     if (running(m)) {
         /* A later round while ours is not finished: the others gave up on
          * ours. (If all our chunks are in, we only wait for our own sends.) */
         int complete = 1;
-        for (uint32_t k = 0; k < m->ar_k && complete; k++)
-            complete = m->ar_recv[k] == steps(m);
+        for (uint32_t k = 0; k < ar->k && complete; k++)
+            complete = ar->recv[k] == steps(m);
         if (!complete)
-            mix_ar_abort(m, 0);
+            ar_abort(m, ar, 0);
     }
-    if (!m->ar_pre_valid || m->ar_pre_round != h->round) {
-        if (m->ar_pre_valid && h->round < m->ar_pre_round)
+    if (!ar->pre_valid || ar->pre_round != h->round) {
+        if (ar->pre_valid && h->round < ar->pre_round)
             return GOSSIP_ESTALE;
-        reset_pre(m, h->round);
+        reset_pre(ar, h->round);
     }
-    if (s > m->n - 2 || s != m->ar_pre[c])
+    if (s > m->n - 2 || s != ar->pre[c])
         return GOSSIP_EMALFORMED;
-    int rc = cnt ? gossip_codec_decode(d, data, cnt, bits, m->block, m->inbox + off) : 0;
+    int rc = cnt ? gossip_codec_decode(d, data, cnt, bits, m->block, ar->inbox + off) : 0;
     if (!rc)
-        rc = mix_values_ok(m->inbox + off, cnt);
+        rc = mix_values_ok(ar->inbox + off, cnt);
     if (rc)
         return rc;
-    m->ar_pre[c]++;
+    ar->pre[c]++;
     return GOSSIP_OK;
 }
 
-int mix_ar_recv_abort(gossip_mix *m, uint64_t from, const gossip_header *h, const uint8_t *p,
-                      size_t len, gossip_time_us now)
+static int ar_recv_abort(gossip_mix *m, ar_state *ar, const gossip_header *h, const uint8_t *p,
+                         size_t len)
 {
-    (void)from;
-    (void)now;
     if (len < GOSSIP_MIX_ABORT_BYTES)
         return GOSSIP_ETRUNC;
     if (len != GOSSIP_MIX_ABORT_BYTES)
@@ -266,39 +288,48 @@ int mix_ar_recv_abort(gossip_mix *m, uint64_t from, const gossip_header *h, cons
     uint32_t reason = gossip_get_u32(p), reserved = gossip_get_u32(p + 4);
     if (reason == 0 || reason > AR_REASON_MAX || reserved)
         return GOSSIP_EMALFORMED;
-    if (h->epoch != m->view_id || h->round < m->ar_round)
+    if (h->epoch != m->view_id || h->round < ar->round)
         return GOSSIP_ESTALE;
     m->stats.aborts_received++;
-    mix_ar_abort(m, 0);
-    if (h->round + 1 > m->ar_round)
-        m->ar_round = h->round + 1;
-    if (m->ar_pre_valid && m->ar_pre_round <= h->round)
-        m->ar_pre_valid = 0;
+    ar_abort(m, ar, 0);
+    if (h->round + 1 > ar->round)
+        ar->round = h->round + 1;
+    if (ar->pre_valid && ar->pre_round <= h->round)
+        ar->pre_valid = 0;
     return GOSSIP_OK;
 }
 
-void mix_ar_tick(gossip_mix *m, gossip_time_us now)
+static int ar_recv(gossip_mix *m, void *st, const mix_frame *f, gossip_time_us now)
 {
-    if (running(m) && now >= m->deadline)
-        mix_ar_abort(m, 1);
+    if (f->h->type == GOSSIP_MSG_AR_CHUNK)
+        return ar_recv_chunk(m, st, f->from, f->h, f->p, f->len, now);
+    return ar_recv_abort(m, st, f->h, f->p, f->len);
 }
 
-void mix_ar_check(gossip_mix *m)
+/* The deadline passed: abort here and tell every member. */
+static void ar_expire(gossip_mix *m, void *st, gossip_time_us now)
 {
+    (void)now;
+    ar_abort(m, st, 1);
+}
+
+static void ar_check(gossip_mix *m, void *st)
+{
+    ar_state *ar = st;
     if (!running(m))
         return;
     uint32_t S = steps(m);
-    for (uint32_t c = 0; c < m->ar_k; c++)
-        if (m->ar_recv[c] != S || m->ar_sent[c] != S)
+    for (uint32_t c = 0; c < ar->k; c++)
+        if (ar->recv[c] != S || ar->sent[c] != S)
             return;
-    reset_counts(m);
-    m->ar_round++;
+    reset_counts(ar);
+    ar->round++;
     mix_finish(m, GOSSIP_OK);
 }
 
-static int abort_poll(gossip_mix *m, gossip_send *out)
+static int abort_poll(gossip_mix *m, ar_state *ar, gossip_send *out)
 {
-    mix_abort_bcast *b = &m->abort_bcast;
+    ar_abort_bcast *b = &ar->abort_bcast;
     while (b->cursor < m->n && m->ids[b->cursor] == m->self)
         b->cursor++;
     if (b->cursor >= m->n) {
@@ -315,17 +346,18 @@ static int abort_poll(gossip_mix *m, gossip_send *out)
     return 1;
 }
 
-int mix_ar_poll(gossip_mix *m, gossip_send *out)
+static int ar_poll(gossip_mix *m, void *st, gossip_send *out)
 {
-    if (m->abort_bcast.active && abort_poll(m, out))
+    ar_state *ar = st;
+    if (ar->abort_bcast.active && abort_poll(m, ar, out))
         return 1;
     if (!running(m) || m->n < 2)
         return 0;
-    uint32_t S = steps(m), K = m->ar_k;
+    uint32_t S = steps(m), K = ar->k;
     for (uint32_t i = 0; i < K; i++) {
-        uint32_t c = (m->ar_cursor + i) % K;
-        uint32_t s = m->ar_sent[c];
-        if (s >= S || s > m->ar_recv[c])
+        uint32_t c = (ar->cursor + i) % K;
+        uint32_t s = ar->sent[c];
+        if (s >= S || s > ar->recv[c])
             continue;
         uint32_t k = seg_send(m, s), off, cnt;
         chunk_range(m, k, c, &off, &cnt);
@@ -336,15 +368,15 @@ int mix_ar_poll(gossip_mix *m, gossip_send *out)
         int owner = s == m->n - 1;
         unsigned bits = m->bits;
         if (s >= m->n) { /* forward the bytes received at step s - 1 */
-            bits = m->ar_relay_bits[c];
-            data = m->ar_relay_len[c];
-            memcpy(p + GOSSIP_MIX_AR_HEADER, m->ar_relay + (size_t)c * m->ar_relay_stride, data);
+            bits = ar->relay_bits[c];
+            data = ar->relay_len[c];
+            memcpy(p + GOSSIP_MIX_AR_HEADER, ar->relay + (size_t)c * ar->relay_stride, data);
         } else if (cnt) {
             int rc = gossip_codec_encode(m->env, m->work + off, cnt, m->bits, m->block,
                                          p + GOSSIP_MIX_AR_HEADER, data, owner ? m->scratch : NULL);
             if (rc) { /* a non-finite sum: give up on the round everywhere */
-                mix_ar_abort(m, 1);
-                return abort_poll(m, out);
+                ar_abort(m, ar, 1);
+                return abort_poll(m, ar, out);
             }
             if (owner)
                 memcpy(m->work + off, m->scratch, (size_t)cnt * sizeof(float));
@@ -358,13 +390,82 @@ int mix_ar_poll(gossip_mix *m, gossip_send *out)
         gossip_put_u32(p + 20, m->dim);
         gossip_put_u32(p + 24, off);
         gossip_put_u32(p + 28, cnt);
-        mix_header(m, f, GOSSIP_MSG_AR_CHUNK, m->view_id, m->ar_round, GOSSIP_MIX_AR_HEADER + data);
+        mix_header(m, f, GOSSIP_MSG_AR_CHUNK, m->view_id, ar->round, GOSSIP_MIX_AR_HEADER + data);
         out->frame = f;
         mix_sent(m, out, m->ids[(m->me + 1) % m->n],
                  GOSSIP_HEADER_SIZE + GOSSIP_MIX_AR_HEADER + data);
-        m->ar_sent[c]++;
-        m->ar_cursor = (c + 1) % K;
+        ar->sent[c]++;
+        ar->cursor = (c + 1) % K;
         return 1;
     }
     return 0;
 }
+
+static int ar_topology_ok(gossip_topology t)
+{
+    (void)t;
+    return 1;
+}
+
+static int ar_create(gossip_mix *m, const gossip_mix_config *cfg, void **st)
+{
+    (void)cfg;
+    ar_state *ar = gossip_calloc(m->env, 1, sizeof *ar);
+    if (!ar)
+        return GOSSIP_ENOMEM;
+    *st = ar;
+    const gossip_env *env = m->env;
+    ar->kmax = m->nchunks;
+    ar->relay_stride = m->data_max;
+    int ok = (ar->inbox = gossip_calloc(env, m->dim, sizeof(float))) &&
+             (ar->recv = gossip_calloc(env, ar->kmax, sizeof(uint32_t))) &&
+             (ar->sent = gossip_calloc(env, ar->kmax, sizeof(uint32_t))) &&
+             (ar->pre = gossip_calloc(env, ar->kmax, sizeof(uint32_t))) &&
+             (ar->relay = gossip_calloc(env, ar->kmax, ar->relay_stride)) &&
+             (ar->relay_len = gossip_calloc(env, ar->kmax, sizeof(uint32_t))) &&
+             (ar->relay_bits = gossip_calloc(env, ar->kmax, 1));
+    return ok ? GOSSIP_OK : GOSSIP_ENOMEM;
+}
+
+static void ar_destroy(gossip_mix *m, void *st)
+{
+    ar_state *ar = st;
+    const gossip_env *env = m->env;
+    gossip_free(env, ar->inbox);
+    gossip_free(env, ar->recv);
+    gossip_free(env, ar->sent);
+    gossip_free(env, ar->pre);
+    gossip_free(env, ar->relay);
+    gossip_free(env, ar->relay_len);
+    gossip_free(env, ar->relay_bits);
+    gossip_free(env, ar);
+}
+
+static void ar_reset(gossip_mix *m, void *st)
+{
+    (void)m;
+    (void)st;
+}
+
+static uint64_t ar_round(const gossip_mix *m, const void *st)
+{
+    (void)m;
+    return ((const ar_state *)st)->round;
+}
+
+const mix_ops mix_allreduce_ops = {
+    .flags = 0,
+    .types = MIX_TYPE_BIT(GOSSIP_MSG_AR_CHUNK) | MIX_TYPE_BIT(GOSSIP_MSG_AR_ABORT),
+    .stash_types = MIX_TYPE_BIT(GOSSIP_MSG_AR_CHUNK),
+    .topology_ok = ar_topology_ok,
+    .create = ar_create,
+    .destroy = ar_destroy,
+    .on_view = ar_on_view,
+    .reset = ar_reset,
+    .start = ar_start,
+    .recv = ar_recv,
+    .check = ar_check,
+    .expire = ar_expire,
+    .poll = ar_poll,
+    .round = ar_round,
+};
