@@ -420,6 +420,7 @@ size_t agent_status_json(const agent_status *st, char *buf, size_t cap)
         common_json_u64(&j, "bytes_received", st->bytes_received);
         common_json_number(&j, "consensus_distance", st->consensus_distance);
         common_json_number(&j, "test_loss", st->test_loss);
+        common_json_u64(&j, "shards_missing", st->shards_missing);
     }
     common_json_end(&j);
     size_t len = 0;

@@ -155,6 +155,7 @@ typedef struct agent_status {
     uint64_t bytes_sent, bytes_received; /* frames, header included, all types */
     double consensus_distance; /* ||mixed - own|| / ||own|| of recent rounds (moving average) */
     double test_loss;          /* latest test-set loss */
+    uint32_t shards_missing;   /* shards assigned here that no live agent holds */
 } agent_status;
 
 /* Called on an NNG thread for every GET /status; fills *out, which arrives

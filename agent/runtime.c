@@ -161,10 +161,63 @@ static void on_view(agent_runtime *a)
     agent_metric_set(a->ms.view_epoch, (double)v.epoch);
 }
 
+/* Quarantine the shards the trainer found damaged; report shards no live
+ * member holds (a warn line each, the murmur_shards_missing gauge). */
+static void shards_health(agent_runtime *a, gossip_shards *sh, uint64_t now)
+{
+    uint32_t bad[16], nb = 0;
+    pthread_mutex_lock(&a->mu);
+    while (a->n_bad_shards && nb < 16)
+        bad[nb++] = a->bad_shards[--a->n_bad_shards];
+    pthread_mutex_unlock(&a->mu);
+    for (uint32_t k = 0; k < nb; k++)
+        gossip_shards_quarantine(sh, bad[k], now);
+    const gossip_shards_counters *c = gossip_shards_counters_get(sh);
+    if (c->quarantined != a->quarantined_seen) {
+        if (!a->shards_quarantined)
+            agent_metrics_counter(a->reg, "murmur_shards_quarantined_total",
+                                  "shards whose bytes did not match their id, set aside and "
+                                  "fetched again",
+                                  NULL, NULL, &a->shards_quarantined);
+        agent_metric_add(a->shards_quarantined, c->quarantined - a->quarantined_seen);
+        a->quarantined_seen = c->quarantined;
+    }
+    uint32_t missing = 0;
+    for (uint32_t s = 0; s < a->n_catalog; s++) {
+        gossip_shard_status st;
+        if (gossip_shards_status(sh, s, &st))
+            continue;
+        missing += (uint32_t)st.lost;
+        if (st.lost == a->lost_seen[s])
+            continue;
+        a->lost_seen[s] = (uint8_t)st.lost;
+        char hex[2 * GOSSIP_SHARD_ID_SIZE + 1];
+        for (unsigned i = 0; i < GOSSIP_SHARD_ID_SIZE; i++)
+            snprintf(hex + 2 * i, 3, "%02x", a->catalog[s][i]);
+        agent_log_line l;
+        agent_log_begin(&l, st.lost ? AGENT_LOG_WARN : AGENT_LOG_INFO,
+                        st.lost ? "shard_lost" : "shard_found");
+        agent_log_u64(&l, "shard", s);
+        agent_log_str(&l, "id", hex);
+        if (st.lost)
+            agent_log_str(&l, "why",
+                          "no live agent holds it; its samples are not trained until an agent "
+                          "that has it joins (or its file is copied into a shards directory)");
+        agent_log_end(&l);
+    }
+    a->missing_count = missing;
+    if (!a->shards_missing)
+        agent_metrics_gauge(a->reg, "murmur_shards_missing",
+                            "shards assigned to this agent that no live agent holds", NULL, NULL,
+                            &a->shards_missing);
+    agent_metric_set(a->shards_missing, missing);
+}
+
 /* Publish the primary shard list to the trainer when it changed. */
 static void on_shards(agent_runtime *a)
 {
     gossip_shards *sh = gossip_node_shards(a->node);
+    shards_health(a, sh, agent_mono_us());
     uint32_t np = gossip_shards_primary(sh, a->primary_scratch, a->n_catalog);
     if (np > a->n_catalog)
         np = a->n_catalog;
@@ -361,6 +414,7 @@ static void sync_metrics(agent_runtime *a)
     a->st.view_epoch = v.epoch;
     a->st.shards_held = a->held_count;
     a->st.shards_primary = a->primary_count;
+    a->st.shards_missing = a->missing_count;
     snprintf(a->st.state, sizeof a->st.state, "%s", state_name(a));
     a->st.round = atomic_load(&a->round);
     a->st.mixing_rounds = a->mixing_rounds;
@@ -400,6 +454,7 @@ static void log_progress(agent_runtime *a)
     agent_log_u64(&l, "bytes_received", s.bytes_received);
     agent_log_u64(&l, "shards_primary", s.shards_primary);
     agent_log_u64(&l, "shards_held", s.shards_held);
+    agent_log_u64(&l, "shards_missing", s.shards_missing);
     agent_log_f64(&l, "samples_per_s", s.samples_per_second);
     agent_log_str(&l, "state", s.state);
     agent_log_end(&l);
@@ -691,6 +746,8 @@ void agent_runtime_destroy(agent_runtime *a)
     free(a->mix_out);
     gossip_sched_destroy(a->sched);
     free(a->primary);
+    free(a->bad_shards);
+    free(a->lost_seen);
     free(a->primary_scratch);
     free(a->view_ids);
     free(a->init_params);
@@ -928,9 +985,11 @@ int agent_runtime_create(agent_runtime **out, const agent_config *cfg, char *err
     }
     agent_shards_import(a);
     a->primary = calloc(a->n_catalog, sizeof *a->primary);
+    a->bad_shards = calloc(a->n_catalog, sizeof *a->bad_shards);
+    a->lost_seen = calloc(a->n_catalog, 1);
     a->primary_scratch = calloc(a->n_catalog, sizeof *a->primary_scratch);
     a->view_ids = calloc((size_t)cfg->max_peers + 1, sizeof *a->view_ids);
-    if (!a->primary || !a->primary_scratch || !a->view_ids) {
+    if (!a->primary || !a->primary_scratch || !a->view_ids || !a->bad_shards || !a->lost_seen) {
         agent_errf(err, errlen, "out of memory");
         goto fail;
     }

@@ -100,6 +100,8 @@ struct agent_runtime {
     gossip_sched *sched; /* the training/mixing schedule (gossip/sched.h) */
     uint32_t *primary;
     uint32_t n_primary;
+    uint32_t *bad_shards; /* catalog indices the trainer found damaged */
+    uint32_t n_bad_shards;
     uint64_t primary_gen;
     int model_ready;
     int trainer_stop;
@@ -117,6 +119,12 @@ struct agent_runtime {
 
     volatile sig_atomic_t stop;
     volatile sig_atomic_t reload; /* SIGHUP: re-read the key files */
+
+    /* shard health (runtime.c, loop only) */
+    uint8_t *lost_seen; /* per catalog shard: reported lost */
+    uint32_t missing_count;
+    agent_metric *shards_missing, *shards_quarantined;
+    uint64_t quarantined_seen;
 
     /* admission (runtime.c, loop only) */
     uint64_t conflict_seen; /* last gossip_swim_conflict seq logged */

@@ -219,6 +219,23 @@ static int op_drop(void *ctx, const uint8_t id[GOSSIP_STORE_ID_SIZE])
     return GOSSIP_OK;
 }
 
+/* A shard whose bytes do not match its id: renamed to <hex>.msh.bad (a
+ * previous bad copy of the same shard is replaced), out of the store's
+ * view, kept for inspection. */
+static int op_quarantine(void *ctx, const uint8_t id[GOSSIP_STORE_ID_SIZE])
+{
+    agent_store_file *s = ctx;
+    char path[AGENT_STORE_FILE_PATH_MAX], bad[AGENT_STORE_FILE_PATH_MAX];
+    if (make_path(s->dir, id, AGENT_STORE_FILE_SUFFIX, path, sizeof path) ||
+        make_path(s->dir, id, AGENT_STORE_FILE_SUFFIX ".bad", bad, sizeof bad))
+        return GOSSIP_EINVAL;
+    if (rename(path, bad) == 0)
+        return GOSSIP_OK;
+    if (errno == ENOENT)
+        return GOSSIP_ENOTFOUND;
+    return unlink(path) ? GOSSIP_EINVAL : GOSSIP_OK;
+}
+
 static const gossip_store_ops store_file_ops = {
     .has = op_has,
     .size = op_size,
@@ -228,6 +245,7 @@ static const gossip_store_ops store_file_ops = {
     .commit = op_commit,
     .abort = op_abort,
     .drop = op_drop,
+    .quarantine = op_quarantine,
 };
 
 static int is_hex_name(const char *name, const char *suffix)

@@ -64,7 +64,19 @@ static void trainer_load(agent_runtime *a, const uint32_t *ids, uint32_t n)
             rc = MODEL_EDIM;
         }
         if (rc) {
-            agent_log(AGENT_LOG_WARN, "shard_unusable", "file", path, "why", msg, NULL);
+            /* Damaged bytes (not another data set, not a passing read
+             * error): the loop quarantines the file and fetches a good copy. */
+            int damaged =
+                rc != MODEL_EIO && rc != MODEL_ENOMEM && rc != MODEL_EDIM && rc != MODEL_EVERSION;
+            agent_log(AGENT_LOG_WARN, "shard_unusable", "file", path, "why", msg, "action",
+                      damaged ? "quarantined; fetching a good copy" : "skipped", NULL);
+            if (damaged) {
+                pthread_mutex_lock(&a->mu);
+                if (a->n_bad_shards < a->n_catalog)
+                    a->bad_shards[a->n_bad_shards++] = ids[i];
+                pthread_mutex_unlock(&a->mu);
+                net_transport_wake(a->t);
+            }
             continue;
         }
         ok++;

@@ -5,8 +5,13 @@
 
 #include "model/shardfile.h"
 
-#define ID   GOSSIP_SHARD_ID_SIZE
-#define HASH 32u
+#define ID GOSSIP_SHARD_ID_SIZE
+/* A shard counts as lost when every fetch pass for LOST_BACKOFFS backoff
+ * periods (3 s at the default 1 s) found every live member answering
+ * NOT_HELD: longer than a joiner's first, partial views take to fill in (a
+ * few probe periods), so joins raise no false alarm. */
+#define LOST_BACKOFFS 3u
+#define HASH          32u
 
 /* Per-shard flags. */
 enum {
@@ -15,6 +20,7 @@ enum {
     F_PRIMARY = 4,
     F_FETCHING = 8,
     F_GUEST = 16, /* the guest shard (with F_ASSIGNED): see gossip_shards_train */
+    F_LOST = 32,  /* assigned; the last fetch found no live member holding it */
 };
 
 typedef struct fetch {
@@ -33,6 +39,8 @@ typedef struct fetch {
     uint32_t requested; /* chunks [0, requested) asked for */
     int want_pending;
     uint32_t bad_chunks;
+    uint32_t not_held;   /* sources of this pass that answered NOT_HELD */
+    uint32_t other_fail; /* ... that failed otherwise (timeout, bad data, busy) */
     gossip_time_us deadline;
     crypto_generichash_state hs;
 } fetch;
@@ -70,7 +78,8 @@ struct gossip_shards {
     uint32_t n_shards;
     uint32_t chunks_max;
     uint8_t *flags;
-    uint8_t *confirmed; /* probe answers: bit j = current holder j has it */
+    uint8_t *confirmed;         /* probe answers: bit j = current holder j has it */
+    gossip_time_us *lost_since; /* first of the all-NOT_HELD fetch passes in a row; 0 = none */
     gossip_time_us *retry_at;
 
     /* current and previous view with their placement */
@@ -280,6 +289,34 @@ static long shard_index(const gossip_shards *sh, const uint8_t *id)
 
 /* ---- create / destroy --------------------------------------------------- */
 
+static void quarantine_held(gossip_shards *sh, uint32_t s);
+static void manifest_forget(gossip_shards *sh, uint32_t s);
+
+/* 1 if stored shard s is within our bound and its bytes hash to its id. A
+ * store that cannot read it is not a verdict on the bytes: kept (the serve
+ * path counts the store error). */
+static int stored_shard_ok(gossip_shards *sh, uint32_t s)
+{
+    const gossip_store *st = &sh->cfg.store;
+    uint64_t size;
+    if (st->ops->size(st->ctx, sh->ids[s], &size))
+        return 1;
+    if (size > sh->cfg.shard_bytes_max)
+        return 0;
+    crypto_generichash_state hs;
+    crypto_generichash_init(&hs, NULL, 0, HASH);
+    uint32_t cb = sh->cfg.chunk_bytes;
+    for (uint64_t off = 0; off < size; off += cb) {
+        uint32_t l = size - off < cb ? (uint32_t)(size - off) : cb;
+        if (st->ops->read(st->ctx, sh->ids[s], off, sh->scratch, l))
+            return 1;
+        hash_covered(&sh->cfg, &hs, off, sh->scratch, l);
+    }
+    uint8_t digest[HASH];
+    crypto_generichash_final(&hs, digest, HASH);
+    return memcmp(digest, sh->ids[s], ID) == 0;
+}
+
 static int config_valid(const gossip_shards_config *cfg)
 {
     if (!cfg || cfg->self == 0 || !cfg->ids || cfg->n_shards == 0 ||
@@ -327,6 +364,7 @@ void gossip_shards_destroy(gossip_shards *sh)
     gossip_free(env, sh->order);
     gossip_free(env, sh->flags);
     gossip_free(env, sh->confirmed);
+    gossip_free(env, sh->lost_since);
     gossip_free(env, sh->retry_at);
     gossip_free(env, sh->view_ids);
     gossip_free(env, sh->holders);
@@ -357,11 +395,12 @@ int gossip_shards_create(gossip_shards **out, const gossip_env *env,
     sh->order = gossip_alloc(env, (size_t)cfg->n_shards * sizeof *sh->order);
     sh->flags = gossip_calloc(env, cfg->n_shards, 1);
     sh->confirmed = gossip_calloc(env, cfg->n_shards, 1);
+    sh->lost_since = gossip_calloc(env, cfg->n_shards, sizeof *sh->lost_since);
     sh->retry_at = gossip_calloc(env, cfg->n_shards, sizeof *sh->retry_at);
     sh->frame = gossip_alloc(env, sh->frame_cap);
     sh->scratch = gossip_alloc(env, cfg->chunk_bytes);
-    if (!sh->ids || !sh->order || !sh->flags || !sh->confirmed || !sh->retry_at || !sh->frame ||
-        !sh->scratch)
+    if (!sh->ids || !sh->order || !sh->flags || !sh->confirmed || !sh->lost_since ||
+        !sh->retry_at || !sh->frame || !sh->scratch)
         goto nomem;
     for (uint32_t i = 0; i < cfg->fetch_max; i++) {
         sh->fetches[i].hashes = gossip_alloc(env, (size_t)sh->chunks_max * HASH);
@@ -382,8 +421,11 @@ int gossip_shards_create(gossip_shards **out, const gossip_env *env,
             return GOSSIP_EINVAL; /* a shard listed twice */
         }
     for (uint32_t s = 0; s < sh->n_shards; s++)
-        if (cfg->store.ops->has(cfg->store.ctx, sh->ids[s]) == 1)
+        if (cfg->store.ops->has(cfg->store.ctx, sh->ids[s]) == 1) {
             sh->flags[s] |= F_HELD;
+            if (!stored_shard_ok(sh, s))
+                quarantine_held(sh, s);
+        }
     sh->next_xfer = (uint32_t)gossip_random(env);
     *out = sh;
     return GOSSIP_OK;
@@ -478,6 +520,20 @@ static void fetch_source(gossip_shards *sh, fetch *f, uint32_t attempt, gossip_t
 {
     uint64_t src = source_at(sh, f->shard, attempt);
     if (!src) {
+        /* Every live member asked and each said NOT_HELD: nobody has it,
+         * as far as this view goes (see LOST_BACKOFFS). */
+        uint32_t s = f->shard;
+        if (f->not_held && !f->other_fail) {
+            if (!sh->lost_since[s])
+                sh->lost_since[s] = now ? now : 1;
+            if (now - sh->lost_since[s] >= LOST_BACKOFFS * sh->cfg.backoff_us &&
+                !(sh->flags[s] & F_LOST)) {
+                sh->flags[s] |= F_LOST;
+                sh->c.lost++;
+            }
+        } else {
+            sh->lost_since[s] = 0;
+        }
         sh->c.fetch_failed++;
         sh->retry_at[f->shard] = now + sh->cfg.backoff_us;
         fetch_release(sh, f, 1);
@@ -501,6 +557,7 @@ static void fetch_start(gossip_shards *sh, uint32_t s, gossip_time_us now)
         f->shard = s;
         f->opened = 0;
         fetch_reset(sh, f);
+        f->not_held = f->other_fail = 0;
         sh->flags[s] |= F_FETCHING;
         sh->c.fetch_started++;
         fetch_source(sh, f, 0, now);
@@ -609,6 +666,10 @@ int gossip_shards_set_view(gossip_shards *sh, const gossip_view *view, gossip_ti
             if (row[j] == sh->cfg.self)
                 fl |= (uint8_t)(F_ASSIGNED | (j == 0 ? F_PRIMARY : 0));
         assigned |= (fl & F_ASSIGNED) != 0;
+        if (!(fl & F_ASSIGNED)) {
+            fl &= (uint8_t)~F_LOST; /* not ours to report any more */
+            sh->lost_since[s] = 0;
+        }
         sh->flags[s] = fl;
         sh->confirmed[s] = 0;
         sh->retry_at[s] = 0; /* a new view is a new chance for every shard */
@@ -626,6 +687,7 @@ int gossip_shards_set_view(gossip_shards *sh, const gossip_view *view, gossip_ti
             fetch_source(sh, f, 0, now);
         } else {
             f->attempt = 0; /* the source order restarts in the new view */
+            f->not_held = f->other_fail = 0;
         }
     }
     sh->n_probes = 0;
@@ -681,10 +743,29 @@ static void on_want(gossip_shards *sh, uint64_t from, const gossip_shard_msg *m)
     (void)serve_push(sh, &e);
 }
 
-/* Manifest of shard s into the cache; returns the entry or NULL (store
- * error or shard above our bound). */
-static manifest_cache *manifest_get(gossip_shards *sh, uint32_t s)
+/* Take held shard s out of the store (its bytes do not match its id) and
+ * make it wanted again. */
+static void quarantine_held(gossip_shards *sh, uint32_t s)
 {
+    const gossip_store *st = &sh->cfg.store;
+    int rc = st->ops->quarantine ? st->ops->quarantine(st->ctx, sh->ids[s])
+                                 : st->ops->drop(st->ctx, sh->ids[s]);
+    if (rc)
+        sh->c.store_errors++;
+    sh->flags[s] &= (uint8_t)~F_HELD;
+    manifest_forget(sh, s);
+    sh->retry_at[s] = 0;
+    sh->scan = 1;
+    sh->c.quarantined++;
+}
+
+/* Manifest of shard s into the cache; returns the entry or NULL (store
+ * error or shard above our bound; *bad = 1 when the bytes did not match the
+ * id: the shard was quarantined). Reading every byte anyway, it checks the
+ * content address, so a shard damaged at rest is never served. */
+static manifest_cache *manifest_get(gossip_shards *sh, uint32_t s, int *bad)
+{
+    *bad = 0;
     for (uint32_t i = 0; i < GOSSIP_SHARDS_MANIFEST_CACHE; i++)
         if (sh->mcache[i].valid && sh->mcache[i].shard == s)
             return &sh->mcache[i];
@@ -700,6 +781,8 @@ static manifest_cache *manifest_get(gossip_shards *sh, uint32_t s)
         return NULL;
     manifest_cache *mc = &sh->mcache[sh->mcache_rr++ % GOSSIP_SHARDS_MANIFEST_CACHE];
     mc->valid = 0;
+    crypto_generichash_state hs;
+    crypto_generichash_init(&hs, NULL, 0, HASH);
     for (uint32_t i = 0; i < n_chunks; i++) {
         uint32_t l = chunk_len(size, cb, i);
         if (st->ops->read(st->ctx, sh->ids[s], (uint64_t)i * cb, sh->scratch, l)) {
@@ -707,6 +790,14 @@ static manifest_cache *manifest_get(gossip_shards *sh, uint32_t s)
             return NULL;
         }
         crypto_generichash(mc->hashes + (size_t)i * HASH, HASH, sh->scratch, l, NULL, 0);
+        hash_covered(&sh->cfg, &hs, (uint64_t)i * cb, sh->scratch, l);
+    }
+    uint8_t digest[HASH];
+    crypto_generichash_final(&hs, digest, HASH);
+    if (memcmp(digest, sh->ids[s], ID) != 0) {
+        quarantine_held(sh, s);
+        *bad = 1;
+        return NULL;
     }
     mc->valid = 1;
     mc->shard = s;
@@ -761,9 +852,11 @@ static size_t build_serve(gossip_shards *sh, serve *e, int *done)
     if (e->kind == GOSSIP_SHARD_PROBE) {
         gossip_w_u8(&w, GOSSIP_SHARD_HAVE);
     } else if (e->kind == GOSSIP_SHARD_MANIFEST) {
-        manifest_cache *mc = manifest_get(sh, s);
+        int bad;
+        manifest_cache *mc = manifest_get(sh, s, &bad);
         if (!mc)
-            return build_nack(sh, s, e->xfer, GOSSIP_SHARD_BAD_REQUEST);
+            return build_nack(sh, s, e->xfer,
+                              bad ? GOSSIP_SHARD_NOT_HELD : GOSSIP_SHARD_BAD_REQUEST);
         gossip_w_u8(&w, GOSSIP_SHARD_MANIFEST);
         gossip_w_u64(&w, mc->size);
         gossip_w_u32(&w, sh->cfg.chunk_bytes);
@@ -823,6 +916,7 @@ static void fetch_finish(gossip_shards *sh, fetch *f, gossip_time_us now)
     const gossip_store *st = &sh->cfg.store;
     if (memcmp(digest, sh->ids[f->shard], ID) != 0) {
         sh->c.whole_bad++;
+        f->other_fail++;
         fetch_reset(sh, f);
         fetch_next_source(sh, f, now);
         return;
@@ -835,6 +929,8 @@ static void fetch_finish(gossip_shards *sh, fetch *f, gossip_time_us now)
     }
     f->opened = 0;
     sh->flags[f->shard] |= F_HELD;
+    sh->flags[f->shard] &= (uint8_t)~F_LOST;
+    sh->lost_since[f->shard] = 0;
     sh->c.fetched++;
     fetch_release(sh, f, 0);
 }
@@ -885,6 +981,7 @@ static void on_data(gossip_shards *sh, fetch *f, const gossip_shard_msg *m, goss
     crypto_generichash(h, HASH, m->data, m->len, NULL, 0);
     if (m->len != expect || memcmp(h, f->hashes + (size_t)m->index * HASH, HASH) != 0) {
         sh->c.chunks_bad++;
+        f->other_fail++;
         if (++f->bad_chunks > GOSSIP_SHARDS_BAD_CHUNKS_MAX)
             fetch_reset(sh, f);
         fetch_next_source(sh, f, now);
@@ -953,6 +1050,10 @@ int gossip_shards_recv(gossip_shards *sh, uint64_t from, const gossip_header *h,
     }
     if (m.type == GOSSIP_MSG_SHARD_NACK) {
         sh->c.nacks++;
+        if (m.reason == GOSSIP_SHARD_NOT_HELD)
+            f->not_held++;
+        else
+            f->other_fail++;
         fetch_next_source(sh, f, now);
     } else if (m.kind == GOSSIP_SHARD_MANIFEST) {
         on_manifest(sh, f, &m, now);
@@ -1002,6 +1103,7 @@ int gossip_shards_tick(gossip_shards *sh, gossip_time_us now)
         fetch *f = &sh->fetches[i];
         if (f->active && f->deadline <= now) {
             sh->c.timeouts++;
+            f->other_fail++;
             fetch_next_source(sh, f, now);
         }
     }
@@ -1213,6 +1315,7 @@ int gossip_shards_status(const gossip_shards *sh, uint32_t s, gossip_shard_statu
     st->primary = (fl & F_PRIMARY) != 0;
     st->guest = (fl & F_GUEST) != 0;
     st->held = (fl & F_HELD) != 0;
+    st->lost = (fl & (F_LOST | F_ASSIGNED | F_HELD)) == (F_LOST | F_ASSIGNED);
     st->fetching = (fl & F_FETCHING) != 0;
     st->width = sh->width;
     st->confirmed = 0;
@@ -1228,6 +1331,23 @@ const uint64_t *gossip_shards_holders(const gossip_shards *sh, uint32_t s, uint3
         return NULL;
     *width = sh->width;
     return sh->holders + (size_t)s * sh->width;
+}
+
+int gossip_shards_quarantine(gossip_shards *sh, uint32_t s, gossip_time_us now)
+{
+    if (s >= sh->n_shards || !(sh->flags[s] & F_HELD))
+        return GOSSIP_ENOTFOUND;
+    quarantine_held(sh, s);
+    pump(sh, now);
+    return GOSSIP_OK;
+}
+
+uint32_t gossip_shards_lost_count(const gossip_shards *sh)
+{
+    uint32_t k = 0;
+    for (uint32_t s = 0; s < sh->n_shards; s++)
+        k += (sh->flags[s] & (F_LOST | F_ASSIGNED | F_HELD)) == (F_LOST | F_ASSIGNED);
+    return k;
 }
 
 uint32_t gossip_shards_held_count(const gossip_shards *sh)

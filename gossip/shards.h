@@ -196,7 +196,9 @@ typedef struct gossip_shards_counters {
     uint64_t serve_dropped; /* requests dropped: answer queue full */
     uint64_t store_errors;  /* store operations that failed */
     uint64_t probes_sent;
-    uint64_t dropped; /* surplus shards dropped after confirmation */
+    uint64_t dropped;     /* surplus shards dropped after confirmation */
+    uint64_t quarantined; /* held shards whose bytes did not match their id */
+    uint64_t lost;        /* times a shard was found held by no live member */
 } gossip_shards_counters;
 
 typedef struct gossip_shard_status {
@@ -204,14 +206,17 @@ typedef struct gossip_shard_status {
     int primary;        /* ... and the first one */
     int guest;          /* its guest shard (see gossip_shards_train) */
     int held;           /* complete and verified in the store */
+    int lost;           /* assigned, and every live member said it does not hold it */
     int fetching;       /* a fetch is in flight */
     uint32_t width;     /* holders per shard in the current view */
     uint32_t confirmed; /* current holders that answered a probe (surplus only) */
     uint64_t primary_id;
 } gossip_shard_status;
 
-/* Create. Reads which shards the store already holds (each counted held only
- * if complete; the store's content was verified when written). Errors:
+/* Create. Reads which shards the store already holds and verifies each
+ * against its id (every byte is read once): a shard that does not match is
+ * quarantined (gossip_store_ops.quarantine, counted) and fetched again like
+ * any missing one. Errors:
  * GOSSIP_EINVAL (a bound out of range, self 0, no catalog or no store),
  * GOSSIP_ENOMEM (nothing left allocated). */
 int gossip_shards_create(gossip_shards **out, const gossip_env *env,
@@ -297,6 +302,16 @@ int gossip_shards_status(const gossip_shards *sh, uint32_t s, gossip_shard_statu
 /* Current holders of shard s (width entries, primary first), or NULL before
  * the first view or if s is out of range. */
 const uint64_t *gossip_shards_holders(const gossip_shards *sh, uint32_t s, uint32_t *width);
+/* A held shard turned out not to match its id (the caller failed to load
+ * it): quarantine it in the store, count it (quarantined), and fetch it
+ * again if this agent is a holder. Errors: GOSSIP_ENOTFOUND (s out of range
+ * or not held). */
+int gossip_shards_quarantine(gossip_shards *sh, uint32_t s, gossip_time_us now);
+/* Shards assigned to this agent that no live member holds: the last fetch
+ * asked every live member and each answered NOT_HELD (data lost with its
+ * holders). Cleared when the shard is fetched or no longer assigned. */
+uint32_t gossip_shards_lost_count(const gossip_shards *sh);
+
 /* Shards this agent holds; shards assigned to it but not held. */
 uint32_t gossip_shards_held_count(const gossip_shards *sh);
 uint32_t gossip_shards_missing_count(const gossip_shards *sh);

@@ -48,6 +48,10 @@ typedef struct gossip_store_ops {
     void (*abort)(void *ctx, const uint8_t id[GOSSIP_STORE_ID_SIZE]);
     /* Delete a complete shard. */
     int (*drop)(void *ctx, const uint8_t id[GOSSIP_STORE_ID_SIZE]);
+    /* Optional (NULL = drop): take a complete shard whose bytes do not match
+     * its id out of the store, keeping the bytes aside for inspection where
+     * the store can (the file store renames it); afterwards has() is 0. */
+    int (*quarantine)(void *ctx, const uint8_t id[GOSSIP_STORE_ID_SIZE]);
 } gossip_store_ops;
 
 typedef struct gossip_store {

@@ -146,8 +146,9 @@ static int m_drop(void *ctx, const uint8_t *id)
     return GOSSIP_OK;
 }
 
-static const gossip_store_ops mem_ops = {m_has,   m_size,   m_read,  m_begin,
-                                         m_write, m_commit, m_abort, m_drop};
+/* quarantine NULL: a bad shard is simply dropped (nothing to inspect). */
+static const gossip_store_ops mem_ops = {m_has,    m_size,  m_read, m_begin, m_write,
+                                         m_commit, m_abort, m_drop, NULL};
 
 int gossip_store_mem_create(gossip_store *out, const gossip_env *env, uint32_t shards_max,
                             uint64_t shard_bytes_max)
