@@ -9,8 +9,9 @@
  * mixer (dim 11, chunks of 4 values, block 4) is member 2 of the view
  * {1, 2, 3, 4} and starts a round first. Checked after every step: recv
  * returns a documented code; every frame out has a valid header of a mixing
- * type and fits the largest frame; the vector taken out is finite. Any
- * violation aborts.
+ * type and fits the largest frame; the vector taken out is finite; a frame
+ * that does not decode (ETYPE, EMALFORMED, ETRUNC) changes neither the
+ * state nor the round and is not answered. Any violation aborts.
  */
 #include <math.h>
 #include <stdint.h>
@@ -20,10 +21,11 @@
 #include "gossip/mix.h"
 #include "gossip/wire.h"
 #include "model/rng.h"
+#include "tests/fuzz/fuzz_fixture.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-#define DIM 11u
+#define DIM FUZZ_MIX_DIM
 
 static void check(int ok)
 {
@@ -43,16 +45,19 @@ static void f_free(void *ctx, void *p)
     free(p);
 }
 
-static void drain(gossip_mix *m, gossip_time_us now)
+/* Drain and check every frame out; returns how many. */
+static int drain(gossip_mix *m, gossip_time_us now)
 {
     gossip_send o;
-    for (int k = 0; k < 10000 && gossip_mix_poll_send(m, &o, now) == 1; k++) {
+    int k = 0;
+    for (; k < 10000 && gossip_mix_poll_send(m, &o, now) == 1; k++) {
         gossip_header h;
         check(gossip_header_decode(o.frame, o.len, &h) == GOSSIP_OK);
         check(h.type >= GOSSIP_MSG_MIX_PUSH && h.type <= GOSSIP_MSG_AR_ABORT);
         check(h.sender == 2 && o.dest != 2 && o.dest != 0);
         check(o.len <= GOSSIP_HEADER_SIZE + GOSSIP_MIX_HEADER_MAX + 8 * (DIM + 1));
     }
+    return k;
 }
 
 static void take_and_check(gossip_mix *m, float *x)
@@ -80,19 +85,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                       .random = model_rng_callback,
                       .alloc_ctx = NULL,
                       .random_ctx = &rng};
-    gossip_mix_config c = {.self = 2,
-                           .dim = DIM,
-                           .algo = algo,
-                           .topology = GOSSIP_TOPO_RING,
-                           .bits = widths[(data[0] >> 3) & 7],
-                           .block = 4,
-                           .chunk_values = 4,
-                           .links_max = 2,
-                           .step_timeout_us = 1000};
+    gossip_mix_config c;
+    fuzz_mix_config(&c, 2, algo, widths[(data[0] >> 3) & 7]);
     gossip_mix *m = NULL;
     check(gossip_mix_create(&m, &env, &c) == GOSSIP_OK);
     uint64_t ids[] = {1, 2, 3, 4};
-    gossip_view v = {.epoch = 5, .n = 4, .ids = ids};
+    gossip_view v = {.epoch = FUZZ_MIX_EPOCH, .n = 4, .ids = ids};
     check(gossip_mix_set_view(m, &v, 0) == GOSSIP_OK);
     float x[DIM];
     for (uint32_t i = 0; i < DIM; i++)
@@ -119,11 +117,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                            .type = type,
                            .payload_len = (uint32_t)len,
                            .sender = from,
-                           .epoch = 5,
+                           .epoch = FUZZ_MIX_EPOCH,
                            .round = round};
+        gossip_mix_state state = gossip_mix_get_state(m);
+        uint64_t round_before = gossip_mix_round(m);
         int rc = gossip_mix_recv(m, from, &h, payload, len, now);
-        check(rc >= 0 && rc < GOSSIP_ERR_COUNT);
-        drain(m, now);
+        /* the documented set (gossip/mix.h) */
+        check(rc == GOSSIP_OK || rc == GOSSIP_ETYPE || rc == GOSSIP_EMALFORMED ||
+              rc == GOSSIP_ETRUNC || rc == GOSSIP_ENONFINITE || rc == GOSSIP_ESTALE ||
+              rc == GOSSIP_ENOTFOUND || rc == GOSSIP_EFULL || rc == GOSSIP_EINVAL);
+        int sent = drain(m, now);
+        /* a frame that does not decode changes nothing and is not answered */
+        if (rc == GOSSIP_ETYPE || rc == GOSSIP_EMALFORMED || rc == GOSSIP_ETRUNC)
+            check(sent == 0 && gossip_mix_get_state(m) == state &&
+                  gossip_mix_round(m) == round_before);
         now += 100;
         if (flags & 1) {
             gossip_mix_tick(

@@ -25,7 +25,12 @@
 #include "model/data.h"
 #include "model/model.h"
 #include "model/shardfile.h"
+#include "gossip/mix.h"
+#include "gossip/swim.h"
+#include "gossip/wire.h"
+#include "model/rng.h"
 #include "sim/scenario.h"
+#include "tests/fuzz/fuzz_fixture.h"
 
 static const char *corpus_dir;
 static const char *vectors_dir;
@@ -420,6 +425,233 @@ static void seeds_session(void)
     put("fuzz_session", "window", window, sizeof window);
 }
 
+/* ---- fuzz_swim: options byte, then frames to member 1 ---- */
+static void *m_alloc(void *ctx, size_t n)
+{
+    (void)ctx;
+    return malloc(n ? n : 1);
+}
+
+static void m_free(void *ctx, void *p)
+{
+    (void)ctx;
+    free(p);
+}
+
+/* Members 1 ("self"), 2 ("a2") and 3 ("a3") run for `periods` probe
+ * periods; member `joiner` joins through `seed_addr`. Every frame to member
+ * 1 is appended to the seed as one fuzz_swim frame. */
+static void swim_run(const char *name, uint8_t options, uint64_t joiner, const char *seed_addr,
+                     int periods)
+{
+    static uint8_t seed[16384], node_seed[16384];
+    size_t n = 0, nn = 0;
+    seed[n++] = options;
+    node_seed[nn++] = (uint8_t)(options << 1); /* fuzz_node: bit 1 joins */
+    gossip_manifest man;
+    fuzz_swim_manifest(&man);
+    model_rng rng[3];
+    gossip_env env[3];
+    gossip_swim *sw[3];
+    static const char *const addrs[3] = {"self", "a2", "a3"};
+    for (int i = 0; i < 3; i++) {
+        model_rng_seed(&rng[i], 11 + (uint64_t)i, 0);
+        env[i] = (gossip_env){m_alloc, m_free, model_rng_callback, NULL, &rng[i]};
+        gossip_swim_config c = {.self_id = (uint64_t)i + 1,
+                                .self_addr = addrs[i],
+                                .members_max = FUZZ_SWIM_MEMBERS,
+                                .probe_interval_us = FUZZ_SWIM_PERIOD_US,
+                                .manifest = &man};
+        if (gossip_swim_create(&sw[i], &env[i], &c))
+            die("gossip_swim_create");
+    }
+    for (int i = 0; i < 3; i++)
+        if (i + 1 != (int)joiner && i != 0 && gossip_swim_join(sw[i], &addrs[0], 1, 0))
+            die("gossip_swim_join");
+    if (gossip_swim_join(sw[joiner - 1], &seed_addr, 1, 0))
+        die("gossip_swim_join");
+    for (gossip_time_us now = 0; now < (gossip_time_us)periods * FUZZ_SWIM_PERIOD_US;
+         now += FUZZ_SWIM_PERIOD_US / 4) {
+        for (int i = 0; i < 3; i++) {
+            gossip_swim_tick(sw[i], now);
+            gossip_send o;
+            while (gossip_swim_poll_send(sw[i], &o, now) == 1) {
+                int to = -1;
+                for (int k = 0; k < 3; k++)
+                    if (o.dest == (uint64_t)k + 1 ||
+                        (o.dest_addr && !strcmp(o.dest_addr, addrs[k])))
+                        to = k;
+                gossip_header h;
+                if (to < 0 || gossip_header_decode(o.frame, o.len, &h))
+                    continue;
+                const uint8_t *pl = o.frame + GOSSIP_HEADER_SIZE;
+                size_t len = o.len - GOSSIP_HEADER_SIZE;
+                if (to == 0 && n + 4 + len <= sizeof seed) {
+                    seed[n++] = (uint8_t)(h.type - 1);
+                    seed[n++] = (uint8_t)(h.sender - 2);
+                    seed[n++] = (uint8_t)(len >> 8);
+                    seed[n++] = (uint8_t)len;
+                    memcpy(seed + n, pl, len);
+                    n += len;
+                }
+                if (to == 0 && nn + 3 + o.len <= sizeof node_seed) {
+                    node_seed[nn++] = (uint8_t)(h.sender - 2 + FUZZ_SWIM_SENDERS);
+                    node_seed[nn++] = (uint8_t)(o.len >> 8);
+                    node_seed[nn++] = (uint8_t)o.len;
+                    memcpy(node_seed + nn, o.frame, o.len);
+                    nn += o.len;
+                }
+                gossip_swim_recv(sw[to], h.sender, &h, pl, len, now);
+            }
+        }
+    }
+    put("fuzz_swim", name, seed, n);
+    put("fuzz_node", name, node_seed, nn);
+    for (int i = 0; i < 3; i++)
+        gossip_swim_destroy(sw[i]);
+}
+
+static void seeds_swim(void)
+{
+    gossip_manifest man;
+    fuzz_swim_manifest(&man);
+    uint8_t mb[GOSSIP_MANIFEST_WIRE_MAX];
+    gossip_writer w;
+    gossip_writer_init(&w, mb, sizeof mb);
+    gossip_manifest_write(&w, &man);
+    put("fuzz_manifest", "fixture", mb, w.len);
+    memset(&man, 0, sizeof man);
+    gossip_writer_init(&w, mb, sizeof mb);
+    gossip_manifest_write(&w, &man);
+    put("fuzz_manifest", "zero", mb, w.len);
+    swim_run("join-to-us", 0, 2, "self", 4);
+    swim_run("we-join", 1, 1, "a2", 4);
+}
+
+/* ---- fuzz_shards, fuzz_xfer: options byte, then network ops ---- */
+static void seeds_network(void)
+{
+    uint8_t b[64];
+    size_t n = 0;
+    b[n++] = 0x03; /* chunks of 4 bytes, window 1 */
+    for (int k = 0; k < 16; k++)
+        b[n++] = 0x00, b[n++] = 0x08; /* deliver both ways, in order */
+    put("fuzz_shards", "in-order", b, n);
+    /* a flipped bit, a drop, a duplicate, a reordering, a cut frame, time,
+     * an injected WANT */
+    static const uint8_t hostile[] = {0x0a, 0x00, 0x08, 0x02, 40,   3,    0x00, 0x08, 0x01, 0x09,
+                                      0x04, 100,  0x05, 0x0d, 0x06, 0x0e, 0x00, 0x08, 0x07, 20,
+                                      0x0f, 9,    0x03, 0,    47,   0x00, 0x08, 0x00, 0x08};
+    put("fuzz_shards", "hostile", hostile, sizeof hostile);
+    n = 0;
+    b[n++] = 0x11; /* 2 values a chunk, window 1, node 1 has a checkpoint */
+    for (int k = 0; k < 16; k++)
+        b[n++] = 0x00, b[n++] = 0x08;
+    put("fuzz_xfer", "in-order", b, n);
+    static const uint8_t xhostile[] = {0x06, 0x00, 0x08, 0x02, 30,   5,    0x00, 0x08, 0x01, 0x09,
+                                       0x04, 60,   0x05, 0x0d, 0x06, 0x0e, 0x00, 0x08, 0x07, 12,
+                                       0x0f, 4,    0x03, 1,    7,    11,   0x00, 0x08, 0x00, 0x08};
+    put("fuzz_xfer", "hostile", xhostile, sizeof xhostile);
+}
+
+/* ---- fuzz_mix: algorithm byte, then frames to mixer 2 ---- */
+typedef struct mframe {
+    int to;
+    size_t len;
+    uint8_t *f;
+} mframe;
+
+/* Four real mixers run two rounds of algo at 8 bits; every frame to mixer
+ * 2 becomes one fuzz_mix frame, its round given relative to mixer 2's. */
+static void mix_run(gossip_mix_algo algo)
+{
+    static const uint8_t types[] = {GOSSIP_MSG_MIX_PUSH, GOSSIP_MSG_MIX_REPLY, GOSSIP_MSG_PUSHSUM,
+                                    GOSSIP_MSG_AR_CHUNK, GOSSIP_MSG_AR_ABORT};
+    static uint8_t seed[32768];
+    size_t n = 0;
+    seed[n++] = (uint8_t)((2u << 3) | (unsigned)algo); /* widths[2] = 8 bits */
+    model_rng rng[4];
+    gossip_env env[4];
+    gossip_mix *mx[4];
+    uint64_t ids[4] = {1, 2, 3, 4};
+    gossip_view v = {.epoch = FUZZ_MIX_EPOCH, .n = 4, .ids = ids};
+    float x[FUZZ_MIX_DIM];
+    for (int i = 0; i < 4; i++) {
+        model_rng_seed(&rng[i], 21 + (uint64_t)i, 0);
+        env[i] = (gossip_env){m_alloc, m_free, model_rng_callback, NULL, &rng[i]};
+        gossip_mix_config c;
+        fuzz_mix_config(&c, ids[i], algo, 8);
+        if (gossip_mix_create(&mx[i], &env[i], &c) || gossip_mix_set_view(mx[i], &v, 0))
+            die("gossip_mix_create");
+        for (uint32_t k = 0; k < FUZZ_MIX_DIM; k++)
+            x[k] = (float)(i + 1) * 0.25f * (float)k - 1.0f;
+        if (gossip_mix_start(mx[i], x, 0))
+            die("gossip_mix_start");
+    }
+    static mframe q[4096];
+    size_t qh = 0, qt = 0;
+    int rounds_done = 0;
+    for (gossip_time_us now = 0; now < 200000 && rounds_done < 8; now += 100) {
+        for (int i = 0; i < 4; i++) {
+            if (gossip_mix_deadline(mx[i]) <= now)
+                gossip_mix_tick(mx[i], now);
+            gossip_send o;
+            while (gossip_mix_poll_send(mx[i], &o, now) == 1 && qt < 4096) {
+                if (o.dest < 1 || o.dest > 4)
+                    continue;
+                q[qt].to = (int)o.dest - 1;
+                q[qt].len = o.len;
+                q[qt].f = malloc(o.len);
+                if (!q[qt].f)
+                    die("malloc");
+                memcpy(q[qt].f, o.frame, o.len);
+                qt++;
+            }
+        }
+        while (qh < qt) {
+            mframe *fr = &q[qh++];
+            gossip_header h;
+            if (!gossip_header_decode(fr->f, fr->len, &h)) {
+                const uint8_t *pl = fr->f + GOSSIP_HEADER_SIZE;
+                size_t len = fr->len - GOSSIP_HEADER_SIZE;
+                int ti = 0;
+                while (ti < 5 && types[ti] != h.type)
+                    ti++;
+                if (fr->to == 1 && ti < 5 && h.sender != 2 && n + 6 + len <= sizeof seed) {
+                    long off = (long)h.round - (long)gossip_mix_round(mx[1]) + 1;
+                    seed[n++] = (uint8_t)ti;
+                    seed[n++] = (uint8_t)(h.sender == 1 ? 0 : h.sender - 2);
+                    seed[n++] = (uint8_t)(off < 0 ? 0 : off > 3 ? 3 : off);
+                    seed[n++] = 2; /* take and restart when done */
+                    seed[n++] = (uint8_t)(len >> 8);
+                    seed[n++] = (uint8_t)len;
+                    memcpy(seed + n, pl, len);
+                    n += len;
+                }
+                gossip_mix_recv(mx[fr->to], h.sender, &h, pl, len, now);
+            }
+            free(fr->f);
+        }
+        qh = qt = 0;
+        for (int i = 0; i < 4; i++)
+            if (gossip_mix_get_state(mx[i]) == GOSSIP_MIX_DONE) {
+                int outcome;
+                gossip_mix_take(mx[i], x, &outcome);
+                gossip_mix_start(mx[i], x, now);
+                rounds_done++;
+            }
+    }
+    put("fuzz_mix", gossip_mix_algo_names[algo], seed, n);
+    for (int i = 0; i < 4; i++)
+        gossip_mix_destroy(mx[i]);
+}
+
+static void seeds_mix(void)
+{
+    for (int a = 0; a < GOSSIP_MIX_ALGO_COUNT; a++)
+        mix_run((gossip_mix_algo)a);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 3) {
@@ -434,6 +666,9 @@ int main(int argc, char **argv)
     seeds_shardfile();
     seeds_channel();
     seeds_session();
+    seeds_swim();
+    seeds_network();
+    seeds_mix();
     seeds_checkpoint();
     seeds_config();
     seeds_scenario();

@@ -1,6 +1,7 @@
 #!/bin/sh
 # fuzz_smoke: build every libFuzzer target (tests/fuzz/fuzz_*.c) with clang
-# and run each for FUZZ_S seconds (default 3) from its committed seed corpus,
+# and run each for FUZZ_S seconds (default 3; two at a time, FUZZ_JOBS) from
+# its committed seed corpus,
 # so every seed and regression input is replayed and a few thousand new
 # inputs are tried; any crash or broken property fails the test
 # (docs/FUZZING.md). Prints one "skipped" line where clang or libFuzzer is
@@ -22,4 +23,4 @@ if ! MAKEFLAGS= make --no-print-directory -j2 fuzz-build FUZZ_CC="$cc" >"$work/b
     exit 1
 fi
 echo "fuzz_smoke: targets built in $(($(date +%s) - start))s"
-sh tests/fuzz/run.sh build/fuzz "${FUZZ_S:-3}" "$work/corpus"
+FUZZ_JOBS=${FUZZ_JOBS:-2} sh tests/fuzz/run.sh build/fuzz "${FUZZ_S:-3}" "$work/corpus"
