@@ -12,6 +12,7 @@
 #include "agent/commands.h"
 #include "agent/metrics.h"
 #include "common/cli.h"
+#include "common/json.h"
 #include "common/text.h"
 
 /* Default deadline: an agent answers from memory in well under a
@@ -51,109 +52,17 @@ static bool valid_target(const char *t)
     return common_parse_u64(colon + 1, &port) && port >= 1 && port <= 65535;
 }
 
-static const char *skip_ws(const char *p)
-{
-    while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')
-        p++;
-    return p;
-}
-
-/* Parse a JSON string at p (after the opening quote) into out; returns the
- * position after the closing quote, or NULL. Non-ASCII \u escapes print as '?'. */
-static const char *json_string(const char *p, char *out, size_t cap)
-{
-    size_t n = 0;
-    for (; *p && *p != '"'; p++) {
-        char c = *p;
-        if (c == '\\') {
-            p++;
-            switch (*p) {
-            case 'n':
-                c = '\n';
-                break;
-            case 't':
-                c = '\t';
-                break;
-            case 'r':
-                c = '\r';
-                break;
-            case 'b':
-                c = '\b';
-                break;
-            case 'f':
-                c = '\f';
-                break;
-            case 'u': {
-                unsigned v = 0;
-                for (int i = 1; i <= 4; i++) {
-                    char h = p[i];
-                    unsigned d = h >= '0' && h <= '9'   ? (unsigned)(h - '0')
-                                 : h >= 'a' && h <= 'f' ? (unsigned)(h - 'a' + 10)
-                                 : h >= 'A' && h <= 'F' ? (unsigned)(h - 'A' + 10)
-                                                        : 16u;
-                    if (d == 16)
-                        return NULL;
-                    v = v * 16 + d;
-                }
-                p += 4;
-                c = v >= 0x20 && v < 0x7f ? (char)v : '?';
-                break;
-            }
-            case '"':
-            case '\\':
-            case '/':
-                c = *p;
-                break;
-            default:
-                return NULL;
-            }
-        }
-        if (n + 1 < cap)
-            out[n++] = c;
-    }
-    if (*p != '"')
-        return NULL;
-    out[n] = '\0';
-    return p + 1;
-}
-
 /* Print a flat JSON object as "key: value" lines. Returns 0, or -1 if the
  * document is not a flat object. */
 static int print_flat(const char *doc, FILE *out)
 {
     char key[128], val[512];
-    const char *p = skip_ws(doc);
-    if (*p++ != '{')
-        return -1;
-    p = skip_ws(p);
-    if (*p == '}')
-        return 0;
-    for (;;) {
-        if (*p++ != '"' || !(p = json_string(p, key, sizeof key)))
-            return -1;
-        p = skip_ws(p);
-        if (*p++ != ':')
-            return -1;
-        p = skip_ws(p);
-        if (*p == '"') {
-            if (!(p = json_string(p + 1, val, sizeof val)))
-                return -1;
-        } else {
-            size_t n = strcspn(p, ",} \t\r\n");
-            if (n == 0 || n >= sizeof val || *p == '{' || *p == '[')
-                return -1;
-            memcpy(val, p, n);
-            val[n] = '\0';
-            p += n;
-        }
+    common_json_reader r;
+    common_json_reader_init(&r, doc);
+    int rc;
+    while ((rc = common_json_next(&r, key, sizeof key, val, sizeof val)) == 1)
         fprintf(out, "%s: %s\n", key, val);
-        p = skip_ws(p);
-        if (*p == '}')
-            return 0;
-        if (*p++ != ',')
-            return -1;
-        p = skip_ws(p);
-    }
+    return rc;
 }
 
 int cmd_status(int argc, char **argv)

@@ -17,7 +17,8 @@ int cmd_keygen(int argc, char **argv);
 int cmd_status(int argc, char **argv); /* agent/cmd_status.c */
 int cmd_train(int argc, char **argv);
 int cmd_shard(int argc, char **argv);
-int cmd_agent(int argc, char **argv); /* agent/cmd_agent.c */
-int cmd_sim(int argc, char **argv);   /* agent/cmd_sim.c */
+int cmd_agent(int argc, char **argv);  /* agent/cmd_agent.c */
+int cmd_sim(int argc, char **argv);    /* agent/cmd_sim.c */
+int cmd_launch(int argc, char **argv); /* agent/cmd_launch.c */
 
 #endif

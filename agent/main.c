@@ -29,6 +29,7 @@ static const agent_command commands[] = {
     {"train", cmd_train, "train a model on one machine (Fashion-MNIST, IDX, CSV or shards)"},
     {"shard", cmd_shard, "split a data set into content-addressed shard files"},
     {"agent", cmd_agent, "run an agent: join peers, train on shards, mix models"},
+    {"launch", cmd_launch, "start a cluster of N agents here or over ssh, watch it, stop it"},
     {"sim", cmd_sim, "run a discrete-event simulation scenario (docs/SIMULATOR.md)"},
 };
 #define COMMAND_COUNT (sizeof commands / sizeof commands[0])

@@ -223,3 +223,141 @@ int common_json_finish(common_json *j, size_t *len)
         *len = j->len;
     return 0;
 }
+
+/* ---- reading ---- */
+
+void common_json_reader_init(common_json_reader *r, const char *doc)
+{
+    r->p = doc;
+    r->state = 0;
+}
+
+static const char *skip_ws(const char *p)
+{
+    while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')
+        p++;
+    return p;
+}
+
+static unsigned hex_digit(char h)
+{
+    return h >= '0' && h <= '9'   ? (unsigned)(h - '0')
+           : h >= 'a' && h <= 'f' ? (unsigned)(h - 'a' + 10)
+           : h >= 'A' && h <= 'F' ? (unsigned)(h - 'A' + 10)
+                                  : 16u;
+}
+
+/* A string at p (after the opening quote) into out; the position after
+ * the closing quote, or NULL. */
+static const char *read_string(const char *p, char *out, size_t cap)
+{
+    size_t n = 0;
+    for (; *p && *p != '"'; p++) {
+        char c = *p;
+        if (c == '\\') {
+            p++;
+            switch (*p) {
+            case 'n':
+                c = '\n';
+                break;
+            case 't':
+                c = '\t';
+                break;
+            case 'r':
+                c = '\r';
+                break;
+            case 'b':
+                c = '\b';
+                break;
+            case 'f':
+                c = '\f';
+                break;
+            case 'u': {
+                unsigned v = 0;
+                for (int i = 1; i <= 4; i++) {
+                    unsigned d = hex_digit(p[i]);
+                    if (d == 16)
+                        return NULL;
+                    v = v * 16 + d;
+                }
+                p += 4;
+                c = v >= 0x20 && v < 0x7f ? (char)v : '?';
+                break;
+            }
+            case '"':
+            case '\\':
+            case '/':
+                c = *p;
+                break;
+            default:
+                return NULL;
+            }
+        }
+        if (n + 1 < cap)
+            out[n++] = c;
+    }
+    if (*p != '"')
+        return NULL;
+    if (cap)
+        out[n] = '\0';
+    return p + 1;
+}
+
+int common_json_next(common_json_reader *r, char *key, size_t kcap, char *val, size_t vcap)
+{
+    const char *p = skip_ws(r->p);
+    if (r->state == 2)
+        return 0;
+    if (r->state == 0) {
+        if (*p++ != '{')
+            return -1;
+        r->state = 1;
+        p = skip_ws(p);
+        if (*p == '}') {
+            r->state = 2;
+            r->p = p + 1;
+            return 0;
+        }
+    } else {
+        if (*p == '}') {
+            r->state = 2;
+            r->p = p + 1;
+            return 0;
+        }
+        if (*p++ != ',')
+            return -1;
+        p = skip_ws(p);
+    }
+    if (*p++ != '"' || !(p = read_string(p, key, kcap)))
+        return -1;
+    p = skip_ws(p);
+    if (*p++ != ':')
+        return -1;
+    p = skip_ws(p);
+    if (*p == '"') {
+        if (!(p = read_string(p + 1, val, vcap)))
+            return -1;
+    } else {
+        size_t n = strcspn(p, ",} \t\r\n");
+        if (n == 0 || *p == '{' || *p == '[')
+            return -1;
+        snprintf(val, vcap, "%.*s", (int)n, p);
+        p += n;
+    }
+    r->p = p;
+    return 1;
+}
+
+int common_json_get(const char *doc, const char *key, char *val, size_t vcap)
+{
+    common_json_reader r;
+    common_json_reader_init(&r, doc);
+    char k[128];
+    int rc;
+    while ((rc = common_json_next(&r, k, sizeof k, val, vcap)) == 1)
+        if (!strcmp(k, key))
+            return 1;
+    if (vcap)
+        val[0] = '\0';
+    return rc;
+}

@@ -56,4 +56,23 @@ void common_json_null(common_json *j, const char *key);
  * (may be NULL), or -1 if anything failed or a container is still open. */
 int common_json_finish(common_json *j, size_t *len);
 
+/* ---- reading a flat object ----
+ *
+ * The documents murmur reads back (an agent's /status) are one flat object
+ * whose values are strings, numbers, true, false or null. The reader walks
+ * its members in order: strings are unescaped (\uXXXX outside printable
+ * ASCII becomes '?'), other values are given as written. Keys and values
+ * longer than the caller's buffers are cut. Nested objects or arrays, or
+ * anything else malformed, end the walk with -1. */
+typedef struct common_json_reader {
+    const char *p;
+    int state; /* 0 before '{', 1 inside, 2 after '}' */
+} common_json_reader;
+
+void common_json_reader_init(common_json_reader *r, const char *doc);
+/* 1 and the next member, 0 at the end of the object, -1 if malformed. */
+int common_json_next(common_json_reader *r, char *key, size_t kcap, char *val, size_t vcap);
+/* The value of key in a flat object: 1 found, 0 absent, -1 malformed. */
+int common_json_get(const char *doc, const char *key, char *val, size_t vcap);
+
 #endif

@@ -507,6 +507,49 @@ static void json_writer(void **state)
     assert_int_equal(common_json_finish(&j, NULL), -1);
 }
 
+static void json_reader(void **state)
+{
+    (void)state;
+    const char *doc = " {\"a\": \"x\\\"y\\u0041\\u00e9\", \"n\":-1.5e3,\"t\":true , \"z\":null}\n";
+    common_json_reader r;
+    char k[16], v[16];
+    common_json_reader_init(&r, doc);
+    assert_int_equal(common_json_next(&r, k, sizeof k, v, sizeof v), 1);
+    assert_string_equal(k, "a");
+    assert_string_equal(v, "x\"yA?");
+    assert_int_equal(common_json_next(&r, k, sizeof k, v, sizeof v), 1);
+    assert_string_equal(v, "-1.5e3");
+    assert_int_equal(common_json_next(&r, k, sizeof k, v, sizeof v), 1);
+    assert_string_equal(v, "true");
+    assert_int_equal(common_json_next(&r, k, sizeof k, v, sizeof v), 1);
+    assert_string_equal(k, "z");
+    assert_int_equal(common_json_next(&r, k, sizeof k, v, sizeof v), 0);
+    assert_int_equal(common_json_next(&r, k, sizeof k, v, sizeof v), 0);
+    assert_int_equal(common_json_get(doc, "t", v, sizeof v), 1);
+    assert_string_equal(v, "true");
+    assert_int_equal(common_json_get(doc, "missing", v, sizeof v), 0);
+    assert_int_equal(common_json_get("{}", "a", v, sizeof v), 0);
+    /* what the writer writes, the reader reads */
+    char buf[128];
+    common_json w;
+    common_json_init_buf(&w, buf, sizeof buf, 2);
+    common_json_object_begin(&w, NULL);
+    common_json_string(&w, "s", "tab\there");
+    common_json_number(&w, "x", 0.25);
+    common_json_end(&w);
+    assert_int_equal(common_json_finish(&w, NULL), 0);
+    assert_int_equal(common_json_get(buf, "s", v, sizeof v), 1);
+    assert_string_equal(v, "tab\there");
+    assert_int_equal(common_json_get(buf, "x", v, sizeof v), 1);
+    assert_string_equal(v, "0.25");
+    /* malformed: nested, unterminated, not an object, cut */
+    static const char *const bad[] = {"{\"a\":{}}", "{\"a\":\"x",      "[1]", "{\"a\" 1}",
+                                      "{\"a\":1,",  "{\"a\":\"\\q\"}", ""};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        if (common_json_get(bad[i], "b", v, sizeof v) != -1)
+            fail_msg("'%s' read as a flat object", bad[i]);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -514,6 +557,7 @@ int main(void)
         cmocka_unit_test(values_and_lists),     cmocka_unit_test(file_syntax_errors),
         cmocka_unit_test(environment),          cmocka_unit_test(written_text_reads_back),
         cmocka_unit_test(text_helpers),         cmocka_unit_test(json_writer),
+        cmocka_unit_test(json_reader),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
