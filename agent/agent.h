@@ -59,10 +59,11 @@ int agent_runtime_create(agent_runtime **out, const agent_config *cfg, char *err
 int agent_runtime_run(agent_runtime *a);
 /* Ask the loop to stop. Async-signal-safe (sets a flag). */
 void agent_runtime_stop(agent_runtime *a);
-/* Ask the loop to re-read the allow-list file (SIGHUP). Async-signal-safe
- * (sets a flag; the loop acts within AGENT_LOOP_WAIT_MAX_MS). A key removed
- * from the list has its links closed at once; a file that cannot be read
- * or parsed keeps the list in force and logs why. */
+/* Ask the loop to re-read the network key ring and the allow-list file
+ * (SIGHUP). Async-signal-safe (sets a flag; the loop acts within
+ * AGENT_LOOP_WAIT_MAX_MS). A key removed from either has its links closed
+ * at once; a file that cannot be read or parsed keeps what is in force and
+ * logs why. */
 void agent_runtime_reload(agent_runtime *a);
 void agent_runtime_destroy(agent_runtime *a);
 

@@ -1,5 +1,5 @@
 /* murmur agent — run one agent until SIGINT or SIGTERM; SIGHUP re-reads the
- * allow-list (agent/agent.h). */
+ * network key ring and the allow-list (agent/agent.h). */
 #include "agent/commands.h"
 
 #include <signal.h>
@@ -17,7 +17,7 @@ static void on_signal(int sig)
     if (!running)
         return;
     if (sig == SIGHUP)
-        agent_runtime_reload(running); /* re-read the allow-list */
+        agent_runtime_reload(running); /* re-read the network keys and the allow-list */
     else
         agent_runtime_stop(running);
 }

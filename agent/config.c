@@ -21,6 +21,7 @@
 #include "model/optim.h"
 
 static const char *const bits_names[] = {"1", "2", "4", "8", "16", "32", NULL};
+const char *const agent_encryption_names[] = {"encrypt", "auth-only", NULL};
 
 #define BUILTIN_DATASET "fashion-mnist"
 
@@ -248,10 +249,14 @@ const agent_config_option agent_config_options[] = {
      .help = "this agent's Ed25519 key pair; empty = DATA_DIR/murmur.key (murmur keygen --out "
              "DATA_DIR)"},
     {"node", "network_key_file", STR, F(network_key_file), .flags = PATH, .def = "",
-     .help = "the cluster's shared network key (admission); empty = DATA_DIR/network.key"},
+     .help = "the cluster's shared network key (admission), or up to 4 keys back to back (the "
+             "first used, all accepted: rotation); empty = DATA_DIR/network.key"},
     {"node", "allow_list_file", STR, F(allow_list_file), .flags = PATH, .def = "",
      .help = "file of allowed public keys, one per line (a file with no key admits nobody); unset "
              "= admit any holder of the network key"},
+    {"node", "encryption", ENUM, F(encryption), .names = agent_encryption_names, .def = "encrypt",
+     .help = "encrypt: frames encrypted and authenticated; auth-only: authenticated, sent in clear "
+             "(trusted networks only; used only with peers that ask for it too)"},
     {"seeds", "seed", COMMON_OPT_LIST, COMMON_OPT_LIST_FIELD(agent_config, seeds, seed_count),
      .flags = NONEMPTY | COMMON_OPT_LIST_REPLACE | COMMON_OPT_LIST_UNIQUE, .check = check_addr,
      .def = "", .unit = "seeds",

@@ -93,6 +93,11 @@ typedef enum agent_config_err {
 
 const char *agent_config_strerror(int err);
 
+/* node.encryption: frames encrypted and authenticated (the default), or
+ * only authenticated (trusted networks; used only when both ends ask). */
+typedef enum agent_encryption { AGENT_ENCRYPT = 0, AGENT_AUTH_ONLY = 1 } agent_encryption;
+extern const char *const agent_encryption_names[];
+
 typedef struct agent_config {
     /* [node] */
     char listen[AGENT_CONFIG_ADDR_MAX];    /* normalised: tcp://host:port, ipc://, inproc:// */
@@ -101,6 +106,7 @@ typedef struct agent_config {
     char key_file[AGENT_CONFIG_PATH_MAX];         /* finish: "" -> DATA_DIR/murmur.key */
     char network_key_file[AGENT_CONFIG_PATH_MAX]; /* finish: "" -> DATA_DIR/network.key */
     char allow_list_file[AGENT_CONFIG_PATH_MAX];  /* "" = no allow-list */
+    int encryption; /* agent_encryption: encrypt | auth-only (agent_encryption_names) */
     /* [seeds] */
     char seeds[AGENT_CONFIG_SEEDS_MAX][AGENT_CONFIG_ADDR_MAX]; /* normalised tcp://host:port */
     uint32_t seed_count;

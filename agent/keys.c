@@ -249,6 +249,29 @@ int agent_keys_read_network(const char *path, uint8_t key[NET_NETWORK_KEY_SIZE],
     return rc;
 }
 
+int agent_keys_read_network_ring(const char *path, uint8_t *keys, size_t max, size_t *n, char *msg,
+                                 size_t msg_cap)
+{
+    if (!path || !keys || !n || max == 0)
+        return say(msg, msg_cap, AGENT_KEYS_EINVAL, "no path or output");
+    *n = 0;
+    size_t len = 0;
+    /* Read one byte more than max keys: a longer file is refused. */
+    size_t cap = max * NET_NETWORK_KEY_SIZE;
+    int rc = read_file(path, keys, cap, &len, 1, 0, "network key", msg, msg_cap);
+    if (rc)
+        return rc;
+    if (len == 0 || len % NET_NETWORK_KEY_SIZE) {
+        sodium_memzero(keys, cap);
+        return say(msg, msg_cap, AGENT_KEYS_ESIZE,
+                   "%s: %zu bytes; a network key file holds 1 to %zu keys of exactly %u bytes "
+                   "each (create one with 'murmur keygen --network-key FILE')",
+                   path, len, max, NET_NETWORK_KEY_SIZE);
+    }
+    *n = len / NET_NETWORK_KEY_SIZE;
+    return AGENT_KEYS_OK;
+}
+
 int agent_keys_read_allow(const char *path, uint8_t *keys, size_t max, size_t *n, char *msg,
                           size_t msg_cap)
 {

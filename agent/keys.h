@@ -63,6 +63,13 @@ int agent_keys_write_network(const char *path, const uint8_t key[NET_NETWORK_KEY
                              char *msg, size_t msg_cap);
 int agent_keys_read_network(const char *path, uint8_t key[NET_NETWORK_KEY_SIZE], char *msg,
                             size_t msg_cap);
+/* Read a network key ring: 1..max keys of 32 raw bytes back to back (a
+ * plain network key file is a ring of one), mode 0600 or stricter; the
+ * first key is the primary. keys holds max * 32 bytes; *n = count.
+ * Errors: EIO, EMODE, ESIZE (not a whole number of keys, or more than
+ * max). */
+int agent_keys_read_network_ring(const char *path, uint8_t *keys, size_t max, size_t *n, char *msg,
+                                 size_t msg_cap);
 
 /* Read an allow-list into keys (max entries of 32 bytes); *n = count, which
  * may be 0 (a list of comments only): the caller must then admit nobody,

@@ -681,11 +681,37 @@ void agent_runtime_reload(agent_runtime *a)
     a->reload = 1;
 }
 
-/* SIGHUP: re-read the allow-list. A list that cannot be used leaves the one
- * in force (an unreadable file must not open the door, and a typo must not
- * shut the cluster out); an empty one admits nobody. */
+/* SIGHUP: re-read the network key ring, then the allow-list. A file that
+ * cannot be used leaves what is in force (an unreadable file must not open
+ * the door, and a typo must not shut the cluster out); an empty allow-list
+ * admits nobody. */
+static void reload_ring(agent_runtime *a)
+{
+    char msg[512] = "";
+    uint8_t ring[NET_CHANNEL_KEYS_MAX * NET_NETWORK_KEY_SIZE];
+    size_t n = 0;
+    int rc = agent_keys_read_network_ring(a->cfg.network_key_file, ring, NET_CHANNEL_KEYS_MAX, &n,
+                                          msg, sizeof msg);
+    if (!rc && (rc = net_transport_set_network_keys(a->t, ring, n)) != NET_OK)
+        snprintf(msg, sizeof msg, "%s", net_strerror(rc));
+    if (rc) {
+        agent_log(AGENT_LOG_ERROR, "reload_failed", "why", msg, "kept", "the network keys in force",
+                  NULL);
+    } else if (n != a->n_network_keys ||
+               sodium_memcmp(ring, a->network_keys, n * NET_NETWORK_KEY_SIZE) != 0) {
+        memcpy(a->network_keys, ring, n * NET_NETWORK_KEY_SIZE);
+        a->n_network_keys = n;
+        agent_log_line l;
+        agent_log_begin(&l, AGENT_LOG_INFO, "network_keys_reloaded");
+        agent_log_u64(&l, "keys", n);
+        agent_log_end(&l);
+    }
+    sodium_memzero(ring, sizeof ring);
+}
+
 static void reload_keys(agent_runtime *a)
 {
+    reload_ring(a);
     if (!a->cfg.allow_list_file[0] || !a->allow)
         return;
     char msg[512] = "";
@@ -753,7 +779,7 @@ void agent_runtime_destroy(agent_runtime *a)
     free(a->init_params);
     free(a->init_momentum);
     net_identity_wipe(&a->id);
-    sodium_memzero(a->network_key, sizeof a->network_key);
+    sodium_memzero(a->network_keys, sizeof a->network_keys);
     pthread_mutex_destroy(&a->mu);
     pthread_cond_destroy(&a->cv);
     pthread_mutex_destroy(&a->st_mu);
@@ -957,7 +983,8 @@ int agent_runtime_create(agent_runtime **out, const agent_config *cfg, char *err
                    cfg->data_dir);
         goto fail;
     }
-    if (agent_keys_read_network(cfg->network_key_file, a->network_key, msg, sizeof msg)) {
+    if (agent_keys_read_network_ring(cfg->network_key_file, a->network_keys, NET_CHANNEL_KEYS_MAX,
+                                     &a->n_network_keys, msg, sizeof msg)) {
         agent_errf(err, errlen, "%s (every agent of a cluster needs the same network key)", msg);
         goto fail;
     }
@@ -1002,7 +1029,9 @@ int agent_runtime_create(agent_runtime **out, const agent_config *cfg, char *err
     }
     /* transport */
     net_transport_config tc = {.self = &a->id,
-                               .network_key = a->network_key,
+                               .network_keys = a->network_keys,
+                               .network_keys_n = a->n_network_keys,
+                               .auth_only = cfg->encryption == AGENT_AUTH_ONLY,
                                .allow = a->allow,
                                .allow_n = a->allow_n,
                                .conns_max = cfg->max_peers < NET_TRANSPORT_CONNS_MAX

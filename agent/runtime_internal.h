@@ -54,7 +54,8 @@ typedef struct trainer {
 struct agent_runtime {
     agent_config cfg;
     net_identity id;
-    uint8_t network_key[NET_NETWORK_KEY_SIZE];
+    uint8_t network_keys[NET_CHANNEL_KEYS_MAX * NET_NETWORK_KEY_SIZE]; /* ring, [0] primary */
+    size_t n_network_keys;
     uint8_t *allow;
     size_t allow_n;
     net_transport *t;

@@ -1,3 +1,7 @@
+/* net/channel — see channel.h for the design and docs/SECURITY.md for the
+ * byte layouts. Section order: keyed hashes, create/destroy, handshake
+ * (HELLO, REPLY, CONFIRM), data records and the replay window, rekey,
+ * accessors. */
 #include "net/channel.h"
 
 #include <sodium.h>
@@ -6,31 +10,38 @@
 
 _Static_assert(NET_CHANNEL_KEY_SIZE == crypto_aead_chacha20poly1305_ietf_KEYBYTES, "aead key");
 _Static_assert(NET_CHANNEL_TAG_SIZE == crypto_aead_chacha20poly1305_ietf_ABYTES, "aead tag");
-_Static_assert(crypto_aead_chacha20poly1305_ietf_NPUBBYTES == 12, "nonce = 4 zero + 8 counter");
+_Static_assert(crypto_aead_chacha20poly1305_ietf_NPUBBYTES == 12, "nonce = 4 prefix + 8 counter");
 _Static_assert(NET_CHANNEL_KEY_SIZE == crypto_kx_SESSIONKEYBYTES, "kx session key");
-_Static_assert(NET_CHANNEL_KEY_SIZE == crypto_kdf_KEYBYTES, "kdf key");
-_Static_assert(crypto_kx_PUBLICKEYBYTES == 32, "ephemeral key in records");
+_Static_assert(crypto_kx_PUBLICKEYBYTES == 32 && crypto_kx_SECRETKEYBYTES == 32,
+               "ephemeral keys in records");
 _Static_assert(NET_CHANNEL_SIG_SIZE == crypto_sign_BYTES, "signature");
 _Static_assert(NET_NETWORK_KEY_SIZE >= crypto_generichash_KEYBYTES_MIN &&
                    NET_NETWORK_KEY_SIZE <= crypto_generichash_KEYBYTES_MAX,
                "network key keys BLAKE2b");
-_Static_assert(NET_CHANNEL_HS_MAX >= NET_CHANNEL_HELLO_SIZE &&
-                   NET_CHANNEL_HS_MAX >= NET_CHANNEL_AUTH_SIZE,
-               "HS_MAX bounds every handshake record");
+_Static_assert(NET_CHANNEL_HELLO_SIZE == 167 && NET_CHANNEL_REPLY_SIZE == 146,
+               "record sizes as in docs/SECURITY.md");
 
 #define WINDOW_WORDS (NET_CHANNEL_WINDOW / 64u + 1u) /* one spare word: RFC 6479 */
 
 /* Domain-separation labels of the keyed hashes (docs/SECURITY.md). */
-static const char LABEL_HELLO[] = "murmur/v1/hello";
-static const char LABEL_REPLY[] = "murmur/v1/reply";
-static const char LABEL_AUTH[] = "murmur/v1/auth";
-static const char LABEL_SESSION[] = "murmur/v1/session";
-static const char KDF_CONTEXT[crypto_kdf_CONTEXTBYTES] = {'m', 'u', 'r', 'r', 'e', 'k', 'e', 'y'};
+static const char LABEL_HELLO_KEY[] = "murmur/v2/hello-key";
+static const char LABEL_HELLO_SIG[] = "murmur/v2/hello-sig";
+static const char LABEL_CHAIN[] = "murmur/v2/chain";
+static const char LABEL_REPLY_KEY[] = "murmur/v2/reply-key";
+static const char LABEL_REPLY_SIG[] = "murmur/v2/reply-sig";
+static const char LABEL_TRANSCRIPT[] = "murmur/v2/transcript";
+static const char LABEL_I2R[] = "murmur/v2/i2r";
+static const char LABEL_R2I[] = "murmur/v2/r2i";
+static const char LABEL_REKEY[] = "murmur/v2/rekey";
+static const char LABEL_REKEY_I[] = "murmur/v2/rekey-i";
+static const char LABEL_REKEY_R[] = "murmur/v2/rekey-r";
+
+enum { REKEY_INIT = 1, REKEY_ACK = 2 };
 
 typedef enum ch_state {
-    ST_WAIT_REPLY, /* initiator sent HELLO */
-    ST_WAIT_HELLO, /* responder, nothing yet */
-    ST_WAIT_AUTH,  /* responder sent REPLY */
+    ST_WAIT_REPLY,   /* initiator sent HELLO */
+    ST_WAIT_HELLO,   /* responder, nothing yet */
+    ST_WAIT_CONFIRM, /* responder sent REPLY */
     ST_OPEN,
     ST_FAILED,
 } ch_state;
@@ -38,10 +49,15 @@ typedef enum ch_state {
 struct net_channel {
     ch_state state;
     int initiator;
+    int want_auth_only, auth_only;
     net_identity self;
-    uint8_t network_key[NET_NETWORK_KEY_SIZE];
+    uint8_t keys[NET_CHANNEL_KEYS_MAX][NET_NETWORK_KEY_SIZE];
+    size_t n_keys;
+    int key_idx; /* the session's network key; -1 on a responder before HELLO */
     const uint8_t *allow;
     size_t allow_n;
+    net_seen *seen;
+    uint64_t wall_ns;
     uint64_t expect_peer;
     uint64_t rekey_frames;
     uint64_t rekey_interval_us;
@@ -51,26 +67,97 @@ struct net_channel {
     uint8_t eph_pk[crypto_kx_PUBLICKEYBYTES];
     uint8_t eph_sk[crypto_kx_SECRETKEYBYTES];
     uint8_t hello[NET_CHANNEL_HELLO_SIZE];
-    uint8_t reply[NET_CHANNEL_REPLY_SIZE];
-    uint8_t out[NET_CHANNEL_HS_MAX]; /* pending handshake record */
+    uint8_t out[NET_CHANNEL_CONTROL_MAX]; /* pending handshake or control record */
     size_t out_len;
 
-    /* established */
+    /* session */
     uint64_t peer_id;
     uint8_t peer_pk[NET_PUBLIC_KEY_SIZE];
+    uint8_t th[32]; /* transcript hash: binds rekeys to this session */
+    uint8_t ck[32]; /* chain key: every epoch's keys derive from it */
     uint8_t tx_key[NET_CHANNEL_KEY_SIZE];
     uint32_t tx_epoch;
     uint64_t tx_counter;
-    gossip_time_us tx_epoch_start;
+    gossip_time_us epoch_start;
     uint8_t rx_key[NET_CHANNEL_KEY_SIZE];
     uint32_t rx_epoch;
     int rx_any;      /* a frame of rx_epoch has been accepted */
     uint64_t rx_top; /* highest counter accepted in rx_epoch */
     uint64_t rx_bits[WINDOW_WORDS];
+    uint8_t rx_next[NET_CHANNEL_KEY_SIZE]; /* receive key of epoch rx_epoch + 1 */
+    int rx_next_ok;
+
+    /* rekey started by the initiator, waiting for REKEY_ACK */
+    int rk_pending;
+    gossip_time_us rk_started;
+    uint8_t rk_pk[crypto_kx_PUBLICKEYBYTES];
+    uint8_t rk_sk[crypto_kx_SECRETKEYBYTES];
 
     uint64_t rejects[NET_REJECT_COUNT];
     int last_reject;
 };
+
+/* ---- keyed hashes ------------------------------------------------------ */
+
+typedef struct part {
+    const uint8_t *p;
+    size_t n;
+} part;
+
+/* BLAKE2b-256 keyed with key over label || parts. */
+static void kh(const uint8_t *key, uint8_t out[32], const char *label, const part *parts, size_t n)
+{
+    crypto_generichash_state st;
+    crypto_generichash_init(&st, key, NET_NETWORK_KEY_SIZE, 32);
+    crypto_generichash_update(&st, (const uint8_t *)label, strlen(label));
+    for (size_t i = 0; i < n; i++)
+        if (parts[i].n)
+            crypto_generichash_update(&st, parts[i].p, parts[i].n);
+    crypto_generichash_final(&st, out, 32);
+    sodium_memzero(&st, sizeof st);
+}
+
+#define KH(key, out, label, ...)                                                                   \
+    kh((key), (out), (label), (const part[]){__VA_ARGS__},                                         \
+       sizeof((const part[]){__VA_ARGS__}) / sizeof(part))
+
+static const uint8_t *session_key(const net_channel *ch)
+{
+    return ch->keys[ch->key_idx < 0 ? 0 : ch->key_idx];
+}
+
+static void put_u32(uint8_t *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (uint8_t)(v >> (24 - 8 * i));
+}
+
+static uint32_t get_u32(const uint8_t *p)
+{
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+static void put_u64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (56 - 8 * i));
+}
+
+static uint64_t get_u64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v = v << 8 | p[i];
+    return v;
+}
+
+/* Nonces: data and rekey records use 0x00000000 || counter; the single
+ * CONFIRM of a session uses 0xffffffff || 0, outside the data space. */
+static void make_nonce(uint8_t nonce[12], uint32_t prefix, uint64_t counter)
+{
+    put_u32(nonce, prefix);
+    put_u64(nonce + 4, counter);
+}
 
 static void count(net_channel *ch, net_reject cause)
 {
@@ -78,40 +165,35 @@ static void count(net_channel *ch, net_reject cause)
     ch->last_reject = (int)cause;
 }
 
-/* Fail the handshake for good: count, wipe every handshake secret. */
+/* Fail the channel for good: count, wipe every secret. */
 static int fail(net_channel *ch, net_reject cause)
 {
     count(ch, cause);
     ch->state = ST_FAILED;
     sodium_memzero(ch->eph_sk, sizeof ch->eph_sk);
+    sodium_memzero(ch->rk_sk, sizeof ch->rk_sk);
+    sodium_memzero(ch->ck, sizeof ch->ck);
     sodium_memzero(ch->tx_key, sizeof ch->tx_key);
     sodium_memzero(ch->rx_key, sizeof ch->rx_key);
+    sodium_memzero(ch->rx_next, sizeof ch->rx_next);
+    ch->rx_next_ok = 0;
+    ch->rk_pending = 0;
     ch->out_len = 0;
     return NET_EFAILED;
 }
 
-/* BLAKE2b-256 keyed with the network key over label || parts. */
-static void keyed_hash(const net_channel *ch, uint8_t out[32], const char *label, const uint8_t *a,
-                       size_t alen, const uint8_t *b, size_t blen, const uint8_t *c, size_t clen)
-{
-    crypto_generichash_state st;
-    crypto_generichash_init(&st, ch->network_key, NET_NETWORK_KEY_SIZE, 32);
-    crypto_generichash_update(&st, (const uint8_t *)label, strlen(label));
-    if (alen)
-        crypto_generichash_update(&st, a, alen);
-    if (blen)
-        crypto_generichash_update(&st, b, blen);
-    if (clen)
-        crypto_generichash_update(&st, c, clen);
-    crypto_generichash_final(&st, out, 32);
-    sodium_memzero(&st, sizeof st);
-}
+/* ---- create / destroy -------------------------------------------------- */
+
+static void build_hello(net_channel *ch);
 
 int net_channel_create(net_channel **out, const net_channel_config *cfg, gossip_time_us now)
 {
-    if (!out || !cfg || !cfg->self || !cfg->network_key || cfg->self->node_id == 0)
+    if (!out || !cfg || !cfg->self || cfg->self->node_id == 0)
         return NET_EINVAL;
     *out = NULL;
+    if ((!cfg->network_key && !cfg->network_keys_n) || cfg->network_keys_n > NET_CHANNEL_KEYS_MAX ||
+        (cfg->network_keys_n && !cfg->network_keys))
+        return NET_EINVAL;
     if (cfg->allow_n > NET_CHANNEL_ALLOW_MAX || (cfg->allow_n && !cfg->allow))
         return NET_EINVAL;
     if (net_init() != NET_OK)
@@ -120,10 +202,20 @@ int net_channel_create(net_channel **out, const net_channel_config *cfg, gossip_
     if (!ch)
         return NET_ENOMEM;
     ch->initiator = cfg->initiator ? 1 : 0;
+    ch->want_auth_only = cfg->auth_only ? 1 : 0;
     ch->self = *cfg->self;
-    memcpy(ch->network_key, cfg->network_key, NET_NETWORK_KEY_SIZE);
+    if (cfg->network_keys_n) {
+        memcpy(ch->keys, cfg->network_keys, cfg->network_keys_n * NET_NETWORK_KEY_SIZE);
+        ch->n_keys = cfg->network_keys_n;
+    } else {
+        memcpy(ch->keys[0], cfg->network_key, NET_NETWORK_KEY_SIZE);
+        ch->n_keys = 1;
+    }
+    ch->key_idx = ch->initiator ? 0 : -1;
     ch->allow = cfg->allow;
     ch->allow_n = cfg->allow_n;
+    ch->seen = cfg->seen;
+    ch->wall_ns = cfg->wall_ns;
     ch->expect_peer = cfg->expect_peer;
     ch->rekey_frames = cfg->rekey_frames ? cfg->rekey_frames : NET_CHANNEL_REKEY_FRAMES_DEFAULT;
     ch->rekey_interval_us =
@@ -133,14 +225,7 @@ int net_channel_create(net_channel **out, const net_channel_config *cfg, gossip_
     ch->hs_deadline = now > GOSSIP_TIME_NEVER - hs ? GOSSIP_TIME_NEVER - 1 : now + hs;
     ch->last_reject = -1;
     if (ch->initiator) {
-        crypto_kx_keypair(ch->eph_pk, ch->eph_sk);
-        uint8_t *h = ch->hello;
-        h[0] = NET_REC_HELLO;
-        h[1] = NET_CHANNEL_VERSION;
-        memcpy(h + 2, ch->eph_pk, 32);
-        keyed_hash(ch, h + 34, LABEL_HELLO, h, 34, NULL, 0, NULL, 0);
-        memcpy(ch->out, h, NET_CHANNEL_HELLO_SIZE);
-        ch->out_len = NET_CHANNEL_HELLO_SIZE;
+        build_hello(ch);
         ch->state = ST_WAIT_REPLY;
     } else {
         ch->state = ST_WAIT_HELLO;
@@ -190,135 +275,233 @@ int net_channel_allowed(const net_channel *ch, const uint8_t pk[NET_PUBLIC_KEY_S
     return found;
 }
 
-/* Checks shared by both sides once the peer's key is known and signed. */
-static int admit_peer(net_channel *ch, const uint8_t *pk)
+/* ---- handshake --------------------------------------------------------- */
+
+/* Checks of a peer key shared by both sides; 0 or the refusal cause. */
+static int check_peer_key(const net_channel *ch, const uint8_t *pk)
 {
     if (sodium_memcmp(pk, ch->self.pk, NET_PUBLIC_KEY_SIZE) == 0)
-        return fail(ch, NET_REJECT_SELF);
-    uint64_t id = net_node_id(pk);
-    if (id == 0)
-        return fail(ch, NET_REJECT_BAD_KEY);
+        return NET_REJECT_SELF;
+    if (net_node_id(pk) == 0)
+        return NET_REJECT_BAD_KEY;
     if (!net_channel_allowed(ch, pk))
-        return fail(ch, NET_REJECT_NOT_ALLOWED);
-    if (ch->initiator && ch->expect_peer && ch->expect_peer != id)
-        return fail(ch, NET_REJECT_WRONG_PEER);
-    ch->peer_id = id;
-    memcpy(ch->peer_pk, pk, NET_PUBLIC_KEY_SIZE);
-    return NET_OK;
+        return NET_REJECT_NOT_ALLOWED;
+    return 0;
 }
 
-/* Session keys from the kx outputs, bound to H3 and the network key. */
-static void open_session(net_channel *ch, uint8_t kx_rx[32], uint8_t kx_tx[32],
-                         const uint8_t h3[32], gossip_time_us now)
+/* Initiator: HELLO = type, version, flags, e_I || seal_k1(pk_I, ts, rid, sig_I). */
+static void build_hello(net_channel *ch)
 {
-    keyed_hash(ch, ch->rx_key, LABEL_SESSION, kx_rx, 32, h3, 32, NULL, 0);
-    keyed_hash(ch, ch->tx_key, LABEL_SESSION, kx_tx, 32, h3, 32, NULL, 0);
-    sodium_memzero(kx_rx, 32);
-    sodium_memzero(kx_tx, 32);
+    const uint8_t *K = session_key(ch);
+    crypto_kx_keypair(ch->eph_pk, ch->eph_sk);
+    uint8_t *h = ch->hello;
+    h[0] = NET_REC_HELLO;
+    h[1] = NET_CHANNEL_VERSION;
+    h[2] = ch->want_auth_only ? NET_CHANNEL_FLAG_AUTH_ONLY : 0;
+    memcpy(h + 3, ch->eph_pk, 32);
+    uint8_t pt[NET_CHANNEL_HELLO_SEALED];
+    memcpy(pt, ch->self.pk, NET_PUBLIC_KEY_SIZE);
+    net_seen_tai64n(pt + 32, ch->wall_ns);
+    put_u64(pt + 44, ch->expect_peer);
+    uint8_t h1[32], k1[32], nonce[12] = {0};
+    KH(K, h1, LABEL_HELLO_SIG, {h, NET_CHANNEL_HELLO_PREFIX}, {pt, 52});
+    crypto_sign_detached(pt + 52, NULL, h1, sizeof h1, ch->self.sk);
+    KH(K, k1, LABEL_HELLO_KEY, {h, NET_CHANNEL_HELLO_PREFIX});
+    crypto_aead_chacha20poly1305_ietf_encrypt_detached(
+        h + NET_CHANNEL_HELLO_PREFIX, h + NET_CHANNEL_HELLO_PREFIX + NET_CHANNEL_HELLO_SEALED, NULL,
+        pt, sizeof pt, h, NET_CHANNEL_HELLO_PREFIX, NULL, nonce, k1);
+    sodium_memzero(k1, sizeof k1);
+    memcpy(ch->out, h, NET_CHANNEL_HELLO_SIZE);
+    ch->out_len = NET_CHANNEL_HELLO_SIZE;
+}
+
+/* Responder: open the HELLO under one of our network keys; -1 if none. */
+static int hello_open(net_channel *ch, const uint8_t *rec, uint8_t pt[NET_CHANNEL_HELLO_SEALED])
+{
+    uint8_t nonce[12] = {0};
+    for (size_t j = 0; j < ch->n_keys; j++) {
+        uint8_t k1[32];
+        KH(ch->keys[j], k1, LABEL_HELLO_KEY, {rec, NET_CHANNEL_HELLO_PREFIX});
+        int bad = crypto_aead_chacha20poly1305_ietf_decrypt_detached(
+            pt, NULL, rec + NET_CHANNEL_HELLO_PREFIX, NET_CHANNEL_HELLO_SEALED,
+            rec + NET_CHANNEL_HELLO_PREFIX + NET_CHANNEL_HELLO_SEALED, rec,
+            NET_CHANNEL_HELLO_PREFIX, nonce, k1);
+        sodium_memzero(k1, sizeof k1);
+        if (!bad)
+            return (int)j;
+    }
+    return -1;
+}
+
+/* Session keys of epoch 0 (or of a rekey) from the chain key. */
+static void derive_keys(net_channel *ch, const uint8_t ck[32], uint8_t tx[32], uint8_t rx[32])
+{
+    const uint8_t *K = session_key(ch);
+    KH(K, ch->initiator ? tx : rx, LABEL_I2R, {ck, 32}, {ch->th, 32});
+    KH(K, ch->initiator ? rx : tx, LABEL_R2I, {ck, 32}, {ch->th, 32});
+}
+
+static void session_start(net_channel *ch, gossip_time_us now)
+{
+    derive_keys(ch, ch->ck, ch->tx_key, ch->rx_key);
     sodium_memzero(ch->eph_sk, sizeof ch->eph_sk);
     ch->tx_epoch = 0;
     ch->tx_counter = 0;
-    ch->tx_epoch_start = now;
+    ch->epoch_start = now;
     ch->rx_epoch = 0;
     ch->rx_any = 0;
     ch->rx_top = 0;
     memset(ch->rx_bits, 0, sizeof ch->rx_bits);
-    ch->state = ST_OPEN;
 }
 
-/* Responder: HELLO -> REPLY. */
-static int on_hello(net_channel *ch, const uint8_t *rec, size_t len)
+/* Responder: HELLO -> REPLY. Every check that needs no public-key
+ * operation comes first, so a replayed or foreign HELLO costs one BLAKE2b
+ * and one 116-byte decryption per network key, and draws no reply. */
+static int on_hello(net_channel *ch, const uint8_t *rec, size_t len, gossip_time_us now)
 {
-    if (len != NET_CHANNEL_HELLO_SIZE || rec[1] != NET_CHANNEL_VERSION)
+    if (len != NET_CHANNEL_HELLO_SIZE || rec[1] != NET_CHANNEL_VERSION ||
+        (rec[2] & ~NET_CHANNEL_FLAG_AUTH_ONLY))
         return fail(ch, NET_REJECT_BAD_RECORD);
-    uint8_t mac[NET_CHANNEL_MAC_SIZE];
-    keyed_hash(ch, mac, LABEL_HELLO, rec, 34, NULL, 0, NULL, 0);
-    if (sodium_memcmp(mac, rec + 34, sizeof mac) != 0)
+    uint8_t pt[NET_CHANNEL_HELLO_SEALED];
+    int j = hello_open(ch, rec, pt);
+    if (j < 0)
         return fail(ch, NET_REJECT_BAD_MAC);
+    ch->key_idx = j;
+    const uint8_t *K = session_key(ch);
+    const uint8_t *pk_i = pt, *ts = pt + 32, *sig_i = pt + 52;
+    uint64_t rid = get_u64(pt + 44);
+    if (rid && rid != ch->self.node_id)
+        return fail(
+            ch, NET_REJECT_WRONG_PEER); /* meant for someone else: a replay or a stale address */
+    int why = check_peer_key(ch, pk_i);
+    if (why)
+        return fail(ch, (net_reject)why);
+    if (ch->seen && !net_seen_fresh(ch->seen, pk_i, ts))
+        return fail(ch, NET_REJECT_STALE_HELLO);
+    if (ch->wall_ns &&
+        net_seen_unix_s(ts) + NET_CHANNEL_HELLO_AGE_MAX_S < ch->wall_ns / 1000000000u)
+        return fail(ch, NET_REJECT_STALE_HELLO);
+    uint8_t h1[32];
+    KH(K, h1, LABEL_HELLO_SIG, {rec, NET_CHANNEL_HELLO_PREFIX}, {pt, 52});
+    if (crypto_sign_verify_detached(sig_i, h1, sizeof h1, pk_i) != 0)
+        return fail(ch, NET_REJECT_BAD_SIGNATURE);
+    /* Only the key's owner could sign this timestamp: record it. */
+    if (ch->seen)
+        net_seen_update(ch->seen, pk_i, ts, now);
     memcpy(ch->hello, rec, NET_CHANNEL_HELLO_SIZE);
+    memcpy(ch->peer_pk, pk_i, NET_PUBLIC_KEY_SIZE);
+    ch->peer_id = net_node_id(pk_i);
+    ch->auth_only = ch->want_auth_only && (rec[2] & NET_CHANNEL_FLAG_AUTH_ONLY);
+
     crypto_kx_keypair(ch->eph_pk, ch->eph_sk);
-    uint8_t *r = ch->reply;
+    uint8_t i2r[32], r2i[32];
+    /* server keys: rx = I -> R, tx = R -> I */
+    if (crypto_kx_server_session_keys(i2r, r2i, ch->eph_pk, ch->eph_sk, rec + 3) != 0) {
+        sodium_memzero(i2r, 32);
+        sodium_memzero(r2i, 32);
+        return fail(ch, NET_REJECT_BAD_KEY);
+    }
+    uint8_t *r = ch->out;
     r[0] = NET_REC_REPLY;
-    memcpy(r + 1, ch->eph_pk, 32);
-    memcpy(r + 33, ch->self.pk, NET_PUBLIC_KEY_SIZE);
-    uint8_t h2[32];
-    keyed_hash(ch, h2, LABEL_REPLY, ch->hello, NET_CHANNEL_HELLO_SIZE, r, 65, NULL, 0);
-    crypto_sign_detached(r + 65, NULL, h2, sizeof h2, ch->self.sk);
-    memcpy(ch->out, r, NET_CHANNEL_REPLY_SIZE);
+    r[1] = ch->auth_only ? NET_CHANNEL_FLAG_AUTH_ONLY : 0;
+    memcpy(r + 2, ch->eph_pk, 32);
+    KH(K, ch->ck, LABEL_CHAIN, {ch->hello, NET_CHANNEL_HELLO_SIZE}, {r, NET_CHANNEL_REPLY_PREFIX},
+       {i2r, 32}, {r2i, 32});
+    sodium_memzero(i2r, 32);
+    sodium_memzero(r2i, 32);
+    uint8_t pt2[NET_CHANNEL_REPLY_SEALED], h2[32], k2[32], nonce[12] = {0};
+    memcpy(pt2, ch->self.pk, NET_PUBLIC_KEY_SIZE);
+    KH(K, h2, LABEL_REPLY_SIG, {ch->hello, NET_CHANNEL_HELLO_SIZE}, {r, NET_CHANNEL_REPLY_PREFIX},
+       {ch->self.pk, NET_PUBLIC_KEY_SIZE});
+    crypto_sign_detached(pt2 + 32, NULL, h2, sizeof h2, ch->self.sk);
+    KH(K, k2, LABEL_REPLY_KEY, {ch->ck, 32});
+    crypto_aead_chacha20poly1305_ietf_encrypt_detached(
+        r + NET_CHANNEL_REPLY_PREFIX, r + NET_CHANNEL_REPLY_PREFIX + NET_CHANNEL_REPLY_SEALED, NULL,
+        pt2, sizeof pt2, r, NET_CHANNEL_REPLY_PREFIX, NULL, nonce, k2);
+    sodium_memzero(k2, sizeof k2);
     ch->out_len = NET_CHANNEL_REPLY_SIZE;
-    ch->state = ST_WAIT_AUTH;
+    KH(K, ch->th, LABEL_TRANSCRIPT, {ch->hello, NET_CHANNEL_HELLO_SIZE},
+       {r, NET_CHANNEL_REPLY_SIZE});
+    session_start(ch, now);
+    ch->state = ST_WAIT_CONFIRM;
     return NET_OK;
 }
 
-/* Initiator: REPLY -> AUTH, open. */
+/* Initiator: REPLY -> CONFIRM, open. */
 static int on_reply(net_channel *ch, const uint8_t *rec, size_t len, gossip_time_us now)
 {
-    if (len != NET_CHANNEL_REPLY_SIZE)
+    if (len != NET_CHANNEL_REPLY_SIZE || (rec[1] & ~NET_CHANNEL_FLAG_AUTH_ONLY) ||
+        ((rec[1] & NET_CHANNEL_FLAG_AUTH_ONLY) && !ch->want_auth_only))
         return fail(ch, NET_REJECT_BAD_RECORD);
-    const uint8_t *e_r = rec + 1, *pk_r = rec + 33, *sig_r = rec + 65;
-    uint8_t h2[32];
-    keyed_hash(ch, h2, LABEL_REPLY, ch->hello, NET_CHANNEL_HELLO_SIZE, rec, 65, NULL, 0);
+    const uint8_t *K = session_key(ch);
+    uint8_t i2r[32], r2i[32];
+    /* client keys: rx = R -> I, tx = I -> R */
+    if (crypto_kx_client_session_keys(r2i, i2r, ch->eph_pk, ch->eph_sk, rec + 2) != 0) {
+        sodium_memzero(i2r, 32);
+        sodium_memzero(r2i, 32);
+        return fail(ch, NET_REJECT_BAD_KEY);
+    }
+    KH(K, ch->ck, LABEL_CHAIN, {ch->hello, NET_CHANNEL_HELLO_SIZE}, {rec, NET_CHANNEL_REPLY_PREFIX},
+       {i2r, 32}, {r2i, 32});
+    sodium_memzero(i2r, 32);
+    sodium_memzero(r2i, 32);
+    uint8_t pt2[NET_CHANNEL_REPLY_SEALED], k2[32], h2[32], nonce[12] = {0};
+    KH(K, k2, LABEL_REPLY_KEY, {ch->ck, 32});
+    int bad = crypto_aead_chacha20poly1305_ietf_decrypt_detached(
+        pt2, NULL, rec + NET_CHANNEL_REPLY_PREFIX, NET_CHANNEL_REPLY_SEALED,
+        rec + NET_CHANNEL_REPLY_PREFIX + NET_CHANNEL_REPLY_SEALED, rec, NET_CHANNEL_REPLY_PREFIX,
+        nonce, k2);
+    sodium_memzero(k2, sizeof k2);
+    if (bad) /* a responder without our network key, or a tampered REPLY */
+        return fail(ch, NET_REJECT_BAD_MAC);
+    const uint8_t *pk_r = pt2, *sig_r = pt2 + 32;
+    KH(K, h2, LABEL_REPLY_SIG, {ch->hello, NET_CHANNEL_HELLO_SIZE}, {rec, NET_CHANNEL_REPLY_PREFIX},
+       {pk_r, NET_PUBLIC_KEY_SIZE});
     if (crypto_sign_verify_detached(sig_r, h2, sizeof h2, pk_r) != 0)
         return fail(ch, NET_REJECT_BAD_SIGNATURE);
-    int rc = admit_peer(ch, pk_r);
-    if (rc)
-        return rc;
-    uint8_t kx_rx[32], kx_tx[32];
-    if (crypto_kx_client_session_keys(kx_rx, kx_tx, ch->eph_pk, ch->eph_sk, e_r) != 0) {
-        sodium_memzero(kx_rx, 32);
-        sodium_memzero(kx_tx, 32);
-        return fail(ch, NET_REJECT_BAD_KEY);
-    }
-    memcpy(ch->reply, rec, NET_CHANNEL_REPLY_SIZE);
-    uint8_t *a = ch->out;
-    a[0] = NET_REC_AUTH;
-    memcpy(a + 1, ch->self.pk, NET_PUBLIC_KEY_SIZE);
-    uint8_t h3[32];
-    keyed_hash(ch, h3, LABEL_AUTH, ch->hello, NET_CHANNEL_HELLO_SIZE, ch->reply,
-               NET_CHANNEL_REPLY_SIZE, a, 33);
-    crypto_sign_detached(a + 33, NULL, h3, sizeof h3, ch->self.sk);
-    ch->out_len = NET_CHANNEL_AUTH_SIZE;
-    open_session(ch, kx_rx, kx_tx, h3, now);
+    int why = check_peer_key(ch, pk_r);
+    if (why)
+        return fail(ch, (net_reject)why);
+    uint64_t id = net_node_id(pk_r);
+    if (ch->expect_peer && ch->expect_peer != id)
+        return fail(ch, NET_REJECT_WRONG_PEER);
+    ch->peer_id = id;
+    memcpy(ch->peer_pk, pk_r, NET_PUBLIC_KEY_SIZE);
+    ch->auth_only = (rec[1] & NET_CHANNEL_FLAG_AUTH_ONLY) != 0;
+    KH(K, ch->th, LABEL_TRANSCRIPT, {ch->hello, NET_CHANNEL_HELLO_SIZE},
+       {rec, NET_CHANNEL_REPLY_SIZE});
+    session_start(ch, now);
+    /* CONFIRM: a tag under our sending key proves we hold e_I's secret. */
+    uint8_t *c = ch->out;
+    c[0] = NET_REC_CONFIRM;
+    make_nonce(nonce, 0xffffffffu, 0);
+    crypto_aead_chacha20poly1305_ietf_encrypt_detached(c + 1, c + 1, NULL, NULL, 0, c, 1, NULL,
+                                                       nonce, ch->tx_key);
+    ch->out_len = NET_CHANNEL_CONFIRM_SIZE;
+    ch->state = ST_OPEN;
     return NET_OK;
 }
 
-/* Responder: AUTH -> open. */
-static int on_auth(net_channel *ch, const uint8_t *rec, size_t len, gossip_time_us now)
+/* Responder: CONFIRM -> open. */
+static int on_confirm(net_channel *ch, const uint8_t *rec, size_t len, gossip_time_us now)
 {
-    if (len != NET_CHANNEL_AUTH_SIZE)
+    if (len != NET_CHANNEL_CONFIRM_SIZE)
         return fail(ch, NET_REJECT_BAD_RECORD);
-    const uint8_t *pk_i = rec + 1, *sig_i = rec + 33;
-    uint8_t h3[32];
-    keyed_hash(ch, h3, LABEL_AUTH, ch->hello, NET_CHANNEL_HELLO_SIZE, ch->reply,
-               NET_CHANNEL_REPLY_SIZE, rec, 33);
-    if (crypto_sign_verify_detached(sig_i, h3, sizeof h3, pk_i) != 0)
-        return fail(ch, NET_REJECT_BAD_SIGNATURE);
-    int rc = admit_peer(ch, pk_i);
-    if (rc)
-        return rc;
-    uint8_t kx_rx[32], kx_tx[32];
-    if (crypto_kx_server_session_keys(kx_rx, kx_tx, ch->eph_pk, ch->eph_sk, ch->hello + 2) != 0) {
-        sodium_memzero(kx_rx, 32);
-        sodium_memzero(kx_tx, 32);
-        return fail(ch, NET_REJECT_BAD_KEY);
-    }
-    open_session(ch, kx_rx, kx_tx, h3, now);
+    uint8_t nonce[12];
+    make_nonce(nonce, 0xffffffffu, 0);
+    /* An empty ciphertext: libsodium wants non-NULL pointers all the same. */
+    if (crypto_aead_chacha20poly1305_ietf_decrypt_detached(NULL, NULL, rec + 1, 0, rec + 1, rec, 1,
+                                                           nonce, ch->rx_key) != 0)
+        return fail(ch, NET_REJECT_AUTH);
+    /* The allow-list may have changed since the HELLO (a revocation). */
+    if (!net_channel_allowed(ch, ch->peer_pk))
+        return fail(ch, NET_REJECT_NOT_ALLOWED);
+    ch->epoch_start = now;
+    ch->state = ST_OPEN;
     return NET_OK;
 }
 
-static void make_nonce(uint8_t nonce[12], uint64_t counter)
-{
-    memset(nonce, 0, 4);
-    for (int i = 0; i < 8; i++)
-        nonce[4 + i] = (uint8_t)(counter >> (56 - 8 * i));
-}
-
-/* k(e+1) = KDF(k(e), subkey id e+1). */
-static void ratchet(uint8_t next[NET_CHANNEL_KEY_SIZE], const uint8_t key[NET_CHANNEL_KEY_SIZE],
-                    uint32_t next_epoch)
-{
-    crypto_kdf_derive_from_key(next, NET_CHANNEL_KEY_SIZE, next_epoch, KDF_CONTEXT, key);
-}
+/* ---- data records ------------------------------------------------------ */
 
 /* Replay window (RFC 6479 style ring of words): 0 fresh, else the cause. */
 static int window_check(const net_channel *ch, uint64_t counter)
@@ -349,18 +532,71 @@ static void window_mark(net_channel *ch, uint64_t counter)
     ch->rx_bits[(counter / 64) % WINDOW_WORDS] |= 1ull << (counter % 64);
 }
 
-static int on_data(net_channel *ch, uint8_t *rec, size_t len, uint8_t **plain, size_t *plain_len)
+/* Write the header and seal len bytes at out + header (already there) as a
+ * record of the given type under the current send key. */
+static void seal_record(net_channel *ch, uint8_t type, uint8_t *out, size_t len)
 {
+    uint64_t counter = ch->tx_counter++;
+    out[0] = type;
+    put_u32(out + 1, ch->tx_epoch);
+    put_u64(out + 5, counter);
+    uint8_t nonce[12];
+    make_nonce(nonce, 0, counter);
+    uint8_t *c = out + NET_CHANNEL_HEADER_SIZE;
+    if (type == NET_REC_DATA_CLEAR)
+        /* Auth-only: AEAD over an empty plaintext with header || frame as
+         * associated data; the frame stays in clear. */
+        crypto_aead_chacha20poly1305_ietf_encrypt_detached(c + len, c + len, NULL, NULL, 0, out,
+                                                           NET_CHANNEL_HEADER_SIZE + len, NULL,
+                                                           nonce, ch->tx_key);
+    else
+        crypto_aead_chacha20poly1305_ietf_encrypt_detached(
+            c, c + len, NULL, c, len, out, NET_CHANNEL_HEADER_SIZE, NULL, nonce, ch->tx_key);
+}
+
+static int rekey_start(net_channel *ch, gossip_time_us now);
+static int on_rekey(net_channel *ch, const uint8_t *p, size_t len, gossip_time_us now);
+
+/* Initiator: start a rekey when a bound is reached; fail a late one. */
+static int rekey_due(net_channel *ch, gossip_time_us now)
+{
+    if (!ch->initiator || ch->state != ST_OPEN)
+        return NET_OK;
+    if (ch->rk_pending) {
+        if (now > ch->rk_started && now - ch->rk_started >= NET_CHANNEL_REKEY_TIMEOUT_US)
+            return fail(ch, NET_REJECT_REKEY);
+        return NET_OK;
+    }
+    /* A clock that went backwards never triggers a rekey by time. */
+    int old = now > ch->epoch_start && now - ch->epoch_start >= ch->rekey_interval_us;
+    /* Frames received count only in the current epoch: right after a
+     * rekey the receive side still holds the old one until the peer's
+     * first new record. */
+    int many = ch->tx_counter >= ch->rekey_frames ||
+               (ch->rx_epoch == ch->tx_epoch && ch->rx_any && ch->rx_top >= ch->rekey_frames);
+    if (!old && !many)
+        return NET_OK;
+    if (ch->out_len) /* the caller has not collected the last control record yet */
+        return NET_OK;
+    return rekey_start(ch, now);
+}
+
+static int on_data(net_channel *ch, uint8_t *rec, size_t len, gossip_time_us now, uint8_t **plain,
+                   size_t *plain_len)
+{
+    uint8_t type = rec[0];
     if (len < NET_CHANNEL_OVERHEAD) {
         count(ch, NET_REJECT_TRUNCATED);
         return NET_EREJECT;
     }
-    uint32_t epoch =
-        ((uint32_t)rec[1] << 24) | ((uint32_t)rec[2] << 16) | ((uint32_t)rec[3] << 8) | rec[4];
-    uint64_t counter = 0;
-    for (int i = 0; i < 8; i++)
-        counter = (counter << 8) | rec[5 + i];
-    uint8_t next[NET_CHANNEL_KEY_SIZE];
+    /* The session's mode decides the data type; a clear record never
+     * opens in an encrypted session (fail closed), nor the reverse. */
+    if ((type == NET_REC_DATA && ch->auth_only) || (type == NET_REC_DATA_CLEAR && !ch->auth_only)) {
+        count(ch, NET_REJECT_BAD_RECORD);
+        return NET_EREJECT;
+    }
+    uint32_t epoch = get_u32(rec + 1);
+    uint64_t counter = get_u64(rec + 5);
     const uint8_t *key;
     int advance = 0;
     if (epoch == ch->rx_epoch) {
@@ -370,33 +606,41 @@ static int on_data(net_channel *ch, uint8_t *rec, size_t len, uint8_t **plain, s
             return NET_EREJECT;
         }
         key = ch->rx_key;
-    } else if (ch->rx_epoch != UINT32_MAX && epoch == ch->rx_epoch + 1) {
-        ratchet(next, ch->rx_key, epoch);
-        key = next;
+    } else if (ch->rx_next_ok && epoch == ch->rx_epoch + 1) {
+        key = ch->rx_next;
         advance = 1;
     } else {
         count(ch, NET_REJECT_BAD_EPOCH);
         return NET_EREJECT;
     }
     uint8_t nonce[12];
-    make_nonce(nonce, counter);
+    make_nonce(nonce, 0, counter);
     size_t clen = len - NET_CHANNEL_OVERHEAD;
     uint8_t *c = rec + NET_CHANNEL_HEADER_SIZE;
-    /* Verifies the tag before writing anything: on failure rec is intact. */
-    int bad = crypto_aead_chacha20poly1305_ietf_decrypt_detached(
-        c, NULL, c, clen, c + clen, rec, NET_CHANNEL_HEADER_SIZE, nonce, key);
+    /* Both verify the tag before writing anything: on failure rec is intact. */
+    int bad = type == NET_REC_DATA_CLEAR
+                  ? crypto_aead_chacha20poly1305_ietf_decrypt_detached(
+                        NULL, NULL, c + clen, 0, c + clen, rec, NET_CHANNEL_HEADER_SIZE + clen,
+                        nonce, key)
+                  : crypto_aead_chacha20poly1305_ietf_decrypt_detached(
+                        c, NULL, c, clen, c + clen, rec, NET_CHANNEL_HEADER_SIZE, nonce, key);
     if (bad) {
-        sodium_memzero(next, sizeof next);
         count(ch, NET_REJECT_AUTH);
         return NET_EREJECT;
     }
     if (advance) {
-        memcpy(ch->rx_key, next, sizeof next);
-        sodium_memzero(next, sizeof next);
+        memcpy(ch->rx_key, ch->rx_next, sizeof ch->rx_key);
+        sodium_memzero(ch->rx_next, sizeof ch->rx_next);
+        ch->rx_next_ok = 0;
         ch->rx_epoch = epoch;
         ch->rx_any = 0;
     }
     window_mark(ch, counter);
+    if (type == NET_REC_REKEY)
+        return on_rekey(ch, c, clen, now);
+    int rc = rekey_due(ch, now);
+    if (rc)
+        return rc;
     *plain = c;
     *plain_len = clen;
     return NET_OK;
@@ -414,32 +658,27 @@ int net_channel_recv(net_channel *ch, uint8_t *rec, size_t len, gossip_time_us n
     if (len == 0)
         return ch->state == ST_OPEN ? (count(ch, NET_REJECT_TRUNCATED), NET_EREJECT)
                                     : fail(ch, NET_REJECT_BAD_RECORD);
+    uint8_t type = rec[0];
+    int known = type >= NET_REC_HELLO && type <= NET_REC_DATA_CLEAR;
     switch (ch->state) {
     case ST_WAIT_HELLO:
-        if (rec[0] != NET_REC_HELLO)
-            return fail(ch, rec[0] >= NET_REC_HELLO && rec[0] <= NET_REC_DATA
-                                ? NET_REJECT_BAD_STATE
-                                : NET_REJECT_BAD_RECORD);
-        return on_hello(ch, rec, len);
+        if (type != NET_REC_HELLO)
+            return fail(ch, known ? NET_REJECT_BAD_STATE : NET_REJECT_BAD_RECORD);
+        return on_hello(ch, rec, len, now);
     case ST_WAIT_REPLY:
-        if (rec[0] != NET_REC_REPLY)
-            return fail(ch, rec[0] >= NET_REC_HELLO && rec[0] <= NET_REC_DATA
-                                ? NET_REJECT_BAD_STATE
-                                : NET_REJECT_BAD_RECORD);
+        if (type != NET_REC_REPLY)
+            return fail(ch, known ? NET_REJECT_BAD_STATE : NET_REJECT_BAD_RECORD);
         return on_reply(ch, rec, len, now);
-    case ST_WAIT_AUTH:
-        if (rec[0] != NET_REC_AUTH)
-            return fail(ch, rec[0] >= NET_REC_HELLO && rec[0] <= NET_REC_DATA
-                                ? NET_REJECT_BAD_STATE
-                                : NET_REJECT_BAD_RECORD);
-        return on_auth(ch, rec, len, now);
+    case ST_WAIT_CONFIRM:
+        if (type != NET_REC_CONFIRM)
+            return fail(ch, known ? NET_REJECT_BAD_STATE : NET_REJECT_BAD_RECORD);
+        return on_confirm(ch, rec, len, now);
     case ST_OPEN:
-        if (rec[0] != NET_REC_DATA) {
-            count(ch, rec[0] >= NET_REC_HELLO && rec[0] < NET_REC_DATA ? NET_REJECT_BAD_STATE
-                                                                       : NET_REJECT_BAD_RECORD);
+        if (type != NET_REC_DATA && type != NET_REC_DATA_CLEAR && type != NET_REC_REKEY) {
+            count(ch, known ? NET_REJECT_BAD_STATE : NET_REJECT_BAD_RECORD);
             return NET_EREJECT;
         }
-        return on_data(ch, rec, len, plain, plain_len);
+        return on_data(ch, rec, len, now, plain, plain_len);
     case ST_FAILED:
         break;
     }
@@ -459,36 +698,116 @@ int net_channel_seal(net_channel *ch, const uint8_t *plain, size_t len, uint8_t 
     uint8_t *c = out + NET_CHANNEL_HEADER_SIZE;
     if (plain && plain != c && plain < out + len + NET_CHANNEL_OVERHEAD && plain + len > out)
         return NET_EINVAL;
-    /* A clock that went backwards never triggers a rekey by time. */
-    int old = now > ch->tx_epoch_start && now - ch->tx_epoch_start >= ch->rekey_interval_us;
-    if (ch->tx_counter >= ch->rekey_frames || old) {
-        if (ch->tx_epoch == UINT32_MAX)
-            return fail(ch, NET_REJECT_BAD_EPOCH);
-        uint8_t next[NET_CHANNEL_KEY_SIZE];
-        ratchet(next, ch->tx_key, ch->tx_epoch + 1);
-        memcpy(ch->tx_key, next, sizeof next);
-        sodium_memzero(next, sizeof next);
-        ch->tx_epoch++;
-        ch->tx_counter = 0;
-        ch->tx_epoch_start = now;
-    }
-    uint64_t counter = ch->tx_counter++;
-    out[0] = NET_REC_DATA;
-    out[1] = (uint8_t)(ch->tx_epoch >> 24);
-    out[2] = (uint8_t)(ch->tx_epoch >> 16);
-    out[3] = (uint8_t)(ch->tx_epoch >> 8);
-    out[4] = (uint8_t)ch->tx_epoch;
-    for (int i = 0; i < 8; i++)
-        out[5 + i] = (uint8_t)(counter >> (56 - 8 * i));
-    uint8_t nonce[12];
-    make_nonce(nonce, counter);
+    int rc = rekey_due(ch, now);
+    if (rc)
+        return rc;
+    if (ch->tx_counter == UINT64_MAX)
+        return fail(ch, NET_REJECT_BAD_EPOCH);
     if (len && plain != c)
         memmove(c, plain, len);
-    crypto_aead_chacha20poly1305_ietf_encrypt_detached(
-        c, c + len, NULL, c, len, out, NET_CHANNEL_HEADER_SIZE, NULL, nonce, ch->tx_key);
+    seal_record(ch, ch->auth_only ? NET_REC_DATA_CLEAR : NET_REC_DATA, out, len);
     *out_len = len + NET_CHANNEL_OVERHEAD;
     return NET_OK;
 }
+
+/* ---- rekey (fresh ephemeral Diffie-Hellman) ---------------------------- */
+
+/* Queue a sealed REKEY record with payload p (under the current send key). */
+static void queue_rekey(net_channel *ch, const uint8_t p[NET_CHANNEL_REKEY_PAYLOAD])
+{
+    memcpy(ch->out + NET_CHANNEL_HEADER_SIZE, p, NET_CHANNEL_REKEY_PAYLOAD);
+    seal_record(ch, NET_REC_REKEY, ch->out, NET_CHANNEL_REKEY_PAYLOAD);
+    ch->out_len = NET_CHANNEL_REKEY_SIZE;
+}
+
+/* Move to epoch `epoch`: chain key from the old one and both new key
+ * exchange outputs; new send key now, new receive key kept until the first
+ * record of the new epoch arrives. */
+static void rekey_install(net_channel *ch, uint32_t epoch, uint8_t i2r[32], uint8_t r2i[32],
+                          gossip_time_us now)
+{
+    uint8_t e4[4], ck[32];
+    put_u32(e4, epoch);
+    KH(session_key(ch), ck, LABEL_REKEY, {ch->ck, 32}, {e4, 4}, {i2r, 32}, {r2i, 32});
+    sodium_memzero(i2r, 32);
+    sodium_memzero(r2i, 32);
+    memcpy(ch->ck, ck, sizeof ck);
+    sodium_memzero(ck, sizeof ck);
+    derive_keys(ch, ch->ck, ch->tx_key, ch->rx_next);
+    ch->rx_next_ok = 1;
+    ch->tx_epoch = epoch;
+    ch->tx_counter = 0;
+    ch->epoch_start = now;
+}
+
+static int rekey_start(net_channel *ch, gossip_time_us now)
+{
+    if (ch->tx_epoch == UINT32_MAX)
+        return fail(ch, NET_REJECT_BAD_EPOCH);
+    crypto_kx_keypair(ch->rk_pk, ch->rk_sk);
+    uint8_t p[NET_CHANNEL_REKEY_PAYLOAD], h[32];
+    p[0] = REKEY_INIT;
+    put_u32(p + 1, ch->tx_epoch + 1);
+    memcpy(p + 5, ch->rk_pk, 32);
+    KH(session_key(ch), h, LABEL_REKEY_I, {ch->th, 32}, {p + 1, 4}, {ch->rk_pk, 32});
+    crypto_sign_detached(p + 37, NULL, h, sizeof h, ch->self.sk);
+    queue_rekey(ch, p);
+    ch->rk_pending = 1;
+    ch->rk_started = now;
+    return NET_OK;
+}
+
+/* A REKEY record that authenticated under the session key: the responder
+ * answers an INIT, the initiator completes on the ACK. Anything else fails
+ * the channel (only the peer, or someone holding this session's keys,
+ * could have sealed it). */
+static int on_rekey(net_channel *ch, const uint8_t *p, size_t len, gossip_time_us now)
+{
+    if (len != NET_CHANNEL_REKEY_PAYLOAD)
+        return fail(ch, NET_REJECT_REKEY);
+    const uint8_t *K = session_key(ch);
+    uint32_t epoch = get_u32(p + 1);
+    const uint8_t *e = p + 5, *sig = p + 37;
+    uint8_t h[32], i2r[32], r2i[32];
+    if (!ch->initiator && p[0] == REKEY_INIT) {
+        /* One rekey at a time: the previous epoch must be fully installed. */
+        if (ch->tx_epoch == UINT32_MAX || epoch != ch->tx_epoch + 1 || ch->rx_next_ok ||
+            ch->rx_epoch != ch->tx_epoch || ch->out_len)
+            return fail(ch, NET_REJECT_REKEY);
+        KH(K, h, LABEL_REKEY_I, {ch->th, 32}, {p + 1, 4}, {e, 32});
+        if (crypto_sign_verify_detached(sig, h, sizeof h, ch->peer_pk) != 0)
+            return fail(ch, NET_REJECT_REKEY);
+        uint8_t pk[32], sk[32], ack[NET_CHANNEL_REKEY_PAYLOAD];
+        crypto_kx_keypair(pk, sk);
+        int bad = crypto_kx_server_session_keys(i2r, r2i, pk, sk, e) != 0;
+        sodium_memzero(sk, sizeof sk);
+        if (bad)
+            return fail(ch, NET_REJECT_REKEY);
+        ack[0] = REKEY_ACK;
+        put_u32(ack + 1, epoch);
+        memcpy(ack + 5, pk, 32);
+        KH(K, h, LABEL_REKEY_R, {ch->th, 32}, {p + 1, 4}, {e, 32}, {pk, 32});
+        crypto_sign_detached(ack + 37, NULL, h, sizeof h, ch->self.sk);
+        queue_rekey(ch, ack); /* the last record of the old epoch */
+        rekey_install(ch, epoch, i2r, r2i, now);
+        return NET_OK;
+    }
+    if (ch->initiator && p[0] == REKEY_ACK && ch->rk_pending && epoch == ch->tx_epoch + 1) {
+        KH(K, h, LABEL_REKEY_R, {ch->th, 32}, {p + 1, 4}, {ch->rk_pk, 32}, {e, 32});
+        if (crypto_sign_verify_detached(sig, h, sizeof h, ch->peer_pk) != 0)
+            return fail(ch, NET_REJECT_REKEY);
+        int bad = crypto_kx_client_session_keys(r2i, i2r, ch->rk_pk, ch->rk_sk, e) != 0;
+        sodium_memzero(ch->rk_sk, sizeof ch->rk_sk);
+        ch->rk_pending = 0;
+        if (bad)
+            return fail(ch, NET_REJECT_REKEY);
+        rekey_install(ch, epoch, i2r, r2i, now);
+        return NET_OK;
+    }
+    return fail(ch, NET_REJECT_REKEY);
+}
+
+/* ---- timeouts and accessors -------------------------------------------- */
 
 int net_channel_check_timeout(net_channel *ch, gossip_time_us now)
 {
@@ -507,6 +826,12 @@ gossip_time_us net_channel_deadline(const net_channel *ch)
                                                                 : GOSSIP_TIME_NEVER;
 }
 
+void net_channel_limit_deadline(net_channel *ch, gossip_time_us deadline)
+{
+    if (ch && ch->state != ST_OPEN && ch->state != ST_FAILED && deadline < ch->hs_deadline)
+        ch->hs_deadline = deadline;
+}
+
 int net_channel_established(const net_channel *ch)
 {
     return ch && ch->state == ST_OPEN;
@@ -515,6 +840,16 @@ int net_channel_established(const net_channel *ch)
 int net_channel_failed(const net_channel *ch)
 {
     return ch && ch->state == ST_FAILED;
+}
+
+int net_channel_auth_only(const net_channel *ch)
+{
+    return ch && ch->state == ST_OPEN && ch->auth_only;
+}
+
+const uint8_t *net_channel_network_key(const net_channel *ch)
+{
+    return ch && ch->key_idx >= 0 ? ch->keys[ch->key_idx] : NULL;
 }
 
 uint64_t net_channel_peer(const net_channel *ch)
@@ -547,4 +882,15 @@ uint64_t net_channel_rejects(const net_channel *ch, int cause)
 int net_channel_last_reject(const net_channel *ch)
 {
     return ch ? ch->last_reject : -1;
+}
+
+void net_channel_debug_keys(const net_channel *ch, uint8_t tx[NET_CHANNEL_KEY_SIZE],
+                            uint8_t rx[NET_CHANNEL_KEY_SIZE])
+{
+    if (!ch)
+        return;
+    if (tx)
+        memcpy(tx, ch->tx_key, NET_CHANNEL_KEY_SIZE);
+    if (rx)
+        memcpy(rx, ch->rx_key, NET_CHANNEL_KEY_SIZE);
 }

@@ -4,44 +4,68 @@
  * thread inside, so every rule below is unit-tested without a network
  * (tests/test_channel.c). The transport (net/transport) frames records on a
  * stream with a 4-byte length prefix; the channel never sees that prefix.
+ * Byte layouts and derivations: docs/SECURITY.md.
  *
- * Handshake (three records; byte layout in docs/SECURITY.md):
- *   I -> R  HELLO  version, ephemeral X25519 key e_I, MAC keyed with the
- *                  network key K (a peer without K is refused at once,
- *                  before R spends a signature or reveals its identity)
- *   R -> I  REPLY  e_R, R's Ed25519 key, R's signature over
- *                  H2 = BLAKE2b-256_K(label || HELLO || REPLY-prefix)
- *   I -> R  AUTH   I's Ed25519 key, I's signature over
- *                  H3 = BLAKE2b-256_K(label || HELLO || REPLY || AUTH-prefix)
- * The transcript hashes are keyed with K, so a peer without K can neither
- * produce nor verify a signature. The session keys are crypto_kx's per
- * direction keys from (e_I, e_R), each passed through BLAKE2b-256_K together
- * with H3, so they are bound to both identities, both ephemeral keys and K.
- * Ephemeral secrets and kx outputs are wiped as soon as they are used.
+ * Handshake (protocol version 2; K is a network key, H_K keyed BLAKE2b):
+ *   I -> R  HELLO    flags, ephemeral X25519 key e_I, then sealed under a
+ *                    key derived from K and e_I: I's Ed25519 key, a TAI64N
+ *                    timestamp, the node id I means to reach (0 = any) and
+ *                    I's signature over all of it.
+ *   R -> I  REPLY    flags, e_R, then sealed under a key derived from the
+ *                    key exchange (e_I, e_R): R's Ed25519 key and R's
+ *                    signature over HELLO and REPLY.
+ *   I -> R  CONFIRM  a tag under I's session key: I holds e_I's secret.
+ * R checks, in this order and before any signature, key exchange or reply:
+ * the HELLO opens under one of its network keys (bad_mac), names R or
+ * nobody (wrong_peer), I's key is admitted (self, bad_key, not_allowed),
+ * and the timestamp is newer than the greatest R accepted from that key
+ * (net/seen) and not older than NET_CHANNEL_HELLO_AGE_MAX_S (stale_hello).
+ * So a recorded HELLO replayed to anyone costs one small decryption and
+ * draws no answer; a HELLO from a non-member, nothing at all. I's identity
+ * is hidden from whoever lacks K, R's from whoever lacks e_I's secret.
+ * R opens only on CONFIRM (key confirmation: the peer it talks to is the
+ * one that signed the HELLO, now); I opens on REPLY.
+ * Session keys: one per direction, H_K over a chain key that binds both
+ * key exchange outputs, the whole transcript and both identities.
  *
- * Data records: type, key epoch (u32), counter (u64), then the frame sealed
+ * Data records: type, epoch (u32), counter (u64), then the frame sealed
  * with ChaCha20-Poly1305-IETF; nonce = 0x00000000 || counter (big-endian),
- * associated data = the 13 header bytes. Each direction has its own key,
- * epoch and counter. The receiver keeps a sliding replay window of
- * NET_CHANNEL_WINDOW counters: a counter already seen, or older than the
- * window, is refused. Reordering inside the window is accepted.
+ * associated data = the 13 header bytes. Auth-only sessions (both ends
+ * asked for it in the handshake, see net_channel_config.auth_only) send
+ * NET_REC_DATA_CLEAR records instead: the frame in clear, authenticated as
+ * associated data of an AEAD over an empty plaintext (Poly1305 speed). A
+ * channel never accepts a clear record in an encrypted session, nor the
+ * reverse. The receiver keeps a sliding replay window of
+ * NET_CHANNEL_WINDOW counters per epoch.
  *
- * Rekey: the sender moves to epoch e+1 after rekey_frames frames or
- * rekey_interval_us, with k(e+1) = crypto_kdf(k(e), subkey e+1) and the old
- * key wiped; the receiver follows when a frame of epoch e+1 authenticates
- * under the derived key (both sides switch in step, no extra message). The
- * counter restarts at 0 in each epoch. Frames of an older epoch are refused
- * (their key no longer exists), so reordering across a rekey is not
- * tolerated; over TCP, the only transport used, nothing is reordered.
+ * Rekey with a fresh Diffie-Hellman exchange (not a hash ratchet): the
+ * initiator starts one when an epoch is rekey_interval_us old or either
+ * direction has carried rekey_frames frames in it: REKEY_INIT (a fresh
+ * ephemeral key, signed with I's identity over the session transcript) and
+ * REKEY_ACK (R's fresh key, signed likewise) travel inside the channel,
+ * sealed like data. The keys of epoch e+1 are H_K of the previous chain key
+ * and both new key exchange outputs; every older secret is wiped. So a key
+ * (or the whole channel state) that leaks in epoch e exposes epoch e only:
+ * not earlier epochs (one-way chain, wiped keys) and not later ones (fresh
+ * ephemeral secrets, and the signatures stop an attacker holding epoch e's
+ * keys from substituting its own). R moves its sending side to e+1 right
+ * after the ACK; each side keeps the previous receive key until the first
+ * record of the new epoch arrives. If no ACK arrives within
+ * NET_CHANNEL_REKEY_TIMEOUT_US the initiator fails the channel (the
+ * transport reconnects with a full handshake).
+ *
+ * Control records (CONFIRM, REKEY_INIT, REKEY_ACK) are produced inside
+ * net_channel_recv and net_channel_seal: the caller must call
+ * net_channel_poll_send after each of them and send what it returns.
  *
  * Failures: a bad handshake record fails the channel for good
  * (NET_EFAILED: close the connection and penalise the address); a bad data
- * record is dropped (NET_EREJECT) and the channel stays usable, so the
- * channel also suits an unordered datagram carrier. Every refusal is counted
- * under one net_reject cause (net_channel_rejects).
+ * record is dropped (NET_EREJECT) and the channel stays usable. Every
+ * refusal is counted under one net_reject cause (net_channel_rejects).
  *
- * Ownership: the channel copies nothing from its config except the keys and
- * the allow-list pointer, which must outlive the channel.
+ * Ownership: the channel copies its identity and network keys; the
+ * allow-list and the seen table are kept by pointer and must outlive the
+ * channel (or be replaced with net_channel_set_allow).
  */
 #ifndef NET_CHANNEL_H
 #define NET_CHANNEL_H
@@ -51,31 +75,56 @@
 
 #include "gossip/env.h"
 #include "net/net.h"
+#include "net/seen.h"
 
-#define NET_CHANNEL_VERSION 1u
+#define NET_CHANNEL_VERSION 2u
 
 /* Record types (first byte of every record). */
 enum {
     NET_REC_HELLO = 0x01,
     NET_REC_REPLY = 0x02,
-    NET_REC_AUTH = 0x03,
+    NET_REC_CONFIRM = 0x03,
     NET_REC_DATA = 0x04,
+    NET_REC_REKEY = 0x05,      /* sealed like DATA; REKEY_INIT or REKEY_ACK inside */
+    NET_REC_DATA_CLEAR = 0x06, /* auth-only sessions: frame in clear + tag */
 };
 
-#define NET_CHANNEL_KEY_SIZE   32u
-#define NET_CHANNEL_MAC_SIZE   32u
-#define NET_CHANNEL_SIG_SIZE   64u
-#define NET_CHANNEL_HELLO_SIZE (1u + 1u + 32u + NET_CHANNEL_MAC_SIZE)                  /* 66 */
-#define NET_CHANNEL_REPLY_SIZE (1u + 32u + NET_PUBLIC_KEY_SIZE + NET_CHANNEL_SIG_SIZE) /* 129 */
-#define NET_CHANNEL_AUTH_SIZE  (1u + NET_PUBLIC_KEY_SIZE + NET_CHANNEL_SIG_SIZE)       /* 97 */
+/* HELLO and REPLY flags (one byte each). */
+#define NET_CHANNEL_FLAG_AUTH_ONLY 0x01u
+
+#define NET_CHANNEL_KEY_SIZE 32u
+#define NET_CHANNEL_SIG_SIZE 64u
+#define NET_CHANNEL_TAG_SIZE 16u /* Poly1305 */
+/* HELLO: type, version, flags, e_I (35), then sealed: pk_I, TAI64N,
+ * responder id, signature (116) + tag. */
+#define NET_CHANNEL_HELLO_PREFIX 35u
+#define NET_CHANNEL_HELLO_SEALED                                                                   \
+    (NET_PUBLIC_KEY_SIZE + NET_SEEN_TS_SIZE + 8u + NET_CHANNEL_SIG_SIZE)
+#define NET_CHANNEL_HELLO_SIZE                                                                     \
+    (NET_CHANNEL_HELLO_PREFIX + NET_CHANNEL_HELLO_SEALED + NET_CHANNEL_TAG_SIZE) /* 167 */
+/* REPLY: type, flags, e_R (34), then sealed: pk_R, signature (96) + tag. */
+#define NET_CHANNEL_REPLY_PREFIX 34u
+#define NET_CHANNEL_REPLY_SEALED (NET_PUBLIC_KEY_SIZE + NET_CHANNEL_SIG_SIZE)
+#define NET_CHANNEL_REPLY_SIZE                                                                     \
+    (NET_CHANNEL_REPLY_PREFIX + NET_CHANNEL_REPLY_SEALED + NET_CHANNEL_TAG_SIZE) /* 146 */
+#define NET_CHANNEL_CONFIRM_SIZE (1u + NET_CHANNEL_TAG_SIZE)                     /* 17 */
+
+#define NET_CHANNEL_HEADER_SIZE 13u /* type(1) epoch(4) counter(8) */
+#define NET_CHANNEL_OVERHEAD    (NET_CHANNEL_HEADER_SIZE + NET_CHANNEL_TAG_SIZE)
+/* REKEY_INIT / REKEY_ACK payload: kind, new epoch, ephemeral key, signature. */
+#define NET_CHANNEL_REKEY_PAYLOAD (1u + 4u + 32u + NET_CHANNEL_SIG_SIZE)
+#define NET_CHANNEL_REKEY_SIZE    (NET_CHANNEL_REKEY_PAYLOAD + NET_CHANNEL_OVERHEAD) /* 130 */
+
 /* The largest handshake record: the transport's receive limit until the
  * handshake is done, so an unauthenticated peer can never make us allocate
  * more than this. */
-#define NET_CHANNEL_HS_MAX NET_CHANNEL_REPLY_SIZE
-
-#define NET_CHANNEL_HEADER_SIZE 13u /* type(1) epoch(4) counter(8) */
-#define NET_CHANNEL_TAG_SIZE    16u /* Poly1305 */
-#define NET_CHANNEL_OVERHEAD    (NET_CHANNEL_HEADER_SIZE + NET_CHANNEL_TAG_SIZE)
+#define NET_CHANNEL_HS_MAX NET_CHANNEL_HELLO_SIZE
+_Static_assert(NET_CHANNEL_HS_MAX >= NET_CHANNEL_REPLY_SIZE &&
+                   NET_CHANNEL_HS_MAX >= NET_CHANNEL_CONFIRM_SIZE,
+               "HS_MAX bounds every handshake record");
+/* The largest record net_channel_poll_send returns. */
+#define NET_CHANNEL_CONTROL_MAX NET_CHANNEL_HS_MAX
+_Static_assert(NET_CHANNEL_CONTROL_MAX >= NET_CHANNEL_REKEY_SIZE, "rekey records fit");
 
 /* Replay window in counters. 1024: over TCP nothing reorders, so the window
  * only matters for a datagram carrier, where 1024 frames in flight covers a
@@ -83,23 +132,42 @@ enum {
 #define NET_CHANNEL_WINDOW 1024u
 _Static_assert(NET_CHANNEL_WINDOW % 64u == 0, "window is whole 64-bit words");
 
-/* Rekey bounds. ChaCha20-Poly1305 with a 64-bit counter nonce never runs out
- * of nonces within an epoch; rekeying is for forward secrecy inside a long
- * session: a key that leaks exposes at most 2^20 frames (1 Mi frames, 16 GiB
- * at the 16 KiB typical frame) or 10 minutes of one direction. */
+/* Rekey bounds. Every 2 minutes, as WireGuard: a key that leaks exposes at
+ * most 2 minutes (or 2^20 frames, 16 GiB at the 16 KiB typical frame) of one
+ * session. A rekey costs each side one signature, one verification and one
+ * X25519 (~0.3 ms of CPU), nothing against 2 minutes of traffic. */
 #define NET_CHANNEL_REKEY_FRAMES_DEFAULT      (1ull << 20)
-#define NET_CHANNEL_REKEY_INTERVAL_DEFAULT_US (600ull * 1000000ull)
+#define NET_CHANNEL_REKEY_INTERVAL_DEFAULT_US (120ull * 1000000ull)
+/* An initiator that sent REKEY_INIT and got no REKEY_ACK within 30 s fails
+ * the channel: over TCP the ACK is lost only with the connection, and a
+ * fresh handshake then gives fresh keys anyway. */
+#define NET_CHANNEL_REKEY_TIMEOUT_US (30ull * 1000000ull)
 /* A handshake is 1.5 round trips; 5 s covers a slow WAN link and a loaded
  * host many times over while bounding how long a silent peer holds a slot. */
 #define NET_CHANNEL_HANDSHAKE_TIMEOUT_DEFAULT_US (5ull * 1000000ull)
 /* Most keys one allow-list may hold (a cluster of GOSSIP_MEMBERS_MAX). */
 #define NET_CHANNEL_ALLOW_MAX 16384u
+/* Network keys accepted at once (rotation: old, new, and one spare). */
+#define NET_CHANNEL_KEYS_MAX 4u
+/* A HELLO whose timestamp is older than this (by the responder's wall
+ * clock) is refused when the responder has no mark for its key (after a
+ * restart or an eviction from net/seen). 10 minutes: hosts are expected to
+ * run NTP; a host whose clock is more than 10 minutes behind its peers
+ * cannot connect (and the responder counts stale_hello). */
+#define NET_CHANNEL_HELLO_AGE_MAX_S 600u
 
 typedef struct net_channel net_channel;
 
 typedef struct net_channel_config {
-    const net_identity *self;   /* our identity (copied) */
-    const uint8_t *network_key; /* NET_NETWORK_KEY_SIZE bytes (copied) */
+    const net_identity *self; /* our identity (copied) */
+    /* Network keys (copied): either one key in network_key, or a ring of
+     * network_keys_n keys (NET_NETWORK_KEY_SIZE bytes each) in network_keys,
+     * the first being the primary. An initiator uses the primary; a
+     * responder accepts a HELLO under any key of the ring and the session
+     * then runs under that key (net_channel_network_key). */
+    const uint8_t *network_key;
+    const uint8_t *network_keys;
+    size_t network_keys_n;
     /* Allow-list of Ed25519 public keys (allow_n * 32 bytes, kept by
      * pointer, must outlive the channel or be replaced first with
      * net_channel_set_allow). NULL: no allow-list, any holder of the network
@@ -108,6 +176,17 @@ typedef struct net_channel_config {
      * shuts everyone out, it never opens the door). */
     const uint8_t *allow;
     size_t allow_n;
+    /* Responder: greatest HELLO timestamp per key (shared by every channel
+     * of one endpoint, kept by pointer). NULL: no per-key check (tests). */
+    net_seen *seen;
+    /* Wall-clock time in ns since 1970: the initiator's HELLO timestamp
+     * (TAI64N), the responder's reference for NET_CHANNEL_HELLO_AGE_MAX_S.
+     * 0 on a responder: no age check. */
+    uint64_t wall_ns;
+    /* Ask for an auth-only session (frames authenticated, not encrypted).
+     * The session is auth-only only if both ends ask; otherwise frames are
+     * encrypted. */
+    int auth_only;
     int initiator;                 /* 1: we dialed and send HELLO; 0: we accepted */
     uint64_t expect_peer;          /* initiator: the node id we meant to reach; 0 = any */
     uint64_t rekey_frames;         /* 0 = NET_CHANNEL_REKEY_FRAMES_DEFAULT */
@@ -117,28 +196,31 @@ typedef struct net_channel_config {
 
 /* Create a channel at time now. An initiator has its HELLO ready for
  * net_channel_poll_send. Errors: NET_EINVAL (missing key/identity,
- * allow_n > NET_CHANNEL_ALLOW_MAX), NET_ENOMEM, NET_EIO (libsodium). */
+ * network_keys_n > NET_CHANNEL_KEYS_MAX, allow_n > NET_CHANNEL_ALLOW_MAX),
+ * NET_ENOMEM, NET_EIO (libsodium). */
 int net_channel_create(net_channel **out, const net_channel_config *cfg, gossip_time_us now);
 /* Wipe every secret and free. NULL is fine. */
 void net_channel_destroy(net_channel *ch);
 
-/* Pull the next handshake record to send: 1 and (*rec, *len) valid until the
- * next call on ch, or 0 when there is nothing to send. */
+/* Pull the next record to send (handshake or control): 1 and (*rec, *len)
+ * valid until the next call on ch, or 0 when there is nothing to send. */
 int net_channel_poll_send(net_channel *ch, const uint8_t **rec, size_t *len);
 
 /* Feed one whole received record. rec is decrypted in place. On NET_OK
- * either a handshake record was consumed (*plain = NULL, *plain_len = 0;
- * check net_channel_poll_send) or a data frame was opened (*plain points into
- * rec, *plain_len bytes, possibly 0). Errors: NET_EREJECT (data record
- * dropped and counted; channel usable), NET_EFAILED (handshake refused and
- * counted, or the channel had failed before; close it), NET_EINVAL. */
+ * either a handshake or control record was consumed (*plain = NULL,
+ * *plain_len = 0; check net_channel_poll_send) or a data frame was opened
+ * (*plain points into rec, *plain_len bytes, possibly 0). Errors:
+ * NET_EREJECT (data record dropped and counted; channel usable), NET_EFAILED
+ * (handshake or rekey refused and counted, or the channel had failed
+ * before; close it), NET_EINVAL. */
 int net_channel_recv(net_channel *ch, uint8_t *rec, size_t len, gossip_time_us now, uint8_t **plain,
                      size_t *plain_len);
 
 /* Seal len bytes of plain into out (cap >= len + NET_CHANNEL_OVERHEAD);
- * plain may be exactly out + NET_CHANNEL_HEADER_SIZE (in place). Rekeys
- * first when a bound is reached. Errors: NET_ESTATE (not established),
- * NET_ESPACE, NET_EINVAL, NET_EFAILED (epoch space exhausted). */
+ * plain may be exactly out + NET_CHANNEL_HEADER_SIZE (in place). May start
+ * a rekey (check net_channel_poll_send). Errors: NET_ESTATE (not
+ * established), NET_ESPACE, NET_EINVAL, NET_EFAILED (rekey timed out, or
+ * epoch space exhausted; close the connection). */
 int net_channel_seal(net_channel *ch, const uint8_t *plain, size_t len, uint8_t *out, size_t cap,
                      size_t *out_len, gossip_time_us now);
 
@@ -147,6 +229,9 @@ int net_channel_seal(net_channel *ch, const uint8_t *plain, size_t len, uint8_t 
 int net_channel_check_timeout(net_channel *ch, gossip_time_us now);
 /* Handshake deadline, or GOSSIP_TIME_NEVER once established/failed. */
 gossip_time_us net_channel_deadline(const net_channel *ch);
+/* Shorten the handshake deadline to at most `deadline` (the transport does
+ * so under pressure of unauthenticated connections). */
+void net_channel_limit_deadline(net_channel *ch, gossip_time_us deadline);
 
 /* Replace the allow-list (same meaning as in net_channel_config; the old
  * pointer is no longer used after this returns). An established channel is
@@ -159,14 +244,24 @@ int net_channel_allowed(const net_channel *ch, const uint8_t pk[NET_PUBLIC_KEY_S
 
 int net_channel_established(const net_channel *ch);
 int net_channel_failed(const net_channel *ch);
+/* 1 if the session is auth-only (both ends asked for it). */
+int net_channel_auth_only(const net_channel *ch);
+/* The network key the session runs under (NULL before the HELLO is
+ * accepted on a responder). */
+const uint8_t *net_channel_network_key(const net_channel *ch);
 /* Peer's node id and public key once established (0 / NULL before). */
 uint64_t net_channel_peer(const net_channel *ch);
 const uint8_t *net_channel_peer_key(const net_channel *ch);
-/* Key epochs (for tests and /status). */
+/* Key epochs (for tests and /status); both directions move together. */
 uint32_t net_channel_tx_epoch(const net_channel *ch);
 uint32_t net_channel_rx_epoch(const net_channel *ch);
 /* Refusals counted under cause, and the cause of the most recent one. */
 uint64_t net_channel_rejects(const net_channel *ch, int cause);
 int net_channel_last_reject(const net_channel *ch);
+
+/* Tests only: copy the current send and receive keys (to show that what
+ * leaks in one epoch opens nothing of the next). */
+void net_channel_debug_keys(const net_channel *ch, uint8_t tx[NET_CHANNEL_KEY_SIZE],
+                            uint8_t rx[NET_CHANNEL_KEY_SIZE]);
 
 #endif

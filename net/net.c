@@ -41,16 +41,20 @@ const char *net_reject_name(int cause)
         [NET_REJECT_SELF] = "self",
         [NET_REJECT_BAD_KEY] = "bad_key",
         [NET_REJECT_HANDSHAKE_TIMEOUT] = "handshake_timeout",
+        [NET_REJECT_STALE_HELLO] = "stale_hello",
         [NET_REJECT_TRUNCATED] = "truncated",
         [NET_REJECT_AUTH] = "auth",
         [NET_REJECT_REPLAY] = "replay",
         [NET_REJECT_TOO_OLD] = "too_old",
         [NET_REJECT_BAD_EPOCH] = "bad_epoch",
+        [NET_REJECT_REKEY] = "rekey",
         [NET_REJECT_OVERSIZE] = "oversize",
         [NET_REJECT_CUT_OFF] = "cut_off",
         [NET_REJECT_CONN_LIMIT] = "conn_limit",
         [NET_REJECT_QUEUE_FULL] = "queue_full",
         [NET_REJECT_UNREACHABLE] = "unreachable",
+        [NET_REJECT_HANDSHAKE_LIMIT] = "handshake_limit",
+        [NET_REJECT_KEY_RETIRED] = "key_retired",
     };
     if (cause < 0 || cause >= NET_REJECT_COUNT)
         return "unknown";

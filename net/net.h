@@ -54,18 +54,23 @@ typedef enum net_reject {
     NET_REJECT_SELF,           /* the peer presented our own public key */
     NET_REJECT_BAD_KEY,        /* degenerate public key (node id 0, weak kx point) */
     NET_REJECT_HANDSHAKE_TIMEOUT,
+    NET_REJECT_STALE_HELLO, /* HELLO not newer than the last from that key, or too old: a replay */
     /* data frames (net/channel) */
     NET_REJECT_TRUNCATED, /* shorter than header + tag */
     NET_REJECT_AUTH,      /* AEAD tag did not verify: tampered or wrong key */
     NET_REJECT_REPLAY,    /* counter already seen */
     NET_REJECT_TOO_OLD,   /* counter below the replay window */
     NET_REJECT_BAD_EPOCH, /* key epoch neither current nor next (old keys are gone) */
+    NET_REJECT_REKEY,     /* rekey record invalid (signature, epoch, state) or ACK too late */
     /* transport (net/transport) */
-    NET_REJECT_OVERSIZE,    /* length prefix above the receive limit */
-    NET_REJECT_CUT_OFF,     /* connection refused: peer address is cut off */
-    NET_REJECT_CONN_LIMIT,  /* connection refused: connection table full */
-    NET_REJECT_QUEUE_FULL,  /* outgoing frame dropped: peer send queue full */
-    NET_REJECT_UNREACHABLE, /* outgoing frame dropped: dial failed or backing off */
+    NET_REJECT_OVERSIZE,        /* length prefix above the receive limit */
+    NET_REJECT_CUT_OFF,         /* connection refused: peer address is cut off */
+    NET_REJECT_CONN_LIMIT,      /* connection refused: connection table full */
+    NET_REJECT_QUEUE_FULL,      /* outgoing frame dropped: peer send queue full */
+    NET_REJECT_UNREACHABLE,     /* outgoing frame dropped: dial failed or backing off */
+    NET_REJECT_HANDSHAKE_LIMIT, /* unauthenticated connection refused or evicted (per-host cap,
+                                   pool full, or too slow under pressure) */
+    NET_REJECT_KEY_RETIRED,     /* link closed: its network key was removed from the ring */
     NET_REJECT_COUNT
 } net_reject;
 

@@ -95,8 +95,11 @@ struct net_transport {
     int housekeeper_started, stop, closing;
 
     net_identity self;
-    uint8_t network_key[NET_NETWORK_KEY_SIZE];
-    uint8_t *allow; /* NULL: no allow-list; else allow_n keys (0 = admit nobody) */
+    uint8_t keys[NET_CHANNEL_KEYS_MAX][NET_NETWORK_KEY_SIZE]; /* ring; [0] = primary */
+    size_t n_keys;
+    net_seen *seen;     /* greatest HELLO timestamp per initiator key */
+    uint64_t last_wall; /* HELLO timestamps strictly increase, even on a coarse clock */
+    uint8_t *allow;     /* NULL: no allow-list; else allow_n keys (0 = admit nobody) */
     size_t allow_n;
     net_transport_config cfg; /* defaults filled in; pointers not used */
     net_penalty *penalty;
@@ -134,6 +137,13 @@ const char *__tsan_default_suppressions(void);
 const char *__tsan_default_suppressions(void)
 {
     return "race_top:pthread_mutex_destroy\n";
+}
+
+static uint64_t wall_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
 static gossip_time_us now_us(void)
@@ -372,9 +382,17 @@ static void conn_free(conn *c)
 static int channel_for(conn *c, int initiator, gossip_time_us now)
 {
     net_transport *t = c->t;
+    uint64_t wall = wall_ns();
+    if (wall <= t->last_wall)
+        wall = t->last_wall + 1;
+    t->last_wall = wall;
     net_channel_config cc = {
         .self = &t->self,
-        .network_key = t->network_key,
+        .network_keys = t->keys[0],
+        .network_keys_n = t->n_keys,
+        .seen = t->seen,
+        .wall_ns = wall,
+        .auth_only = t->cfg.auth_only,
         .allow = t->allow,
         .allow_n = t->allow_n,
         .initiator = initiator,
@@ -474,8 +492,18 @@ static void on_record(conn *c)
         int cause = net_channel_last_reject(c->ch);
         /* Over a stream nothing is lost or reordered: any bad record is an
          * attack or a bug, so the connection goes. Dialing ourselves or an
-         * address that now hosts another node is not an attack. */
-        conn_fail(c, cause, cause != NET_REJECT_SELF && cause != NET_REJECT_WRONG_PEER);
+         * address that now hosts another node is not an attack; a stale
+         * HELLO cost us one small decryption, and penalising it would let
+         * a replayer get the real sender's address (a shared NAT) cut off. */
+        conn_fail(c, cause,
+                  cause != NET_REJECT_SELF && cause != NET_REJECT_WRONG_PEER &&
+                      cause != NET_REJECT_STALE_HELLO);
+        return;
+    }
+    /* Control records (CONFIRM, REKEY_INIT/ACK) may come out of any recv. */
+    if (take_handshake(c)) {
+        free(buf);
+        conn_close(c);
         return;
     }
     if (plain && !inbox_has_room(t, plain_len)) {
@@ -493,10 +521,6 @@ static void on_record(conn *c)
         inbox_push(t, c->peer, buf, plain, plain_len);
     } else {
         free(buf);
-        if (take_handshake(c)) {
-            conn_close(c);
-            return;
-        }
         if (!was_open && net_channel_established(c->ch))
             on_open(c);
     }
@@ -585,6 +609,12 @@ static void pump(conn *c)
         }
         gossip_put_u32(it->buf, (uint32_t)rec_len);
         c->tx_total = 4 + rec_len;
+        if (take_handshake(c)) { /* a REKEY_INIT the seal started */
+            free(it);
+            reject(t, NET_REJECT_UNREACHABLE);
+            conn_close(c);
+            return;
+        }
     } else {
         return;
     }
@@ -853,7 +883,10 @@ static uint8_t *allow_copy(const uint8_t *allow, size_t n)
 
 int net_transport_create(net_transport **out, const net_transport_config *cfg)
 {
-    if (!out || !cfg || !cfg->self || !cfg->network_key || cfg->self->node_id == 0)
+    if (!out || !cfg || !cfg->self || cfg->self->node_id == 0)
+        return NET_EINVAL;
+    if ((!cfg->network_key && !cfg->network_keys_n) || cfg->network_keys_n > NET_CHANNEL_KEYS_MAX ||
+        (cfg->network_keys_n && !cfg->network_keys))
         return NET_EINVAL;
     *out = NULL;
     if (cfg->frame_max > GOSSIP_FRAME_MAX || cfg->allow_n > NET_CHANNEL_ALLOW_MAX ||
@@ -868,6 +901,7 @@ int net_transport_create(net_transport **out, const net_transport_config *cfg)
     t->cfg = *cfg;
     t->cfg.self = NULL;
     t->cfg.network_key = NULL;
+    t->cfg.network_keys = NULL;
     t->cfg.allow = NULL;
     if (!t->cfg.frame_max)
         t->cfg.frame_max = GOSSIP_FRAME_MAX;
@@ -890,7 +924,13 @@ int net_transport_create(net_transport **out, const net_transport_config *cfg)
     if (t->cfg.dial_backoff_max_ms < t->cfg.dial_backoff_min_ms)
         t->cfg.dial_backoff_max_ms = t->cfg.dial_backoff_min_ms;
     t->self = *cfg->self;
-    memcpy(t->network_key, cfg->network_key, NET_NETWORK_KEY_SIZE);
+    if (cfg->network_keys_n) {
+        memcpy(t->keys, cfg->network_keys, cfg->network_keys_n * NET_NETWORK_KEY_SIZE);
+        t->n_keys = cfg->network_keys_n;
+    } else {
+        memcpy(t->keys[0], cfg->network_key, NET_NETWORK_KEY_SIZE);
+        t->n_keys = 1;
+    }
     int rc = NET_ENOMEM;
     if (cfg->allow) {
         /* Copied even when empty: an empty list admits nobody. */
@@ -902,7 +942,8 @@ int net_transport_create(net_transport **out, const net_transport_config *cfg)
     t->inbox = calloc(t->cfg.inbox_frames_max, sizeof *t->inbox);
     if (!t->book || !t->inbox)
         goto fail;
-    if ((rc = net_penalty_create(&t->penalty, &cfg->penalty)) != NET_OK)
+    if ((rc = net_penalty_create(&t->penalty, &cfg->penalty)) != NET_OK ||
+        (rc = net_seen_create(&t->seen, NET_SEEN_DEFAULT)) != NET_OK)
         goto fail;
     rc = NET_EIO;
     if (pipe(t->pipe_fd) != 0)
@@ -937,10 +978,12 @@ fail:
     if (t->pipe_fd[1] >= 0)
         close(t->pipe_fd[1]);
     net_penalty_destroy(t->penalty);
+    net_seen_destroy(t->seen);
     free(t->inbox);
     free(t->book);
     free(t->allow);
     net_identity_wipe(&t->self);
+    sodium_memzero(t->keys, sizeof t->keys);
     free(t);
     return rc;
 }
@@ -978,11 +1021,12 @@ void net_transport_destroy(net_transport *t)
     pthread_cond_destroy(&t->cv);
     pthread_mutex_destroy(&t->mtx);
     net_penalty_destroy(t->penalty);
+    net_seen_destroy(t->seen);
     free(t->inbox);
     free(t->book);
     free(t->allow);
     net_identity_wipe(&t->self);
-    sodium_memzero(t->network_key, sizeof t->network_key);
+    sodium_memzero(t->keys, sizeof t->keys);
     free(t);
 }
 
@@ -1284,6 +1328,41 @@ int net_transport_set_allow(net_transport *t, const uint8_t *allow, size_t allow
     return NET_OK;
 }
 
+static int key_in_ring(const uint8_t *keys, size_t n, const uint8_t *k)
+{
+    int found = 0;
+    for (size_t i = 0; i < n; i++)
+        found |= sodium_memcmp(keys + i * NET_NETWORK_KEY_SIZE, k, NET_NETWORK_KEY_SIZE) == 0;
+    return found;
+}
+
+int net_transport_set_network_keys(net_transport *t, const uint8_t *keys, size_t n)
+{
+    if (!t || !keys || n == 0 || n > NET_CHANNEL_KEYS_MAX)
+        return NET_EINVAL;
+    pthread_mutex_lock(&t->mtx);
+    /* Links under a key that left the ring close (they are re-dialed under
+     * the primary); so do handshakes that have not chosen a key yet, since
+     * their channel holds the old ring. */
+    for (conn *c = t->conns; c;) {
+        conn *n_ = c->next; /* conn_close may bury c */
+        if (c->ch && c->state != C_CLOSING) {
+            const uint8_t *k = net_channel_network_key(c->ch);
+            if (!k || !key_in_ring(keys, n, k)) {
+                if (k)
+                    reject(t, NET_REJECT_KEY_RETIRED);
+                conn_close(c);
+            }
+        }
+        c = n_;
+    }
+    sodium_memzero(t->keys, sizeof t->keys);
+    memcpy(t->keys, keys, n * NET_NETWORK_KEY_SIZE);
+    t->n_keys = n;
+    pthread_mutex_unlock(&t->mtx);
+    return NET_OK;
+}
+
 int net_transport_connected(net_transport *t, uint64_t id)
 {
     if (!t || !id)
@@ -1303,5 +1382,8 @@ void net_transport_stats_get(net_transport *t, net_transport_stats *out)
     pthread_mutex_lock(&t->mtx);
     *out = t->stats;
     out->conns_open = t->n_conns;
+    out->conns_auth_only = 0;
+    for (conn *c = t->conns; c; c = c->next)
+        out->conns_auth_only += c->state == C_OPEN && net_channel_auth_only(c->ch);
     pthread_mutex_unlock(&t->mtx);
 }

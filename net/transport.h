@@ -96,8 +96,12 @@ _Static_assert(4u * GOSSIP_FRAME_MAX <= NET_TRANSPORT_INBOX_BYTES_DEFAULT,
 typedef struct net_transport net_transport;
 
 typedef struct net_transport_config {
-    const net_identity *self;   /* copied */
-    const uint8_t *network_key; /* NET_NETWORK_KEY_SIZE bytes, copied */
+    const net_identity *self; /* copied */
+    /* Network key (NET_NETWORK_KEY_SIZE bytes), or a ring of network_keys_n
+     * keys, the first the primary (copied); see net_channel_config. */
+    const uint8_t *network_key;
+    const uint8_t *network_keys;
+    size_t network_keys_n;
     /* Allow-list, copied: NULL = none (any holder of the network key);
      * non-NULL = only these allow_n keys, and allow_n = 0 admits nobody. */
     const uint8_t *allow;
@@ -109,6 +113,7 @@ typedef struct net_transport_config {
     uint32_t inbox_frames_max;     /* 0 = default */
     size_t inbox_bytes_max;        /* 0 = default */
     uint32_t handshake_timeout_ms; /* 0 = channel default (5 s) */
+    int auth_only;                 /* ask peers for auth-only sessions (net_channel_config) */
     uint64_t rekey_frames;         /* 0 = channel default */
     uint32_t rekey_interval_ms;    /* 0 = channel default */
     uint32_t dial_backoff_min_ms;  /* 0 = default */
@@ -132,6 +137,7 @@ typedef struct net_transport_stats {
     uint64_t conns_accepted, conns_dialed, dial_failures, handshakes_ok, conns_closed;
     uint64_t inbox_stalls; /* times a connection paused on a full inbox */
     uint32_t conns_open;
+    uint32_t conns_auth_only; /* open links whose frames are authenticated, not encrypted */
 } net_transport_stats;
 
 /* Create a transport (not yet listening). Errors: NET_EINVAL (no identity or
@@ -189,6 +195,15 @@ int net_transport_forget(net_transport *t, uint64_t id);
  * checked against the new list. Errors: NET_EINVAL, NET_ENOMEM (the old
  * list stays in force). */
 int net_transport_set_allow(net_transport *t, const uint8_t *allow, size_t allow_n);
+
+/* Replace the network key ring (n keys, the first the primary; copied).
+ * Links whose session runs under a key that left the ring close at once
+ * (counted as key_retired) and are re-dialed under the primary on the next
+ * send; handshakes in progress close too. Rotation without a stop: install
+ * the new key as a second key everywhere, then make it the primary
+ * everywhere, then remove the old one (docs/SECURITY.md). Errors:
+ * NET_EINVAL (n = 0 or above NET_CHANNEL_KEYS_MAX). */
+int net_transport_set_network_keys(net_transport *t, const uint8_t *keys, size_t n);
 
 /* 1 if an authenticated connection to id is open. */
 int net_transport_connected(net_transport *t, uint64_t id);

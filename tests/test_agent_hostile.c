@@ -270,29 +270,49 @@ static void wait_training(double limit_s, double min_step)
              status_num(2, "peers"));
 }
 
+/* Wait until agents 1 and 2 see each other as peers (or fail). */
+static void wait_peers(double limit_s)
+{
+    double end = now_s() + limit_s;
+    while (now_s() < end) {
+        if (alive(1) && alive(2) && status_num(1, "peers") == 1 && status_num(2, "peers") == 1)
+            return;
+        usleep(200000);
+    }
+    fail_msg("agents not peers within %.0f s (peers %g and %g)", limit_s, status_num(1, "peers"),
+             status_num(2, "peers"));
+}
+
 /* A genuine session, one good sealed frame, then a bad record: kind 0
  * the same frame again (replay), 1 a tampered frame, 2 a truncated one. */
+static int client_handshake(int s, net_channel *ch);
+
+static uint64_t wall_now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+static uint8_t g_hello[NET_CHANNEL_HS_MAX]; /* the HELLO of a finished session */
+static size_t g_hello_len;
+
 static void bad_session(const uint8_t *netkey, int kind)
 {
     static uint8_t rec[NET_CHANNEL_HS_MAX + 4096];
     net_identity id;
     assert_int_equal(net_identity_generate(&id), NET_OK);
-    net_channel_config cc = {.self = &id, .network_key = netkey, .initiator = 1};
+    net_channel_config cc = {
+        .self = &id, .network_key = netkey, .initiator = 1, .wall_ns = wall_now_ns()};
     net_channel *ch;
     assert_int_equal(net_channel_create(&ch, &cc, 0), NET_OK);
+    const uint8_t *hello;
+    assert_int_equal(net_channel_poll_send(ch, &hello, &g_hello_len), 1);
+    memcpy(g_hello, hello, g_hello_len);
     int s = tcp_connect(g_base + 1);
     assert_true(s >= 0);
-    const uint8_t *out;
-    size_t outlen;
-    assert_int_equal(net_channel_poll_send(ch, &out, &outlen), 1);
-    assert_int_equal(send_record(s, out, outlen), 0); /* HELLO */
-    long n = recv_record(s, rec, sizeof rec);         /* REPLY */
-    assert_true(n > 0);
-    uint8_t *plain;
-    size_t plen;
-    assert_int_equal(net_channel_recv(ch, rec, (size_t)n, 0, &plain, &plen), NET_OK);
-    assert_int_equal(net_channel_poll_send(ch, &out, &outlen), 1);
-    assert_int_equal(send_record(s, out, outlen), 0); /* AUTH */
+    assert_int_equal(send_record(s, g_hello, g_hello_len), 0);
+    assert_true(client_handshake(s, ch));
     assert_true(net_channel_established(ch));
     const uint8_t junk[] = "not a gossip frame";
     size_t sealed;
@@ -359,8 +379,18 @@ static void hostile_frames_rejected_and_counted(void **state)
     for (int kind = 0; kind < 3; kind++)
         bad_session(netkey, kind);
 
-    /* 2. Garbage instead of a HELLO. */
+    /* 2. A recorded HELLO replayed: no reply at all (no signature spent,
+     * nothing revealed), counted as stale_hello. */
     int s = tcp_connect(g_base + 1);
+    if (s >= 0) {
+        uint8_t reply[NET_CHANNEL_HS_MAX];
+        (void)send_record(s, g_hello, g_hello_len);
+        assert_true(recv_record(s, reply, sizeof reply) < 0);
+        close(s);
+    }
+
+    /* 2b. Garbage instead of a HELLO. */
+    s = tcp_connect(g_base + 1);
     if (s >= 0) {
         uint8_t g[64];
         for (size_t k = 0; k < sizeof g; k++)
@@ -381,7 +411,8 @@ static void hostile_frames_rejected_and_counted(void **state)
     /* 4. A HELLO keyed with the wrong network key. */
     net_identity id;
     assert_int_equal(net_identity_generate(&id), NET_OK);
-    net_channel_config cc = {.self = &id, .network_key = wrongkey, .initiator = 1};
+    net_channel_config cc = {
+        .self = &id, .network_key = wrongkey, .initiator = 1, .wall_ns = wall_now_ns()};
     net_channel *ch;
     assert_int_equal(net_channel_create(&ch, &cc, 0), NET_OK);
     const uint8_t *out;
@@ -406,7 +437,8 @@ static void hostile_frames_rejected_and_counted(void **state)
 
     /* Counted by cause on agent 1 (metrics refresh with the progress). */
     static char m[65536];
-    const char *causes[] = {"replay", "auth", "truncated", "bad_record", "oversize", "bad_mac"};
+    const char *causes[] = {"replay",   "auth",    "truncated",  "bad_record",
+                            "oversize", "bad_mac", "stale_hello"};
     double end = now_s() + 10;
     int all = 0;
     while (!all && now_s() < end) {
@@ -516,7 +548,8 @@ static void allow_list_fail_closed(void **state)
     for (int attempt = 0; attempt < 2; attempt++) {
         net_identity id;
         assert_int_equal(net_identity_generate(&id), NET_OK);
-        net_channel_config cc = {.self = &id, .network_key = netkey, .initiator = 1};
+        net_channel_config cc = {
+            .self = &id, .network_key = netkey, .initiator = 1, .wall_ns = wall_now_ns()};
         net_channel *ch;
         assert_int_equal(net_channel_create(&ch, &cc, 0), NET_OK);
         int s = tcp_connect(g_base + 1);
@@ -600,7 +633,7 @@ static void allow_list_revoked_on_sighup(void **state)
     g_allow = NULL;
     usleep(300000);
     start_agent(2, "net.key", 1);
-    wait_training(40, 50);
+    wait_peers(40);
 
     static char m[65536];
     assert_int_equal(http_get(1, "/metrics", m, sizeof m), 0);
@@ -628,7 +661,76 @@ static void allow_list_revoked_on_sighup(void **state)
     snprintf(text, sizeof text, "%s\n", hex);
     write_list(allow, text);
     assert_int_equal(kill(g_pid[1], SIGHUP), 0);
-    wait_training(30, 0);
+    wait_peers(30);
+    kill_all();
+}
+
+/* Issue 13, item 5: rotate the network key of a running cluster without
+ * stopping it. Both agents read one key file; it becomes K1+K2 (K2
+ * accepted), then K2+K1 (K2 used), then K2 (K1 retired), with a SIGHUP to
+ * both agents after each change. Through all of it they stay peers and
+ * keep mixing; the links made under K1 are closed and re-made under K2;
+ * an agent holding only K1 cannot join afterwards. */
+static void network_key_rotation_on_sighup(void **state)
+{
+    (void)state;
+    kill_all();
+    snprintf(g_dir, sizeof g_dir, "/tmp/murmur-rotate-XXXXXX");
+    assert_non_null(mkdtemp(g_dir));
+    g_base = 23600 + (int)(getpid() % 50) * 10;
+    while (!(port_free(g_base + 1) && port_free(g_base + 2) && port_free(g_base + 3) &&
+             port_free(g_base + 101) && port_free(g_base + 102) && port_free(g_base + 103)))
+        g_base += 500;
+    sh("'%s' keygen --network-key '%s/net.key' >/dev/null", g_bin, g_dir);
+    sh("cp '%s/net.key' '%s/k1.key' && '%s' keygen --network-key '%s/k2.key' >/dev/null", g_dir,
+       g_dir, g_bin, g_dir);
+    sh("'%s' shard --shards 4 --out '%s/all' >/dev/null", g_bin, g_dir);
+    for (int i = 1; i <= 3; i++)
+        sh("mkdir -p '%s/a%d/shards' && '%s' keygen --out '%s/a%d' >/dev/null && cp "
+           "'%s/all/catalog' '%s/a%d/shards/'",
+           g_dir, i, g_bin, g_dir, i, g_dir, g_dir, i);
+    sh("cp '%s'/all/*.msh '%s/a1/shards/'", g_dir, g_dir);
+    start_agent(1, "net.key", 0);
+    usleep(300000);
+    start_agent(2, "net.key", 1);
+    wait_peers(40);
+    static const char *const rings[] = {"k1.key k2.key", "k2.key k1.key", "k2.key"};
+    double rounds = status_num(1, "mixing_rounds") + status_num(2, "mixing_rounds");
+    for (int step = 0; step < 3; step++) {
+        sh("cd '%s' && cat %s > ring.tmp && chmod 600 ring.tmp && mv ring.tmp net.key", g_dir,
+           rings[step]);
+        for (int i = 1; i <= 2; i++)
+            assert_int_equal(kill(g_pid[i], SIGHUP), 0);
+        /* Still peers, still mixing, a few seconds later. */
+        double end = now_s() + 20, now_rounds = rounds;
+        while (now_s() < end && now_rounds < rounds + 5) {
+            usleep(300000);
+            now_rounds = status_num(1, "mixing_rounds") + status_num(2, "mixing_rounds");
+        }
+        print_message("rotation step %d: mixing rounds %g -> %g\n", step, rounds, now_rounds);
+        assert_true(now_rounds >= rounds + 5);
+        wait_peers(20);
+        rounds = now_rounds;
+    }
+    static char m[65536];
+    double retired = 0;
+    for (int i = 1; i <= 2; i++) {
+        assert_int_equal(http_get(i, "/metrics", m, sizeof m), 0);
+        retired += rejections(m, "key_retired");
+    }
+    print_message("key_retired = %g\n", retired);
+    assert_true(retired >= 1);
+    sh("grep -q 'network_keys_reloaded' '%s/a1.log'", g_dir);
+    /* An agent that still holds only K1 is refused. */
+    start_agent(3, "k1.key", 1);
+    double end = now_s() + 10, bad = 0;
+    while (now_s() < end && bad < 1) {
+        usleep(300000);
+        if (http_get(1, "/metrics", m, sizeof m) == 0)
+            bad = rejections(m, "bad_mac");
+    }
+    assert_true(bad >= 1);
+    assert_true(status_num(1, "peers") == 1);
     kill_all();
 }
 
@@ -652,6 +754,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(allow_list_fail_closed),
         cmocka_unit_test(allow_list_revoked_on_sighup),
+        cmocka_unit_test(network_key_rotation_on_sighup),
         cmocka_unit_test(hostile_frames_rejected_and_counted),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -162,6 +162,38 @@ static void network_key(void **state)
     assert_non_null(strstr(msg, "32 bytes"));
 }
 
+static void network_key_ring_file(void **state)
+{
+    tmpdir *t = *state;
+    uint8_t ring[5 * 32], back[4 * 32];
+    for (size_t k = 0; k < sizeof ring; k++)
+        ring[k] = (uint8_t)(k * 13 + 1);
+    char msg[512];
+    size_t n = 99;
+    for (size_t keys = 1; keys <= 4; keys++) {
+        write_raw(t->net, ring, keys * 32, 0600);
+        assert_int_equal(agent_keys_read_network_ring(t->net, back, 4, &n, msg, sizeof msg),
+                         AGENT_KEYS_OK);
+        assert_int_equal(n, keys);
+        assert_memory_equal(back, ring, keys * 32);
+    }
+    /* five keys, a partial key, an empty file, a readable file: refused */
+    write_raw(t->net, ring, 5 * 32, 0600);
+    assert_int_equal(agent_keys_read_network_ring(t->net, back, 4, &n, msg, sizeof msg),
+                     AGENT_KEYS_ESIZE);
+    write_raw(t->net, ring, 48, 0600);
+    assert_int_equal(agent_keys_read_network_ring(t->net, back, 4, &n, msg, sizeof msg),
+                     AGENT_KEYS_ESIZE);
+    assert_non_null(strstr(msg, "1 to 4 keys"));
+    write_raw(t->net, ring, 0, 0600);
+    assert_int_equal(agent_keys_read_network_ring(t->net, back, 4, &n, msg, sizeof msg),
+                     AGENT_KEYS_ESIZE);
+    write_raw(t->net, ring, 64, 0640);
+    assert_int_equal(agent_keys_read_network_ring(t->net, back, 4, &n, msg, sizeof msg),
+                     AGENT_KEYS_EMODE);
+    assert_int_equal(n, 0);
+}
+
 static void allow_list_file(void **state)
 {
     tmpdir *t = *state;
@@ -253,6 +285,7 @@ int main(void)
         cmocka_unit_test(node_id_is_blake2b_prefix),
         cmocka_unit_test_setup_teardown(secret_file_errors, setup, teardown),
         cmocka_unit_test_setup_teardown(network_key, setup, teardown),
+        cmocka_unit_test_setup_teardown(network_key_ring_file, setup, teardown),
         cmocka_unit_test_setup_teardown(allow_list_file, setup, teardown),
         cmocka_unit_test_setup_teardown(keygen_command, setup, teardown),
     };

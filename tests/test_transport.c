@@ -346,6 +346,7 @@ static void raw_clients_rejected(void **state)
     randombytes_buf(rec + 4, NET_CHANNEL_HELLO_SIZE);
     rec[4] = NET_REC_HELLO;
     rec[5] = NET_CHANNEL_VERSION;
+    rec[6] = 0; /* flags */
     raw_send(fd, rec, sizeof rec);
     assert_true(raw_closed(fd));
     close(fd);
@@ -548,6 +549,94 @@ static void allow_list_empty_and_revoked(void **state)
         node_stop(&b);
         node_stop(&c);
     }
+}
+
+/* Issue 13, item 5: rotate the network key while frames keep flowing.
+ * a, b, c start on K1; K2 is installed as a second key everywhere, then
+ * made the primary everywhere, then K1 is removed: links under K1 close
+ * (key_retired) and are re-dialed under K2; at every step every pair
+ * exchanges frames; an agent left on K1 alone is shut out at the end. */
+static void network_key_rotation(void **state)
+{
+    (void)state;
+    uint8_t k1[32], k2[32], ring[64];
+    randombytes_buf(k1, 32);
+    randombytes_buf(k2, 32);
+    node n[4];
+    net_transport_config cfg[4];
+    for (int i = 0; i < 4; i++) {
+        cfg[i] = base_cfg(&n[i], k1);
+        node_start(&n[i], &cfg[i], "tcp://127.0.0.1:0");
+    }
+    uint32_t tag = 100;
+    for (int step = 0; step < 4; step++) {
+        if (step == 1) { /* K2 accepted, K1 still used */
+            memcpy(ring, k1, 32);
+            memcpy(ring + 32, k2, 32);
+        } else if (step == 2) { /* K2 used, K1 still accepted */
+            memcpy(ring, k2, 32);
+            memcpy(ring + 32, k1, 32);
+        } else if (step == 3) { /* K1 retired */
+            memcpy(ring, k2, 32);
+        }
+        if (step)
+            for (int i = 0; i < 3; i++)
+                assert_int_equal(net_transport_set_network_keys(n[i].t, ring, step == 3 ? 1 : 2),
+                                 NET_OK);
+        for (int i = 0; i < 3; i++)
+            for (int j = 0; j < 3; j++)
+                if (i != j)
+                    exchange_ok(&n[i], &n[j], tag++);
+        if (step == 0)
+            exchange_ok(&n[3], &n[0], tag++); /* d is a member while K1 is */
+    }
+    uint64_t retired = 0;
+    for (int i = 0; i < 3; i++)
+        retired += stats(&n[i]).rejects[NET_REJECT_KEY_RETIRED];
+    assert_true(retired >= 3); /* the step-0 links ran under K1 */
+    /* d still holds only K1: refused now (its HELLO opens under no key). */
+    uint64_t before = stats(&n[0]).rejects[NET_REJECT_BAD_MAC];
+    uint8_t f[16] = {1};
+    net_transport_forget(n[3].t, n[0].id.node_id);
+    assert_int_equal(net_transport_send(n[3].t, n[0].id.node_id, n[0].addr, f, sizeof f), NET_OK);
+    assert_true(wait_reject(&n[0], NET_REJECT_BAD_MAC, before + 1) >= before + 1);
+    assert_int_equal(net_transport_set_network_keys(n[0].t, ring, 0), NET_EINVAL);
+    assert_int_equal(net_transport_set_network_keys(n[0].t, ring, NET_CHANNEL_KEYS_MAX + 1),
+                     NET_EINVAL);
+    for (int i = 0; i < 4; i++)
+        node_stop(&n[i]);
+}
+
+/* node.encryption = auth-only over real sockets: only between two ends
+ * that both ask; a third that does not gets encrypted sessions. */
+static void auth_only_transport(void **state)
+{
+    (void)state;
+    node a, b, c;
+    net_transport_config ca = base_cfg(&a, g_key), cb = base_cfg(&b, g_key),
+                         cc = base_cfg(&c, g_key);
+    ca.auth_only = cb.auth_only = 1;
+    node_start(&a, &ca, "tcp://127.0.0.1:0");
+    node_start(&b, &cb, "tcp://127.0.0.1:0");
+    node_start(&c, &cc, "tcp://127.0.0.1:0");
+    for (uint32_t k = 0; k < 3; k++) {
+        exchange_ok(&a, &b, 300 + k);
+        exchange_ok(&b, &a, 310 + k);
+        exchange_ok(&a, &c, 320 + k);
+        exchange_ok(&c, &b, 330 + k);
+    }
+    for (int k = 0; k < NET_REJECT_COUNT; k++)
+        if (k != NET_REJECT_UNREACHABLE)
+            assert_int_equal(stats(&a).rejects[k] + stats(&b).rejects[k] + stats(&c).rejects[k], 0);
+    /* a and b talk in clear (one or two links: each may have dialed the
+     * other); every link with c is encrypted. */
+    assert_true(stats(&a).conns_auth_only >= 1);
+    assert_int_equal(stats(&a).conns_auth_only + stats(&c).conns_auth_only,
+                     stats(&b).conns_auth_only);
+    assert_int_equal(stats(&c).conns_auth_only, 0);
+    node_stop(&a);
+    node_stop(&b);
+    node_stop(&c);
 }
 
 static void dead_peer_never_blocks(void **state)
@@ -765,6 +854,8 @@ int main(void)
         cmocka_unit_test(slow_reader_backpressure),
         cmocka_unit_test(wrong_network_key),
         cmocka_unit_test(allow_list_empty_and_revoked),
+        cmocka_unit_test(network_key_rotation),
+        cmocka_unit_test(auth_only_transport),
         cmocka_unit_test(dead_peer_never_blocks),
         cmocka_unit_test(handshake_timeout_and_queue_bound),
         cmocka_unit_test(cut_off_after_failures),

@@ -183,7 +183,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                                 .allow = (opt & 1) ? allow : NULL,
                                 .allow_n = (opt & 1) ? 2 : 0,
                                 .initiator = ch_init[x],
-                                .expect_peer = (x == 0 && (opt & 2)) ? ids[1].node_id : 0};
+                                .expect_peer = (x == 0 && (opt & 2)) ? ids[1].node_id : 0,
+                                /* no rekey within the clock's reach (64 ops of at
+                                 * most 25.5 s): rekeys are fuzz_session's */
+                                .rekey_interval_us = 86400ull * 1000000ull};
         FUZZ_CHECK(net_channel_create(&ch[x], &c, 0) == NET_OK);
     }
     pool_n = 0;
@@ -256,9 +259,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
 #undef NEXT
     /* An open responder has exactly one open counterpart (it opens only on
-     * an AUTH, which its initiator sends as it opens), and the two share
-     * their keys; an open initiator has at most one (its AUTH may not have
-     * been delivered). */
+     * a CONFIRM, which its initiator sends as it opens), and the two share
+     * their keys; an open initiator has at most one (its CONFIRM may not
+     * have been delivered). */
     for (int y = 0; y < NCH; y++) {
         int found = 0;
         for (int x = 0; x < NCH; x++) {

@@ -5,11 +5,14 @@
  * a real handshake, so both hold genuine session keys. Then the input
  * seals frames on either side and delivers them in any order, replayed,
  * dropped, altered or mixed with garbage and handshake records, while small
- * rekey bounds make the keys move on every few frames. A reference model of
- * both ends (sender counters and epochs; receiver epoch and replay window)
- * predicts every outcome.
+ * rekey bounds make the keys move on every few frames. A rekey is a fresh
+ * Diffie-Hellman exchange started by I (REKEY_INIT, answered by REKEY_ACK,
+ * both sealed like data); the target carries those control records at once
+ * and in order, as the transport does, and the model predicts when I
+ * starts one. A reference model of both ends (sender counters and epochs;
+ * receiver epoch and replay window) predicts every outcome.
  *
- * Input: byte 0 = options: bits 0-1 rekey after 2^20, 1, 3 or 16 frames;
+ * Input: byte 0 = options: bits 0-1 rekey after 2^20, 2, 4 or 16 frames;
  * bits 2-3 rekey after 600 s, 1 ms, 50 ms or 1 s. Then ops, each one byte
  * (op % 8, direction d = (op >> 3) & 1: 0 is I -> R, 1 is R -> I) and its
  * operands:
@@ -20,10 +23,12 @@
  *   4 n ...   deliver the next n input bytes as a record
  *   5 t       advance the clock by t ms
  *   6 n       seal (n % 64 + 1) * 16 frames that are lost
- *   7 k       deliver handshake record k % 3 (HELLO, REPLY, AUTH of setup)
+ *   7 k       deliver handshake record k % 3 (HELLO, REPLY, CONFIRM of setup)
  * Properties, any violation aborts:
  *   - every sealed record carries the epoch and counter the model predicts
- *     (counter +1 per frame, epoch +1 and counter 0 at each rekey bound);
+ *     (counter +1 per frame or control record; I starts a rekey exactly
+ *     when a bound is reached, and both move to epoch +1, counter 0, once
+ *     the ACK is through);
  *   - a genuine record is accepted exactly when the model says so (current
  *     epoch: not seen, not below the 1024-counter window; or the next
  *     epoch), and then yields exactly the sealed bytes; otherwise it is
@@ -46,6 +51,7 @@
 #define PAYLOAD_MAX  64
 #define REC_MAX      (PAYLOAD_MAX + NET_CHANNEL_OVERHEAD)
 #define SEAL_BUDGET  20000
+#define REKEY_COST   50 /* a rekey (two signatures, two X25519) against one seal */
 #define ACCEPTED_MAX 4096
 
 typedef struct kept {
@@ -135,17 +141,73 @@ static uint64_t rec_counter(const uint8_t *b)
     return c;
 }
 
+static void accept(model *m, uint32_t e, uint64_t c);
+static int verdict(const model *m, uint32_t e, uint64_t c);
+static int rekeys; /* rekeys in this input (they cost budget) */
+
+/* I starts a rekey when its epoch is old, or either direction carried
+ * rekey_frames frames in the current epoch (the model of channel.c's
+ * rekey_due). dirs[0] is I -> R (I's sender, R's receiver), dirs[1] the
+ * reverse. */
+static int rekey_wanted(gossip_time_us now)
+{
+    const model *tx = &dirs[0].m, *rx = &dirs[1].m;
+    int old = now > tx->tx_start && now - tx->tx_start >= rekey_interval_us;
+    int many = tx->tx_counter >= rekey_frames ||
+               (rx->rx_epoch == tx->tx_epoch && rx->any && rx->top >= rekey_frames);
+    return old || many;
+}
+
+/* Move one control record from channel `from` (sender model ms) to `to`
+ * (receiver model mr): header as predicted, accepted, nothing delivered. */
+static void carry_control(net_channel *from, model *ms, net_channel *to, model *mr,
+                          gossip_time_us now)
+{
+    const uint8_t *r;
+    size_t len;
+    FUZZ_CHECK(net_channel_poll_send(from, &r, &len) == 1);
+    FUZZ_CHECK(r[0] == NET_REC_REKEY && len == NET_CHANNEL_REKEY_SIZE);
+    FUZZ_CHECK(rec_epoch(r) == ms->tx_epoch && rec_counter(r) == ms->tx_counter);
+    ms->tx_counter++;
+    uint8_t buf[NET_CHANNEL_REKEY_SIZE];
+    memcpy(buf, r, len);
+    uint32_t e = rec_epoch(buf);
+    uint64_t c = rec_counter(buf);
+    FUZZ_CHECK(verdict(mr, e, c) < 0);
+    uint8_t *plain = NULL;
+    size_t pl = 0;
+    FUZZ_CHECK(net_channel_recv(to, buf, len, now, &plain, &pl) == NET_OK && plain == NULL);
+    accept(mr, e, c);
+}
+
+/* I emitted a REKEY_INIT (its counter already counted by the caller's
+ * model): carry it to R, R's ACK back to I; both move to the next epoch. */
+static void rekey_exchange(gossip_time_us now)
+{
+    model *mi = &dirs[0].m, *mr = &dirs[1].m;
+    net_channel *i = dirs[0].tx, *r = dirs[0].rx;
+    carry_control(i, mi, r, &dirs[0].m, now); /* INIT: I's sender, R's receiver */
+    carry_control(r, mr, i, &dirs[1].m, now); /* ACK: R's sender, I's receiver */
+    mr->tx_epoch++;
+    mr->tx_counter = 0;
+    mi->tx_epoch++;
+    mi->tx_counter = 0;
+    mi->tx_start = now;
+    FUZZ_CHECK(net_channel_tx_epoch(i) == mi->tx_epoch && net_channel_tx_epoch(r) == mr->tx_epoch);
+    const uint8_t *x;
+    size_t xl;
+    FUZZ_CHECK(net_channel_poll_send(i, &x, &xl) == 0 && net_channel_poll_send(r, &x, &xl) == 0);
+    rekeys++;
+}
+
 /* Seal on direction d; check the header against the sender model. */
 static void seal(dir *d, const uint8_t *plain, size_t n, gossip_time_us now, kept *out)
 {
     model *m = &d->m;
-    int old = now > m->tx_start && now - m->tx_start >= rekey_interval_us;
-    if (m->tx_counter >= rekey_frames || old) {
-        m->tx_epoch++;
-        m->tx_counter = 0;
-        m->tx_start = now;
-    }
-    uint64_t counter = m->tx_counter++;
+    int from_i = d == &dirs[0];
+    int rekey = from_i && rekey_wanted(now);
+    /* The REKEY_INIT is sealed first, on the counter before the frame's. */
+    uint64_t counter = m->tx_counter + (uint64_t)rekey;
     kept tmp;
     kept *k = out ? out : &tmp;
     FUZZ_CHECK(net_channel_seal(d->tx, plain, n, k->b, sizeof k->b, &k->len, now) == NET_OK);
@@ -155,6 +217,17 @@ static void seal(dir *d, const uint8_t *plain, size_t n, gossip_time_us now, kep
     if (n)
         memcpy(k->plain, plain, n);
     k->plain_len = n;
+    if (rekey) {
+        /* carry_control expects the INIT's counter next: put it back. */
+        m->tx_counter = counter - 1;
+        rekey_exchange(now);
+        /* the frame's own counter was in the old epoch: nothing to redo */
+    } else {
+        m->tx_counter = counter + 1;
+        const uint8_t *x;
+        size_t xl;
+        FUZZ_CHECK(net_channel_poll_send(d->tx, &x, &xl) == 0);
+    }
 }
 
 static int seen(const model *m, uint64_t c)
@@ -219,6 +292,13 @@ static void deliver_genuine(dir *d, const kept *k, gossip_time_us now)
         FUZZ_CHECK(pl == 0 || memcmp(plain, k->plain, pl) == 0);
         FUZZ_CHECK(rejects_total(d->rx) == before);
         accept(&d->m, e, c);
+        /* A frame received by I may start a rekey (epoch age, frames). */
+        const uint8_t *x;
+        size_t xl;
+        if (d == &dirs[1] && rekey_wanted(now))
+            rekey_exchange(now);
+        else
+            FUZZ_CHECK(net_channel_poll_send(d->rx, &x, &xl) == 0);
     } else {
         FUZZ_CHECK(rc == NET_EREJECT && plain == NULL);
         FUZZ_CHECK(net_channel_last_reject(d->rx) == want);
@@ -256,7 +336,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     setup_once();
     if (size < 1)
         return 0;
-    static const uint64_t frames_opt[] = {0, 1, 3, 16};
+    static const uint64_t frames_opt[] = {0, 2, 4, 16};
     static const uint64_t interval_opt[] = {0, 1000, 50000, 1000000};
     uint64_t cfg_frames = frames_opt[data[0] & 3], cfg_interval = interval_opt[(data[0] >> 2) & 3];
     rekey_frames = cfg_frames ? cfg_frames : NET_CHANNEL_REKEY_FRAMES_DEFAULT;
@@ -283,6 +363,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     gossip_time_us now = 0;
     size_t at = 1;
     int budget = SEAL_BUDGET;
+    rekeys = 0;
 #define NEXT() (at < size ? data[at++] : 0)
     for (int steps = 0; at < size && steps < 256; steps++) {
         int op = data[at] % 8;
@@ -294,9 +375,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             if (n > size - at)
                 n = size - at;
             kept *k = d->n_keep < KEEP_MAX ? &d->keep[d->n_keep++] : &d->keep[steps % KEEP_MAX];
+            int before = rekeys;
             seal(d, data + at, n, now, k);
             at += n;
-            budget--;
+            budget -= 1 + REKEY_COST * (rekeys - before);
             break;
         }
         case 1: {
@@ -338,8 +420,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             break;
         case 6: {
             int n = (NEXT() % 64 + 1) * 16;
-            for (int k = 0; k < n && budget > 0; k++, budget--)
+            for (int k = 0; k < n && budget > 0; k++) {
+                int before = rekeys;
                 seal(d, NULL, 0, now, NULL);
+                budget -= 1 + REKEY_COST * (rekeys - before);
+            }
             break;
         }
         default: {

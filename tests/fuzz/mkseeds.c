@@ -398,7 +398,7 @@ static void seeds_channel(void)
     static const uint8_t i1r1[] = {0, 0, 0, 1, 0, 3, 0,   0,   3,   1,   1,   0,   0,   0,   0,  1,
                                    2, 3, 0, 6, 0, 5, 'h', 'e', 'l', 'l', 'o', 1,   3,   3,   0,  1,
                                    3, 3, 0, 2, 3, 3, 20,  1,   6,   3,   4,   'b', 'a', 'c', 'k'};
-    /* I2 <-> R2, allow-list on (C is not on it: R2 refuses the AUTH) */
+    /* I2 <-> R2, allow-list on (C is not on it: R2 refuses the HELLO) */
     static const uint8_t i2r2[] = {1, 0, 1, 1, 0, 4, 0, 0, 4, 1, 1, 1, 0, 0, 1, 1, 2, 4, 0};
     /* I3 (other network key) says HELLO to R1; I1 expects B but meets R2 */
     static const uint8_t wrong[] = {2, 0, 2, 1, 0, 3,  0, 0, 0, 1, 1, 4, 0, 0, 4,
@@ -411,7 +411,7 @@ static void seeds_channel(void)
 /* ---- fuzz_session: op scripts (see the target) ---- */
 static void seeds_session(void)
 {
-    /* rekey every frame and every millisecond: seal, deliver, replay, both
+    /* rekey every 2 frames and every millisecond: seal, deliver, replay, both
      * ways, a flipped bit, a cut record, garbage, lost frames, a HELLO */
     static const uint8_t rekey[] = {0x05, 0, 3, 'a', 'b', 'c', 1, 0, 1, 0, 8,  2, 'x', 'y', 9,
                                     0,    5, 5, 0,   1,   'z', 1, 1, 2, 1, 14, 3, 3,   1,   10,
