@@ -1,8 +1,10 @@
-/* agent/metrics — counters and gauges, served over HTTP with the status.
+/* agent/metrics — counters, gauges and histograms, served over HTTP with
+ * the status.
  *
  * Registry: a fixed table of metric families (a name, a help text, a kind)
- * and series (a family plus at most one label, e.g.
- * murmur_bytes_sent_total{type="mix_push"}). Registration takes a mutex and
+ * and series (a family plus labels, e.g.
+ * murmur_bytes_sent_total{type="mix_push"}); a histogram family has fixed
+ * bucket bounds. Registration takes a mutex and
  * returns a stable handle; updates through a handle are single atomic
  * operations, so the event loop, the training thread and NNG callbacks
  * update without locks. Registering the same name and label again returns
@@ -11,7 +13,11 @@
  *
  * Exposition: GET /metrics renders the Prometheus text format 0.0.4 (HELP
  * and TYPE lines per family, then one line per series; help escapes \\ and
- * \n, label values escape \\, \" and \n; gauges print NaN, +Inf, -Inf).
+ * \n, label values escape \\, \" and \n; gauges print NaN, +Inf, -Inf;
+ * histograms print cumulative _bucket{le=...} lines, _sum and _count),
+ * then, when enabled, the process_* collectors every Prometheus client
+ * library exports (CPU seconds, resident and virtual memory, open and
+ * maximum file descriptors, start time), read from /proc on each request.
  * GET /status renders agent_status as one JSON object, filled on each
  * request by the agent's callback. Any other path gets 404. The server is
  * NNG 1.5.2's HTTP server: handlers run on NNG's threads, so the status
@@ -42,6 +48,14 @@
 #define AGENT_METRICS_NAME_MAX   64u  /* metric or label name, including NUL */
 #define AGENT_METRICS_VALUE_MAX  64u  /* label value, including NUL */
 #define AGENT_METRICS_HELP_MAX   192u /* help text, including NUL */
+/* The labels of one series as rendered (k1="v1",k2="v2"), including NUL. */
+#define AGENT_METRICS_LABELS_MAX 192u
+/* Histograms: most families, most finite bucket bounds each. */
+#define AGENT_METRICS_HISTOGRAMS_MAX 16u
+#define AGENT_METRICS_BUCKETS_MAX    16u
+/* The one HELP text of murmur_rejections_total (whoever registers it). */
+#define AGENT_METRICS_REJECT_HELP                                                                  \
+    "Inputs rejected and dropped (frames, handshakes, files), by cause."
 /* Largest /status and /metrics response the client accepts. */
 #define AGENT_HTTP_BODY_MAX (4u * 1024u * 1024u)
 /* Message types are one byte on the wire (gossip/wire.h). */
@@ -66,11 +80,13 @@ const char *agent_metrics_strerror(int err);
 
 typedef enum agent_metric_kind {
     AGENT_METRIC_COUNTER = 0,
-    AGENT_METRIC_GAUGE = 1
+    AGENT_METRIC_GAUGE = 1,
+    AGENT_METRIC_HISTOGRAM = 2
 } agent_metric_kind;
 
 typedef struct agent_metrics agent_metrics;
 typedef struct agent_metric agent_metric;
+typedef struct agent_histogram agent_histogram;
 
 int agent_metrics_create(agent_metrics **out);
 void agent_metrics_destroy(agent_metrics *m);
@@ -85,6 +101,23 @@ int agent_metrics_counter(agent_metrics *m, const char *name, const char *help,
 int agent_metrics_gauge(agent_metrics *m, const char *name, const char *help, const char *label_key,
                         const char *label_value, agent_metric **out);
 
+/* A gauge series with several labels: kv is NULL-terminated key, value,
+ * key, value... (murmur_build_info). Errors: as agent_metrics_gauge. */
+int agent_metrics_gauge_labels(agent_metrics *m, const char *name, const char *help,
+                               const char *const *kv, agent_metric **out);
+/* Register (or find) a histogram with n increasing finite upper bounds
+ * (n <= AGENT_METRICS_BUCKETS_MAX; +Inf is implicit). Errors: EINVAL,
+ * ECONFLICT, EFULL. */
+int agent_metrics_histogram(agent_metrics *m, const char *name, const char *help,
+                            const double *bounds, size_t n, agent_histogram **out);
+/* Count one observation (lock-free, any thread; NaN and a NULL handle are
+ * ignored). */
+void agent_histogram_observe(agent_histogram *h, double v);
+uint64_t agent_histogram_count(const agent_histogram *h);
+double agent_histogram_sum(const agent_histogram *h);
+/* Render the process_* collectors after the registry's families. */
+void agent_metrics_process(agent_metrics *m, bool on);
+
 /* Updates: lock-free, any thread, NULL handle ignored. */
 void agent_metric_inc(agent_metric *c);
 void agent_metric_add(agent_metric *c, uint64_t n);
@@ -97,30 +130,50 @@ double agent_metric_value(const agent_metric *g);
  * malloc'd NUL-terminated buffer. Errors: ENOMEM. */
 int agent_metrics_render(agent_metrics *m, char **out, size_t *len);
 
-/* The metrics the issue asks every agent to export. Registered in one call;
- * the integrator only updates them. Names (docs/OPERATIONS.md explains each):
+/* The metrics every agent exports. Registered in one call, every family
+ * (and every cause and message type) present from the start at zero; the
+ * integrator only updates them. Names (docs/OPERATIONS.md explains each):
+ *   murmur_build_info{version,commit} (always 1),
  *   murmur_steps_total, murmur_samples_total, murmur_samples_per_second,
  *   murmur_loss, murmur_accuracy, murmur_peers, murmur_view_epoch,
  *   murmur_mixing_rounds_total, murmur_round_aborts_total,
- *   murmur_checkpoints_total, murmur_checkpoint_failures_total,
- *   murmur_training_recoveries_total,
- *   murmur_shards_held, murmur_shards_primary, murmur_uptime_seconds,
+ *   murmur_round_duration_seconds (histogram), murmur_consensus_distance
+ *   (histogram), murmur_checkpoints_total, murmur_checkpoint_failures_total,
+ *   murmur_training_recoveries_total, murmur_shards_held,
+ *   murmur_shards_primary, murmur_shards_missing,
+ *   murmur_shards_quarantined_total, murmur_uptime_seconds,
  *   murmur_{bytes,messages}_{sent,received}_total{type=<gossip_msg_name>},
- *   murmur_rejections_total{cause=...}. */
+ *   murmur_rejections_total{cause=<net_reject_name | core cause>},
+ *   murmur_refusals_total{cause=manifest|duplicate_id}, and process_*. */
 typedef struct agent_metrics_std {
     agent_metrics *registry;
+    agent_metric *build_info;
     agent_metric *steps, *samples, *samples_per_second, *loss, *accuracy;
     agent_metric *peers, *view_epoch, *mixing_rounds, *round_aborts;
     agent_metric *checkpoints, *checkpoint_failures, *training_recoveries;
-    agent_metric *shards_held, *shards_primary, *uptime_seconds;
+    agent_metric *shards_held, *shards_primary, *shards_missing, *shards_quarantined;
+    agent_metric *uptime_seconds;
+    agent_histogram *round_duration, *consensus_distance;
+    uint64_t round_start_us; /* the round in progress (event loop only), 0 = none */
     /* indexed by message type; unknown types share the type="other" series */
     agent_metric *bytes_sent[AGENT_METRICS_MSG_TYPES], *bytes_received[AGENT_METRICS_MSG_TYPES];
     agent_metric *messages_sent[AGENT_METRICS_MSG_TYPES];
     agent_metric *messages_received[AGENT_METRICS_MSG_TYPES];
 } agent_metrics_std;
 
-/* Register the standard set. Errors: as agent_metrics_counter. */
+/* Register the standard set (and turn the process_* collectors on).
+ * Errors: as agent_metrics_counter. */
 int agent_metrics_std_register(agent_metrics *m, agent_metrics_std *s);
+/* A mixing round started / ended (monotonic microseconds; one thread, the
+ * event loop): the duration goes to murmur_round_duration_seconds and, for
+ * a completed round, consensus (||mixed - sent|| / ||sent||) to
+ * murmur_consensus_distance. An end without a begin is ignored. */
+void agent_metrics_std_round_begin(agent_metrics_std *s, uint64_t now_us);
+void agent_metrics_std_round_end(agent_metrics_std *s, uint64_t now_us, bool completed,
+                                 double consensus);
+/* The cause label of a core rejection (a gossip_err): "truncated",
+ * "malformed", "stale", ...; "other" for an unknown code. */
+const char *agent_metrics_core_cause(int err);
 /* Count one frame of `type` and `bytes` (header included) sent or received. */
 void agent_metrics_std_message(const agent_metrics_std *s, bool sent, unsigned type, size_t bytes);
 /* Count one rejected input; cause is a short snake_case word ("replay",
@@ -180,6 +233,32 @@ int agent_metrics_serve(agent_metrics *m, const char *listen, agent_status_fn st
 uint16_t agent_metrics_server_port(const agent_metrics_server *s);
 /* Stop serving, wait for running handlers, free. NULL is a no-op. */
 void agent_metrics_server_stop(agent_metrics_server *s);
+
+/* ---- /members ----
+ *
+ * GET /members answers the members of the agent's view as a JSON array with
+ * one flat object per line (so `murmur status --cluster` reads each line
+ * with the flat reader):
+ *   [
+ *   {"node_id":"<16 hex>","address":"tcp://10.0.0.2:7000","state":"alive","incarnation":3},
+ *   ...
+ *   ]
+ * The runtime publishes the list from its event loop; handlers copy it
+ * under the server's lock. */
+typedef struct agent_member {
+    uint64_t node_id;
+    char address[AGENT_STATUS_ADDR_MAX];
+    const char *state; /* "alive", "suspect", "dead", "left" (static strings) */
+    uint32_t incarnation;
+} agent_member;
+
+/* Publish the list (copied). NULL server: nothing. Errors: ENOMEM (the old
+ * list stays). */
+int agent_metrics_server_set_members(agent_metrics_server *s, const agent_member *m, size_t n);
+struct gossip_swim;
+/* Publish the members of a SWIM view (self included): their addresses,
+ * states and incarnations. Call it from the thread that owns the swim. */
+int agent_metrics_server_members_from_swim(agent_metrics_server *s, const struct gossip_swim *sw);
 
 /* GET http://HOST:PORT/path with a deadline of timeout_ms for connecting and
  * the whole exchange. On success (status 200) *body is a malloc'd

@@ -45,43 +45,6 @@ static void env_free(void *ctx, void *p)
     free(p);
 }
 
-/* Short snake_case cause names of the core's rejections (the cause label). */
-static const char *core_cause(int err)
-{
-    switch (err) {
-    case GOSSIP_ENOMEM:
-        return "no_memory";
-    case GOSSIP_EINVAL:
-        return "invalid";
-    case GOSSIP_ETRUNC:
-        return "truncated";
-    case GOSSIP_EMAGIC:
-        return "bad_magic";
-    case GOSSIP_EVERSION:
-        return "bad_version";
-    case GOSSIP_ETYPE:
-        return "bad_type";
-    case GOSSIP_ETOOBIG:
-        return "too_big";
-    case GOSSIP_EMALFORMED:
-        return "malformed";
-    case GOSSIP_ENONFINITE:
-        return "nonfinite";
-    case GOSSIP_ESTALE:
-        return "stale";
-    case GOSSIP_EFULL:
-        return "queue_full";
-    case GOSSIP_ENOTFOUND:
-        return "unknown_peer";
-    case GOSSIP_ESPACE:
-        return "no_space";
-    case GOSSIP_EABORTED:
-        return "aborted";
-    default:
-        return "other";
-    }
-}
-
 /* ---- the event loop ---- */
 
 static int snapshot_fn(void *ctx, float *out, uint32_t dim, uint64_t *round)
@@ -318,9 +281,11 @@ static void mixing_finish(agent_runtime *a, int outcome)
                            ? (1 - AGENT_CONSENSUS_EWMA) * a->consensus + AGENT_CONSENSUS_EWMA * c
                            : c;
         a->consensus_init = 1;
+        agent_metrics_std_round_end(&a->ms, agent_mono_us(), true, c);
     } else {
         a->round_aborts++;
         agent_metric_inc(a->ms.round_aborts);
+        agent_metrics_std_round_end(&a->ms, agent_mono_us(), false, 0);
     }
     memcpy(a->latest, a->mix_out, a->dim * sizeof *a->latest);
     pthread_mutex_lock(&a->mu);
@@ -356,6 +321,7 @@ static void on_mixing(agent_runtime *a, uint64_t now)
     memcpy(a->latest, x, a->dim * sizeof *a->latest);
     if (gossip_mix_start(m, x, now) == GOSSIP_OK) {
         a->mixing = 1;
+        agent_metrics_std_round_begin(&a->ms, now);
         return;
     }
     /* No round possible (alone in the view): the vector goes back as is;
@@ -400,13 +366,14 @@ static void sync_metrics(agent_runtime *a)
             continue;
         if (!a->rejections_core[e])
             agent_metrics_counter(a->reg, "murmur_rejections_total",
-                                  "input rejected and dropped, by cause", "cause", core_cause(e),
-                                  &a->rejections_core[e]);
+                                  "input rejected and dropped, by cause", "cause",
+                                  agent_metrics_core_cause(e), &a->rejections_core[e]);
         agent_metric_add(a->rejections_core[e], d);
         a->last_core[e] = ns->rejected[e];
     }
     uint64_t now = agent_mono_us();
     agent_metric_set(a->ms.uptime_seconds, (double)(now - a->start_us) / 1e6);
+    agent_metrics_server_members_from_swim(a->srv, gossip_node_swim(a->node));
     gossip_view v;
     gossip_node_view(a->node, &v);
     pthread_mutex_lock(&a->st_mu);

@@ -4,6 +4,8 @@
 #include "tests/harness.h"
 
 #include <arpa/inet.h>
+#include <ctype.h>
+#include <time.h>
 #include <math.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -15,6 +17,8 @@
 
 #include "agent/commands.h"
 #include "agent/metrics.h"
+#include "agent/version.h"
+#include "net/net.h"
 #include "gossip/wire.h"
 
 /* Every HTTP call in this suite gives up after this long. */
@@ -229,6 +233,195 @@ static void standard_set(void **state)
     agent_metrics_destroy(m);
 }
 
+/* Every family of the standard set is there from the start, at zero: the
+ * build info, every rejection cause, the histograms, the process_*
+ * collectors; histograms count and sum what they observe. */
+static void families_from_the_start(void **state)
+{
+    (void)state;
+    agent_metrics *m;
+    static agent_metrics_std s;
+    assert_int_equal(agent_metrics_create(&m), 0);
+    assert_int_equal(agent_metrics_std_register(m, &s), 0);
+    char *text;
+    size_t len;
+    assert_int_equal(agent_metrics_render(m, &text, &len), 0);
+    char build[160];
+    snprintf(build, sizeof build, "\nmurmur_build_info{version=\"%s\",commit=\"%s\"} 1\n",
+             agent_version(), agent_version_commit());
+    const char *must[] = {
+        build,
+        "\nmurmur_rejections_total{cause=\"replay\"} 0\n",
+        "\nmurmur_rejections_total{cause=\"truncated\"} 0\n",
+        "\nmurmur_refusals_total{cause=\"manifest\"} 0\n",
+        "\nmurmur_refusals_total{cause=\"duplicate_id\"} 0\n",
+        "\nmurmur_shards_missing 0\n",
+        "\nmurmur_shards_quarantined_total 0\n",
+        "\n# TYPE murmur_round_duration_seconds histogram\n",
+        "\nmurmur_round_duration_seconds_bucket{le=\"0.001\"} 0\n",
+        "\nmurmur_round_duration_seconds_bucket{le=\"+Inf\"} 0\n",
+        "\nmurmur_round_duration_seconds_count 0\n",
+        "\nmurmur_consensus_distance_sum 0\n",
+        "\n# TYPE process_cpu_seconds_total counter\n",
+        "\nprocess_resident_memory_bytes ",
+        "\nprocess_virtual_memory_bytes ",
+        "\nprocess_open_fds ",
+        "\nprocess_max_fds ",
+        "\nprocess_start_time_seconds ",
+    };
+    for (size_t i = 0; i < sizeof must / sizeof must[0]; i++)
+        if (!strstr(text, must[i]))
+            fail_msg("rendered metrics lack '%s'", must[i] + 1);
+    for (int r = 0; r < NET_REJECT_COUNT; r++) {
+        char line[128];
+        snprintf(line, sizeof line, "murmur_rejections_total{cause=\"%s\"} 0\n",
+                 net_reject_name(r));
+        if (!strstr(text, line))
+            fail_msg("no zero series for rejection cause %s", net_reject_name(r));
+    }
+    /* the process figures are plausible: started in the last day, some memory */
+    const char *st = strstr(text, "\nprocess_start_time_seconds ");
+    double start = strtod(st + 28, NULL);
+    time_t now = time(NULL);
+    assert_true(start > (double)now - 86400 && start <= (double)now + 1);
+    assert_true(strtod(strstr(text, "\nprocess_resident_memory_bytes ") + 31, NULL) > 1e5);
+    assert_true(strtod(strstr(text, "\nprocess_open_fds ") + 18, NULL) >= 3);
+    free(text);
+
+    /* a round of 30 ms, one of 2 ms aborted: durations both, consensus one */
+    agent_metrics_std_round_begin(&s, 1000000);
+    agent_metrics_std_round_end(&s, 1030000, true, 0.02);
+    agent_metrics_std_round_begin(&s, 2000000);
+    agent_metrics_std_round_end(&s, 2002000, false, 0);
+    agent_metrics_std_round_end(&s, 3000000, true, 0.5); /* no begin: ignored */
+    agent_histogram_observe(s.consensus_distance, NAN);  /* ignored */
+    assert_int_equal(agent_histogram_count(s.round_duration), 2);
+    assert_true(fabs(agent_histogram_sum(s.round_duration) - 0.032) < 1e-12);
+    assert_int_equal(agent_histogram_count(s.consensus_distance), 1);
+    assert_int_equal(agent_metrics_render(m, &text, &len), 0);
+    const char *after[] = {
+        "\nmurmur_round_duration_seconds_bucket{le=\"0.001\"} 0\n",
+        "\nmurmur_round_duration_seconds_bucket{le=\"0.0025\"} 1\n",
+        "\nmurmur_round_duration_seconds_bucket{le=\"0.025\"} 1\n",
+        "\nmurmur_round_duration_seconds_bucket{le=\"0.05\"} 2\n",
+        "\nmurmur_round_duration_seconds_bucket{le=\"+Inf\"} 2\n",
+        "\nmurmur_round_duration_seconds_count 2\n",
+        "\nmurmur_consensus_distance_bucket{le=\"0.01\"} 0\n",
+        "\nmurmur_consensus_distance_bucket{le=\"0.03\"} 1\n",
+        "\nmurmur_consensus_distance_sum 0.02\n",
+    };
+    for (size_t i = 0; i < sizeof after / sizeof after[0]; i++)
+        if (!strstr(text, after[i]))
+            fail_msg("rendered metrics lack '%s'", after[i] + 1);
+    free(text);
+    /* bad histograms */
+    agent_histogram *h;
+    const double up_down[] = {1, 0.5};
+    const double nan_bound[] = {NAN};
+    assert_int_equal(agent_metrics_histogram(m, "x_seconds", "X.", up_down, 2, &h),
+                     AGENT_METRICS_EINVAL);
+    assert_int_equal(agent_metrics_histogram(m, "x_seconds", "X.", nan_bound, 1, &h),
+                     AGENT_METRICS_EINVAL);
+    assert_int_equal(agent_metrics_histogram(m, "murmur_loss", "X.", up_down, 1, &h),
+                     AGENT_METRICS_ECONFLICT);
+    agent_metrics_destroy(m);
+}
+
+/* HELP texts in one style: a sentence, capitalised, ending with a period;
+ * every family documented in docs/OPERATIONS.md (run from the repository
+ * root, as make test does). */
+static void help_style_and_docs(void **state)
+{
+    (void)state;
+    agent_metrics *m;
+    static agent_metrics_std s;
+    assert_int_equal(agent_metrics_create(&m), 0);
+    assert_int_equal(agent_metrics_std_register(m, &s), 0);
+    char *text;
+    size_t len;
+    assert_int_equal(agent_metrics_render(m, &text, &len), 0);
+    FILE *f = fopen("docs/OPERATIONS.md", "r");
+    if (!f)
+        fail_msg("docs/OPERATIONS.md not found (run from the repository root)");
+    static char doc[1 << 17];
+    size_t n = fread(doc, 1, sizeof doc - 1, f);
+    doc[n] = '\0';
+    fclose(f);
+    int families = 0;
+    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+        if (strncmp(line, "# HELP ", 7))
+            continue;
+        families++;
+        char name[96];
+        const char *help = strchr(line + 7, ' ');
+        assert_non_null(help);
+        snprintf(name, sizeof name, "`%.*s", (int)(help - line - 7), line + 7);
+        help++;
+        size_t hl = strlen(help);
+        if (!(help[0] >= 'A' && help[0] <= 'Z') || help[hl - 1] != '.')
+            fail_msg("HELP of %s is not a capitalised sentence with a period: '%s'", name + 1,
+                     help);
+        if (!strstr(doc, name))
+            fail_msg("docs/OPERATIONS.md does not document %s`", name);
+    }
+    assert_true(families >= 30);
+    free(text);
+    agent_metrics_destroy(m);
+}
+
+/* Every metric name in the Grafana dashboard exists on /metrics. */
+static void dashboard_names_exist(void **state)
+{
+    (void)state;
+    FILE *f = fopen("deploy/grafana/murmur.json", "r");
+    if (!f)
+        fail_msg("deploy/grafana/murmur.json not found (run from the repository root)");
+    static char dash[1 << 17];
+    size_t n = fread(dash, 1, sizeof dash - 1, f);
+    dash[n] = '\0';
+    fclose(f);
+    agent_metrics *m;
+    static agent_metrics_std s;
+    assert_int_equal(agent_metrics_create(&m), 0);
+    assert_int_equal(agent_metrics_std_register(m, &s), 0);
+    char *text;
+    size_t len;
+    assert_int_equal(agent_metrics_render(m, &text, &len), 0);
+    int names = 0, depth = 0;
+    bool in_string = false;
+    for (const char *p = dash; *p; p++) {
+        /* the structure is balanced (outside strings) */
+        if (*p == '"' && p[-1] != '\\')
+            in_string = !in_string;
+        if (!in_string && (*p == '{' || *p == '['))
+            depth++;
+        if (!in_string && (*p == '}' || *p == ']'))
+            depth--;
+        assert_true(depth >= 0);
+        bool start = (!strncmp(p, "murmur_", 7) || !strncmp(p, "process_", 8)) &&
+                     (p == dash || !(isalnum((unsigned char)p[-1]) || p[-1] == '_'));
+        if (!start)
+            continue;
+        char name[96];
+        size_t k = 0;
+        while (k + 1 < sizeof name && (isalnum((unsigned char)p[k]) || p[k] == '_'))
+            name[k] = p[k], k++;
+        name[k] = '\0';
+        /* a sample line: NAME{... or NAME value */
+        char a[112], b[112];
+        snprintf(a, sizeof a, "\n%s{", name);
+        snprintf(b, sizeof b, "\n%s ", name);
+        if (!strstr(text, a) && !strstr(text, b))
+            fail_msg("the dashboard uses %s, which /metrics does not export", name);
+        names++;
+    }
+    assert_int_equal(depth, 0);
+    assert_true(names >= 30);
+    assert_non_null(strstr(dash, "\"panels\""));
+    free(text);
+    agent_metrics_destroy(m);
+}
+
 static void status_json_exact(void **state)
 {
     (void)state;
@@ -334,8 +527,12 @@ static void http_round_trip(void **state)
     char *local;
     size_t local_len;
     assert_int_equal(agent_metrics_render(s->m, &local, &local_len), 0);
-    assert_int_equal(len, local_len);
-    assert_string_equal(body, local); /* nothing changed in between */
+    /* nothing of the registry changed in between (the process_* figures,
+     * read at each request, may: CPU time, the client's socket) */
+    char *pb = strstr(body, "# HELP process_"), *pl = strstr(local, "# HELP process_");
+    assert_true(pb && pl);
+    *pb = *pl = '\0';
+    assert_string_equal(body, local);
     assert_non_null(strstr(body, "\nmurmur_steps_total 4242\n"));
     free(local);
     free(body);
@@ -350,6 +547,29 @@ static void http_round_trip(void **state)
     assert_non_null(strstr(body, "\"mixing\":\"allreduce\",\"shards_held\":6,"
                                  "\"shards_primary\":3,\"uptime_s\":"));
     assert_int_equal(s->agent.calls, 1);
+    free(body);
+
+    /* /members: an empty list until the runtime publishes one */
+    rc = agent_http_get(s->hostport, "/members", HTTP_TIMEOUT_MS, &body, &len, &status, err,
+                        sizeof err);
+    assert_int_equal(rc, 0);
+    assert_string_equal(body, "[\n]\n");
+    free(body);
+    agent_member mb[2] = {{.node_id = 1, .state = "alive", .incarnation = 3},
+                          {.node_id = 0xabcdef, .state = "suspect", .incarnation = 0}};
+    snprintf(mb[0].address, sizeof mb[0].address, "tcp://10.0.0.1:7000");
+    snprintf(mb[1].address, sizeof mb[1].address, "tcp://h\"x:7000");
+    assert_int_equal(agent_metrics_server_set_members(s->srv, mb, 2), 0);
+    rc = agent_http_get(s->hostport, "/members", HTTP_TIMEOUT_MS, &body, &len, &status, err,
+                        sizeof err);
+    assert_int_equal(rc, 0);
+    assert_string_equal(body,
+                        "[\n"
+                        "{\"node_id\":\"0000000000000001\",\"address\":\"tcp://10.0.0.1:7000\","
+                        "\"state\":\"alive\",\"incarnation\":3},\n"
+                        "{\"node_id\":\"0000000000abcdef\",\"address\":\"tcp://h\\\"x:7000\","
+                        "\"state\":\"suspect\",\"incarnation\":0}\n"
+                        "]\n");
     free(body);
 
     const char *missing[] = {"/", "/metric", "/status/x", "/favicon.ico"};
@@ -510,6 +730,9 @@ int main(void)
         cmocka_unit_test(text_format_line_by_line),
         cmocka_unit_test(concurrent_updates_are_exact),
         cmocka_unit_test(standard_set),
+        cmocka_unit_test(families_from_the_start),
+        cmocka_unit_test(help_style_and_docs),
+        cmocka_unit_test(dashboard_names_exist),
         cmocka_unit_test(status_json_exact),
         cmocka_unit_test(http_round_trip),
         cmocka_unit_test(status_command),

@@ -1,5 +1,6 @@
 #!/bin/sh
-# murmur launch on this host: three agents form one cluster and train; a
+# murmur launch on this host: three agents form one cluster and train
+# (murmur status --cluster lists them from their own /status); a
 # --fault kill and restart; --duration stops them gracefully (final
 # checkpoints); Ctrl-C (SIGINT to the launcher) makes every agent leave;
 # a second launch on the same directory reuses the keys; an agent that
@@ -71,6 +72,10 @@ until [ "$(cat "$tmp"/c1/a*.log | grep -c 'event=progress step=[1-9]')" -ge $((b
     [ "$(date +%s)" -lt "$limit" ] || fail "the second launch does not train"
     sleep 0.5
 done
+# murmur status --cluster: one row per member, from their own /status
+"$bin" status --cluster 127.0.0.1:23403 >"$tmp/cluster" || { cat "$tmp/cluster"; fail "status --cluster"; }
+[ "$(grep -c '^[0-9a-f]\{16\} 127.0.0.1:2340[0-2] *alive *training *[0-9]' "$tmp/cluster")" -eq 3 ] ||
+    { cat "$tmp/cluster"; fail "status --cluster does not list the 3 agents training"; }
 kill -INT "$lpid"
 set +e
 wait "$lpid"
