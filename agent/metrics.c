@@ -771,6 +771,10 @@ size_t agent_status_json(const agent_status *st, char *buf, size_t cap)
         common_json_number(&j, "consensus_distance", st->consensus_distance);
         common_json_number(&j, "test_loss", st->test_loss);
         common_json_u64(&j, "shards_missing", st->shards_missing);
+        common_json_string(&j, "train_source", st->train_source);
+        common_json_string(&j, "train_reason", st->train_reason);
+        common_json_u64(&j, "train_shards", st->train_shards);
+        common_json_u64(&j, "shards_pending", st->shards_pending);
     }
     common_json_end(&j);
     size_t len = 0;

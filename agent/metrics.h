@@ -186,6 +186,7 @@ int agent_metrics_std_reject(const agent_metrics_std *s, const char *cause);
 #define AGENT_STATUS_ADDR_MAX   GOSSIP_ADDR_MAX
 #define AGENT_STATUS_MIXING_MAX 24u
 #define AGENT_STATUS_STATE_MAX  24u
+#define AGENT_STATUS_TRAIN_MAX  24u
 /* Longest /status document: a dozen fields of bounded size. */
 #define AGENT_STATUS_JSON_MAX 1024u
 
@@ -209,6 +210,13 @@ typedef struct agent_status {
     double consensus_distance; /* ||mixed - own|| / ||own|| of recent rounds (moving average) */
     double test_loss;          /* latest test-set loss */
     uint32_t shards_missing;   /* shards assigned here that no live agent holds */
+    /* What the trainer uses and why (gossip_shards_train): source "primary",
+     * "replicas", "guest" or "none"; reason "no_view", "primary",
+     * "primaries_pending" or "no_primary". */
+    char train_source[AGENT_STATUS_TRAIN_MAX];
+    char train_reason[AGENT_STATUS_TRAIN_MAX];
+    uint32_t train_shards;   /* shards the trainer uses now */
+    uint32_t shards_pending; /* shards it is primary for and does not hold yet */
 } agent_status;
 
 /* Called on an NNG thread for every GET /status; fills *out, which arrives

@@ -176,18 +176,26 @@ static void shards_health(agent_runtime *a, gossip_shards *sh, uint64_t now)
     agent_metric_set(a->shards_missing, missing);
 }
 
-/* Publish the primary shard list to the trainer when it changed. */
+/* Publish the list of shards to train to the trainer when it changed: the
+ * primaries held, or, while there are none, a fallback the core chooses
+ * (gossip_shards_train: the replicas held, a guest shard), so the agent
+ * trains and mixes instead of idling. */
 static void on_shards(agent_runtime *a)
 {
     gossip_shards *sh = gossip_node_shards(a->node);
     shards_health(a, sh, agent_mono_us());
-    uint32_t np = gossip_shards_primary(sh, a->primary_scratch, a->n_catalog);
+    gossip_shards_train_info info;
+    uint32_t np = gossip_shards_train(sh, a->primary_scratch, a->n_catalog, &info);
     if (np > a->n_catalog)
         np = a->n_catalog;
     uint32_t held = gossip_shards_held_count(sh);
+    uint32_t held_primary = info.primary - info.pending;
     agent_metric_set(a->ms.shards_held, held);
-    agent_metric_set(a->ms.shards_primary, np);
+    agent_metric_set(a->ms.shards_primary, held_primary);
     a->held_count = held;
+    int source_changed = info.source != a->train.source || info.reason != a->train.reason;
+    a->train = info;
+    a->train_count = np;
     pthread_mutex_lock(&a->mu);
     int same = np == a->n_primary &&
                !memcmp(a->primary, a->primary_scratch, np * sizeof *a->primary_scratch);
@@ -198,13 +206,16 @@ static void on_shards(agent_runtime *a)
         pthread_cond_broadcast(&a->cv);
     }
     pthread_mutex_unlock(&a->mu);
-    a->primary_count = np;
-    if (!same) {
+    a->primary_count = held_primary;
+    if (!same || source_changed) {
         agent_log_line l;
         agent_log_begin(&l, AGENT_LOG_INFO, "shards_assigned");
-        agent_log_u64(&l, "primary", np);
+        agent_log_u64(&l, "primary", held_primary);
         agent_log_u64(&l, "held", held);
-        agent_log_u64(&l, "pending", gossip_shards_primary_pending(sh));
+        agent_log_u64(&l, "pending", info.pending);
+        agent_log_str(&l, "train", gossip_shards_train_source_name(info.source));
+        agent_log_u64(&l, "train_shards", np);
+        agent_log_str(&l, "reason", gossip_shards_train_reason_name(info.reason));
         agent_log_u64(&l, "epoch", a->epoch);
         agent_log_end(&l);
     }
@@ -339,9 +350,9 @@ static const char *state_name(agent_runtime *a)
         return "leaving";
     if (gossip_node_model_state(a->node) != GOSSIP_NODE_READY)
         return "joining";
-    if (a->primary_count == 0)
-        return "waiting_shards";
-    return "training";
+    if (a->train_count == 0)
+        return "waiting_shards"; /* train_reason says what it waits for */
+    return "training";           /* on what: train_source */
 }
 
 static void sync_metrics(agent_runtime *a)
@@ -382,6 +393,12 @@ static void sync_metrics(agent_runtime *a)
     a->st.shards_held = a->held_count;
     a->st.shards_primary = a->primary_count;
     a->st.shards_missing = a->missing_count;
+    a->st.shards_pending = a->train.pending;
+    a->st.train_shards = a->train_count;
+    snprintf(a->st.train_source, sizeof a->st.train_source, "%s",
+             gossip_shards_train_source_name(a->train.source));
+    snprintf(a->st.train_reason, sizeof a->st.train_reason, "%s",
+             gossip_shards_train_reason_name(a->train.reason));
     snprintf(a->st.state, sizeof a->st.state, "%s", state_name(a));
     a->st.round = atomic_load(&a->round);
     a->st.mixing_rounds = a->mixing_rounds;
@@ -424,6 +441,10 @@ static void log_progress(agent_runtime *a)
     agent_log_u64(&l, "shards_missing", s.shards_missing);
     agent_log_f64(&l, "samples_per_s", s.samples_per_second);
     agent_log_str(&l, "state", s.state);
+    agent_log_str(&l, "train", s.train_source);
+    agent_log_u64(&l, "train_shards", s.train_shards);
+    agent_log_str(&l, "train_reason", s.train_reason);
+    agent_log_u64(&l, "shards_pending", s.shards_pending);
     agent_log_end(&l);
 }
 

@@ -90,7 +90,9 @@ struct agent_runtime {
     double consensus;
     int consensus_init;
     uint32_t *primary_scratch;
-    uint32_t primary_count, held_count;
+    uint32_t primary_count, held_count; /* primaries held, shards held */
+    gossip_shards_train_info train;     /* what the trainer uses and why */
+    uint32_t train_count;
     uint64_t shards_fetched_seen;
     uint64_t next_status_us, next_progress_us;
     _Atomic uint64_t round;
@@ -99,7 +101,7 @@ struct agent_runtime {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     gossip_sched *sched; /* the training/mixing schedule (gossip/sched.h) */
-    uint32_t *primary;
+    uint32_t *primary;   /* the shards to train now (gossip_shards_train) */
     uint32_t n_primary;
     uint32_t *bad_shards; /* catalog indices the trainer found damaged */
     uint32_t n_bad_shards;
