@@ -123,7 +123,8 @@ typedef struct runner {
     uint8_t *nhold, *shard_lost;
     uint64_t *prow;
     uint64_t copy_us, shards_lost;
-    uint8_t *hfail; /* holders with a complete copy lost since the shard last had r */
+    uint8_t *hfail;              /* holders with a complete copy lost since the shard last had r */
+    uint32_t prim_min, prim_max; /* primaries per live agent in the last placement */
     /* invariant checks (opts->check) */
     uint64_t *seen_epoch; /* per agent: highest view epoch seen */
     uint64_t violations;
@@ -893,6 +894,35 @@ static uint32_t shards_under_replicated(const runner *r)
 
 /* ---- membership and shards ----------------------------------------------- */
 
+/* Primaries per live agent of the placement just computed (row[0] of each
+ * shard; agent i has id i + 1); invariant: floor(S/N)..ceil(S/N). */
+static void primaries_check(runner *r, uint32_t width, uint32_t live)
+{
+    uint32_t *count = calloc(r->n, sizeof *count);
+    if (!count) {
+        fail(r, SIM_RUN_ENOMEM, "out of memory (primary counts)");
+        return;
+    }
+    for (uint32_t s = 0; s < r->nshards; s++)
+        count[r->prow[(size_t)s * width] - 1]++;
+    uint32_t lo, hi;
+    gossip_placement_primary_bounds(r->nshards, live, &lo, &hi);
+    r->prim_min = UINT32_MAX;
+    r->prim_max = 0;
+    for (uint32_t i = 0; i < r->n; i++) {
+        if (!r->a[i].alive)
+            continue;
+        r->prim_min = count[i] < r->prim_min ? count[i] : r->prim_min;
+        r->prim_max = count[i] > r->prim_max ? count[i] : r->prim_max;
+        if (count[i] < lo || count[i] > hi)
+            violate(r,
+                    "agent %u is primary for %u shards; with %u shards over %u agents the "
+                    "bounds are %u..%u",
+                    i, count[i], r->nshards, live, lo, hi);
+    }
+    free(count);
+}
+
 static void shards_update(runner *r)
 {
     if (!r->nshards)
@@ -943,6 +973,7 @@ static void shards_update(runner *r)
         fail(r, SIM_RUN_ENOMEM, "shard placement failed");
         return;
     }
+    primaries_check(r, width, live);
     for (uint32_t s = 0; s < r->nshards; s++) {
         if (r->shard_lost[s])
             continue;
@@ -1742,6 +1773,15 @@ int sim_run(const sim_scenario *sc, const sim_run_opts *opts, sim_summary *out, 
         (void)sim_summary_add(out, "agents_live_final", live);
         (void)sim_summary_add(out, "shards_under_replicated_final", shards_under_replicated(r));
         (void)sim_summary_add(out, "consensus_distance_initial", r->first_cd);
+        if (r->nshards && live) {
+            uint64_t steps_min = UINT64_MAX;
+            for (uint32_t i = 0; i < r->n; i++)
+                if (r->a[i].alive && r->a[i].steps < steps_min)
+                    steps_min = r->a[i].steps;
+            (void)sim_summary_add(out, "primaries_min", r->prim_min);
+            (void)sim_summary_add(out, "primaries_max", r->prim_max);
+            (void)sim_summary_add(out, "steps_min_live", (double)steps_min);
+        }
         if (r->swim) {
             /* Live agents whose SWIM view is not exactly the live set. */
             uint32_t off = 0;

@@ -11,8 +11,11 @@
 #include "sim/output.h"
 #include "sim/run.h"
 
-#define SALT_SOAK  0x50A6000000000001ULL
-#define FAULTS_MAX 6u
+#define SALT_SOAK 0x50A6000000000001ULL
+/* The shard count comes from a stream of its own, so that drawing it left
+ * every other draw of a seed as it was. */
+#define SALT_SOAK_SHARDS 0x50A6000000000002ULL
+#define FAULTS_MAX       6u
 
 static void add(sim_soak_sets *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void add(sim_soak_sets *s, const char *fmt, ...)
@@ -116,7 +119,19 @@ void sim_soak_draw(uint64_t seed, sim_soak_sets *s)
     add(s, "compute.step_ms=10");
     add(s, "compute.stragglers=0");
     add(s, "shards.replication=%u", r);
-    add(s, "shards.count=%u", 4 * n);
+    /* Shards: 4 per agent for half the seeds, else S = N, S = N + 1 or
+     * S < N, where balanced primaries are hardest (issue 19; the run checks
+     * floor(S/N)..ceil(S/N) primaries per agent after every change). */
+    model_rng gs;
+    model_rng_seed(&gs, seed, SALT_SOAK_SHARDS);
+    uint32_t shards = 4 * n, pick = (uint32_t)model_rng_below(&gs, 6);
+    if (pick == 0)
+        shards = n;
+    else if (pick == 1)
+        shards = n + 1;
+    else if (pick == 2)
+        shards = n / 2 + 1;
+    add(s, "shards.count=%u", shards);
     add(s, "faults.crash_rate_per_s=0");
     add(s, "faults.loss_burst_rate_per_s=0");
     add(s, "output.every_rounds=50");
