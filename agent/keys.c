@@ -272,6 +272,29 @@ int agent_keys_read_network_ring(const char *path, uint8_t *keys, size_t max, si
     return AGENT_KEYS_OK;
 }
 
+/* Read one line of an allow-list (up to '\n' or the end; at most cap - 1
+ * bytes kept in buf, NUL-terminated, without the '\n'); *len = its whole
+ * length, *nul = 1 if it holds a NUL byte. 0 at the end of the file. A NUL
+ * must be refused, not ended at: fgets + strlen read "#\0<key>" as a
+ * comment, and a key after a NUL past 255 bytes of a commented-out line
+ * as a line of its own (found by fuzz_keys). */
+static int allow_line(FILE *f, char *buf, size_t cap, size_t *len, int *nul)
+{
+    int c = getc(f);
+    if (c == EOF)
+        return 0;
+    *len = 0;
+    *nul = 0;
+    for (; c != EOF && c != '\n'; c = getc(f)) {
+        if (*len < cap - 1)
+            buf[*len] = (char)c;
+        *nul |= c == 0;
+        (*len)++;
+    }
+    buf[*len < cap - 1 ? *len : cap - 1] = '\0';
+    return 1;
+}
+
 int agent_keys_read_allow(const char *path, uint8_t *keys, size_t max, size_t *n, char *msg,
                           size_t msg_cap)
 {
@@ -310,11 +333,16 @@ int agent_keys_read_allow(const char *path, uint8_t *keys, size_t max, size_t *n
     }
     char line[256];
     unsigned lineno = 0;
-    while (fgets(line, sizeof line, f)) {
+    size_t len;
+    int nul;
+    while (allow_line(f, line, sizeof line, &len, &nul)) {
         lineno++;
-        size_t len = strlen(line);
-        if (len == sizeof line - 1 && line[len - 1] != '\n') {
+        if (len >= sizeof line - 1) {
             rc = say(msg, msg_cap, AGENT_KEYS_EFORMAT, "%s:%u: line too long", path, lineno);
+            break;
+        }
+        if (nul) {
+            rc = say(msg, msg_cap, AGENT_KEYS_EFORMAT, "%s:%u: NUL byte in the line", path, lineno);
             break;
         }
         char *s = line;

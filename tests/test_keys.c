@@ -251,6 +251,46 @@ static void allow_list_file(void **state)
     assert_int_equal(agent_keys_read_allow(t->dir, keys, 4, &n, msg, sizeof msg), AGENT_KEYS_EMODE);
 }
 
+/* Found by fuzz_keys: a NUL byte ended a line early, so "#\0..." was a
+ * comment whatever followed, and a key after a NUL past the first 255 bytes
+ * of a commented-out line was read as a line of its own and admitted. A
+ * line holding a NUL is now refused, naming the line. */
+static void allow_list_nul_byte(void **state)
+{
+    tmpdir *t = *state;
+    net_identity a;
+    assert_int_equal(net_identity_generate(&a), NET_OK);
+    char ha[AGENT_KEYS_HEX_SIZE];
+    agent_keys_hex(a.pk, ha);
+    char text[512];
+    size_t n = 0;
+    text[n++] = '#';
+    text[n++] = '\0';
+    while (n < 255)
+        text[n++] = ' ';
+    memcpy(text + n, ha, 64);
+    n += 64;
+    text[n++] = '\n';
+    write_raw(t->allow, text, n, 0644);
+    uint8_t keys[4 * NET_PUBLIC_KEY_SIZE];
+    size_t count = 99;
+    char msg[512];
+    assert_int_equal(agent_keys_read_allow(t->allow, keys, 4, &count, msg, sizeof msg),
+                     AGENT_KEYS_EFORMAT);
+    assert_int_equal(count, 0);
+    assert_non_null(strstr(msg, ":1:"));
+    /* a short line with a NUL, after a good one */
+    n = 0;
+    memcpy(text, ha, 64), n = 64;
+    text[n++] = '\n';
+    text[n++] = '\0';
+    text[n++] = '\n';
+    write_raw(t->allow, text, n, 0644);
+    assert_int_equal(agent_keys_read_allow(t->allow, keys, 4, &count, msg, sizeof msg),
+                     AGENT_KEYS_EFORMAT);
+    assert_non_null(strstr(msg, ":2: NUL byte"));
+}
+
 static void keygen_command(void **state)
 {
     tmpdir *t = *state;
@@ -287,6 +327,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(network_key, setup, teardown),
         cmocka_unit_test_setup_teardown(network_key_ring_file, setup, teardown),
         cmocka_unit_test_setup_teardown(allow_list_file, setup, teardown),
+        cmocka_unit_test_setup_teardown(allow_list_nul_byte, setup, teardown),
         cmocka_unit_test_setup_teardown(keygen_command, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -64,8 +65,16 @@ static inline char *fuzz_strdup(const uint8_t *data, size_t size)
 }
 
 /* Replace the contents of in-memory file number `slot` (0..3) with
- * data[0..size) and write a path that opens it into path. The files live
- * for the whole process; each call truncates and rewrites one. */
+ * data[0..size), give it the permission bits set with fuzz_memfile_mode
+ * (0600 by default), and write a path that opens it into path. The files
+ * live for the whole process; each call truncates and rewrites one. */
+static unsigned fuzz_memfile_modes[4] = {0600, 0600, 0600, 0600};
+
+static inline void fuzz_memfile_mode(int slot, unsigned mode)
+{
+    fuzz_memfile_modes[slot & 3] = mode;
+}
+
 static inline void fuzz_memfile(int slot, const uint8_t *data, size_t size, char *path, size_t cap)
 {
     static int fds[4] = {-1, -1, -1, -1};
@@ -75,6 +84,7 @@ static inline void fuzz_memfile(int slot, const uint8_t *data, size_t size, char
         FUZZ_CHECK(fds[slot] >= 0);
     }
     int fd = fds[slot];
+    FUZZ_CHECK(fchmod(fd, fuzz_memfile_modes[slot]) == 0);
     FUZZ_CHECK(ftruncate(fd, 0) == 0);
     size_t done = 0;
     while (done < size) {

@@ -12,6 +12,7 @@
  * directories are regression inputs kept by hand and never touched here.
  */
 #include <dirent.h>
+#include <sodium.h>
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -22,6 +23,7 @@
 
 #include "agent/checkpoint.h"
 #include "agent/config.h"
+#include "agent/keys.h"
 #include "model/data.h"
 #include "model/model.h"
 #include "model/shardfile.h"
@@ -652,6 +654,28 @@ static void seeds_mix(void)
         mix_run((gossip_mix_algo)a);
 }
 
+/* ---- fuzz_keys: reader and mode selector, then a key file ---- */
+static void seeds_keys(void)
+{
+    if (sodium_init() < 0)
+        die("sodium_init");
+    uint8_t pk[2][32], sk[2][64], seed[32];
+    for (int i = 0; i < 2; i++) {
+        memset(seed, 0x40 + i, sizeof seed);
+        crypto_sign_seed_keypair(pk[i], sk[i], seed);
+    }
+    char h0[AGENT_KEYS_HEX_SIZE], h1[AGENT_KEYS_HEX_SIZE], text[512];
+    agent_keys_hex(pk[0], h0);
+    agent_keys_hex(pk[1], h1);
+    int n = snprintf(text, sizeof text, "# cluster\n\n%s\n  %s \r\n# %s\n", h0, h1, h0);
+    put_with("fuzz_keys", "allow-list", 0 | 1 << 2, text, (size_t)n); /* 0644 */
+    n = snprintf(text, sizeof text, "%s\n", h0);
+    put_with("fuzz_keys", "public", 1, text, (size_t)n);
+    put_with("fuzz_keys", "secret", 2, sk[0], 64);
+    memset(seed, 0x5A, sizeof seed);
+    put_with("fuzz_keys", "network", 3, seed, 32);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 3) {
@@ -669,6 +693,7 @@ int main(int argc, char **argv)
     seeds_swim();
     seeds_network();
     seeds_mix();
+    seeds_keys();
     seeds_checkpoint();
     seeds_config();
     seeds_scenario();
