@@ -193,4 +193,4 @@ fuzz:
 fuzz-seeds: $(BUILD)/tests/fuzz/mkseeds
 	$(BUILD)/tests/fuzz/mkseeds tests/fuzz/corpus tests/vectors
 
--include $(FUZZ_OBJS:.o=.d) $(FUZZ_BINS:%=$(FUZZ_BUILD)/tests/fuzz/%.d) $(BUILD)/tests/fuzz/mkseeds.d
+-include $(FUZZ_OBJS:.o=.d) $(FUZZ_SRCS:tests/fuzz/%.c=$(FUZZ_BUILD)/tests/fuzz/%.d) $(BUILD)/tests/fuzz/mkseeds.d

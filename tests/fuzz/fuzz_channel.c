@@ -1,21 +1,25 @@
 /* fuzz_channel — libFuzzer target for net/channel's handshake, fed genuine
  * records out of order, across sessions and altered (docs/FUZZING.md).
  *
- * A random record never gets past the HELLO MAC or a signature, so this
- * target mostly delivers genuine ones: five channels handshake at once,
- *   I1 initiator, identity A, network key K (optionally expects B)
- *   I2 initiator, identity C, key K
- *   I3 initiator, identity B, another network key K2
- *   R1 responder, identity B, key K
- *   R2 responder, identity A, key K
- * (optionally all with the allow-list {A, B}), and every record any of them
- * emits goes into a pool that the input replays to any channel, intact,
- * with a bit flipped, cut or extended. So R1 sees I2's HELLO after I1's,
+ * A random record never gets past the HELLO's seal or a signature, so this
+ * target mostly delivers genuine ones: six channels handshake at once,
+ *   I1  initiator, identity A, network key K (optionally expects B)
+ *   I2  initiator, identity C, key K
+ *   I3  initiator, identity C, another network key K2
+ *   R1  responder, identity B, key K (optionally the ring {K, K2})
+ *   R2  responder, identity A, key K
+ *   R1b responder, identity B, R1's keys and R1's seen table: a second
+ *       connection to the same agent, where a replayed HELLO must die
+ * (optionally all with the allow-list {A, B}, optionally all asking for
+ * auth-only sessions), and every record any of them emits goes into a pool
+ * that the input replays to any channel, intact, with a bit flipped, cut or
+ * extended. So R1 sees I2's HELLO after I1's, R1b sees I1's HELLO again,
  * R2 sees A's own key, I1 gets R2's REPLY, I3's HELLO reaches R1, etc.
  *
- * Input: byte 0 = options (bit 0 allow-list, bit 1 I1 expects B), then
- * ops, each one byte (op % 8) and its operands:
- *   0 x        pump: channel x % 5 emits its pending record into the pool
+ * Input: byte 0 = options (bit 0 allow-list, bit 1 I1 expects B, bit 2 R1
+ * and R1b accept K2 too, bit 3 auth-only), then ops, each one byte (op % 8)
+ * and its operands (channels are taken % 6):
+ *   0 x        pump: channel x emits its pending record into the pool
  *   1 k y      deliver pool[k] to channel y
  *   2 k y p q  deliver pool[k] with bit q % 8 of byte p flipped
  *   3 k y n    deliver pool[k] cut to n bytes (n >= its length: one byte added)
@@ -29,9 +33,12 @@
  *   - no record opens as data on a channel that was not open;
  *   - an open channel's peer is one of A, B, C, not itself, on the
  *     allow-list when there is one, B for I1 when it expects B;
+ *   - a responder answers only a HELLO that is byte for byte one an
+ *     initiator sent (nothing altered is answered), and never the same
+ *     HELLO as another responder of its agent (R1, R1b: replays refused);
  *   - at the end, every open responder has exactly one open counterpart
- *     (the other role, the peer's identity, the same network key, open with
- *     it; an initiator opens first and has at most one) and a frame sealed
+ *     (the other role, the peer's identity, the session's network key, open
+ *     with it; an initiator opens first and has at most one) and a frame sealed
  *     on either side opens on the other with the same bytes: no key
  *     confusion, and refusals left both sides usable.
  */
@@ -42,8 +49,9 @@
 
 #include "net/channel.h"
 #include "net/net.h"
+#include "net/seen.h"
 
-#define NCH       5
+#define NCH       6
 #define POOL_MAX  32
 #define REC_MAX   (NET_CHANNEL_HS_MAX + 64 + NET_CHANNEL_OVERHEAD)
 #define FRAME_MAX 64
@@ -57,13 +65,16 @@ static net_identity ids[3]; /* A, B, C */
 static uint8_t key_k[NET_NETWORK_KEY_SIZE], key_k2[NET_NETWORK_KEY_SIZE];
 static uint8_t allow[2 * NET_PUBLIC_KEY_SIZE];
 
-/* channel -> identity index, key, role */
-static const int ch_id[NCH] = {0, 2, 1, 1, 0};
-static const int ch_k2[NCH] = {0, 0, 1, 0, 0};
-static const int ch_init[NCH] = {1, 1, 1, 0, 0};
+/* channel -> identity index, key (initiators), role */
+static const int ch_id[NCH] = {0, 2, 2, 1, 0, 1};
+static const int ch_k2[NCH] = {0, 0, 1, 0, 0, 0};
+static const int ch_init[NCH] = {1, 1, 1, 0, 0, 0};
+#define WALL0 1800000000000000000ull /* ns since 1970: January 2027 */
 
 static rec pool[POOL_MAX];
 static int pool_n;
+static rec hellos[NCH]; /* what each responder answered */
+static int answered[NCH];
 
 static void setup_once(void)
 {
@@ -121,6 +132,20 @@ static void deliver(net_channel **ch, int y, const uint8_t *b, size_t len, gossi
     size_t pl = 0;
     int rc = net_channel_recv(c, buf, len, now, &plain, &pl);
     FUZZ_CHECK(rc == NET_OK || rc == NET_EREJECT || rc == NET_EFAILED);
+    if (rc == NET_OK && !ch_init[y] && len && b[0] == NET_REC_HELLO) {
+        /* answered: a genuine HELLO, never one its agent answered before */
+        FUZZ_CHECK(!answered[y]);
+        int genuine = 0;
+        for (int k = 0; k < pool_n; k++)
+            genuine |= pool[k].len == len && !memcmp(pool[k].b, b, len) && b[0] == NET_REC_HELLO;
+        FUZZ_CHECK(genuine);
+        for (int z = 0; z < NCH; z++)
+            if (z != y && answered[z] && ch_id[z] == ch_id[y])
+                FUZZ_CHECK(hellos[z].len != len || memcmp(hellos[z].b, b, len));
+        memcpy(hellos[y].b, b, len);
+        hellos[y].len = len;
+        answered[y] = 1;
+    }
     if (was_failed)
         FUZZ_CHECK(rc == NET_EFAILED && rejects_total(c) == before);
     else if (rc == NET_OK)
@@ -177,11 +202,25 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     int opt = data[0];
     size_t at = 1;
     net_channel *ch[NCH];
+    net_seen *seen_a = NULL, *seen_b = NULL;
+    FUZZ_CHECK(net_seen_create(&seen_a, 16) == 0 && net_seen_create(&seen_b, 16) == 0);
+    uint8_t ring[2 * NET_NETWORK_KEY_SIZE];
+    memcpy(ring, key_k, NET_NETWORK_KEY_SIZE);
+    memcpy(ring + NET_NETWORK_KEY_SIZE, key_k2, NET_NETWORK_KEY_SIZE);
+    memset(answered, 0, sizeof answered);
     for (int x = 0; x < NCH; x++) {
+        int r1 = x == 3 || x == 5;
         net_channel_config c = {.self = &ids[ch_id[x]],
                                 .network_key = ch_k2[x] ? key_k2 : key_k,
+                                .network_keys = r1 && (opt & 4) ? ring : NULL,
+                                .network_keys_n = r1 && (opt & 4) ? 2 : 0,
                                 .allow = (opt & 1) ? allow : NULL,
                                 .allow_n = (opt & 1) ? 2 : 0,
+                                .seen = ch_init[x] ? NULL
+                                        : r1       ? seen_b
+                                                   : seen_a,
+                                .wall_ns = ch_init[x] ? WALL0 + (uint64_t)x : WALL0,
+                                .auth_only = (opt & 8) != 0,
                                 .initiator = ch_init[x],
                                 .expect_peer = (x == 0 && (opt & 2)) ? ids[1].node_id : 0,
                                 /* no rekey within the clock's reach (64 ops of at
@@ -266,7 +305,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         int found = 0;
         for (int x = 0; x < NCH; x++) {
             if (ch_init[x] == ch_init[y] || !net_channel_established(ch[x]) ||
-                !net_channel_established(ch[y]) || ch_k2[x] != ch_k2[y] ||
+                !net_channel_established(ch[y]) ||
+                memcmp(net_channel_network_key(ch[x]), net_channel_network_key(ch[y]),
+                       NET_NETWORK_KEY_SIZE) ||
                 net_channel_peer(ch[x]) != ids[ch_id[y]].node_id ||
                 net_channel_peer(ch[y]) != ids[ch_id[x]].node_id)
                 continue;
@@ -282,5 +323,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     for (int x = 0; x < NCH; x++)
         net_channel_destroy(ch[x]);
+    net_seen_destroy(seen_a);
+    net_seen_destroy(seen_b);
     return 0;
 }

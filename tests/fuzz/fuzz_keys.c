@@ -17,6 +17,7 @@
  *   - public key: 64 hex digits, then only '\n', '\r' or ' ', at most 67
  *     bytes in all (ESIZE above);
  *   - network key: exactly 32 bytes, private to the owner (else EMODE);
+ *     as a key ring (at most 3 here): 1 to 3 whole keys, in file order;
  *   - secret key: exactly 64 bytes whose second half is the Ed25519
  *     public key of the first, private to the owner.
  */
@@ -152,6 +153,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         FUZZ_CHECK(rc == expect);
         if (rc == AGENT_KEYS_OK)
             FUZZ_CHECK(memcmp(key, data, sizeof key) == 0);
+        /* the same file as a key ring of at most 3 keys */
+        uint8_t ring[3 * NET_NETWORK_KEY_SIZE];
+        size_t n = 99;
+        int rrc = agent_keys_read_network_ring(path, ring, 3, &n, msg, sizeof msg);
+        int rexpect = (mode & 077) ? AGENT_KEYS_EMODE
+                      : size == 0 || size % NET_NETWORK_KEY_SIZE || size > sizeof ring
+                          ? AGENT_KEYS_ESIZE
+                          : AGENT_KEYS_OK;
+        FUZZ_CHECK(rrc == rexpect);
+        if (rrc == AGENT_KEYS_OK)
+            FUZZ_CHECK(n == size / NET_NETWORK_KEY_SIZE && memcmp(ring, data, size) == 0);
+        else
+            FUZZ_CHECK(n == 0 && fuzz_has_message(msg, sizeof msg) &&
+                       strncmp(msg, path, strlen(path)) == 0);
     }
     if (rc != AGENT_KEYS_OK)
         FUZZ_CHECK(fuzz_has_message(msg, sizeof msg) && strncmp(msg, path, strlen(path)) == 0);

@@ -405,7 +405,14 @@ static void seeds_channel(void)
     /* I3 (other network key) says HELLO to R1; I1 expects B but meets R2 */
     static const uint8_t wrong[] = {2, 0, 2, 1, 0, 3,  0, 0, 0, 1, 1, 4, 0, 0, 4,
                                     1, 2, 0, 0, 5, 60, 3, 7, 4, 3, 3, 1, 2, 3};
+    /* I1's HELLO to R1, then replayed to R1b (same agent): refused */
+    static const uint8_t replay[] = {0, 0, 0, 1, 0, 3, 0, 1, 0, 5, 0, 0, 3, 1, 1, 0, 0};
+    /* key ring: I3 (K2) with R1 (K, K2), auth-only, a frame */
+    static const uint8_t ring[] = {4 | 8, 0, 2, 1, 0, 3, 0, 0,   3,   1,   1, 2, 0, 0, 2,
+                                   1,     2, 3, 0, 6, 2, 3, 'a', 'b', 'c', 1, 3, 3, 0};
     put("fuzz_channel", "i1-r1", i1r1, sizeof i1r1);
+    put("fuzz_channel", "replay-r1b", replay, sizeof replay);
+    put("fuzz_channel", "ring-auth-only", ring, sizeof ring);
     put("fuzz_channel", "i2-r2-allow", i2r2, sizeof i2r2);
     put("fuzz_channel", "wrong-key-peer", wrong, sizeof wrong);
 }
