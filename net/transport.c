@@ -45,6 +45,7 @@ struct conn {
     int dialed;
     char addr[GOSSIP_ADDR_MAX]; /* dialed address; "" for accepted */
     uint64_t pen_key;           /* penalty key of the remote host */
+    gossip_time_us born_us;     /* accepted or dial started */
     uint64_t expect;            /* dialed: node id we want (0 = any) */
     uint64_t peer;              /* node id once OPEN */
     int penalize;               /* an authentication failure closed it */
@@ -343,7 +344,7 @@ static int conn_alloc(net_transport *t, conn **out)
     if (!c)
         return NET_ENOMEM;
     c->t = t;
-    c->active_us = now_us();
+    c->active_us = c->born_us = now_us();
     if (nng_aio_alloc(&c->rx_aio, rx_cb, c) || nng_aio_alloc(&c->tx_aio, tx_cb, c) ||
         nng_aio_alloc(&c->dial_aio, dial_cb, c)) {
         nng_aio_free(c->rx_aio);
@@ -458,9 +459,16 @@ static void conn_fail(conn *c, int cause, int penalize)
     conn_close(c);
 }
 
+static uint32_t links_in_use(const net_transport *t);
+
 static void on_open(conn *c)
 {
     net_transport *t = c->t;
+    if (!c->dialed && links_in_use(t) >= t->cfg.conns_max) {
+        reject(t, NET_REJECT_CONN_LIMIT); /* authenticated, but no room for one more link */
+        conn_close(c);
+        return;
+    }
     c->state = C_OPEN;
     c->peer = net_channel_peer(c->ch);
     t->stats.handshakes_ok++;
@@ -750,6 +758,55 @@ static void remote_host(nng_stream *s, char *out, size_t cap)
     }
 }
 
+/* An accepted connection still in its handshake. */
+static int unauthenticated_in(const conn *c)
+{
+    return !c->dialed && c->state == C_HANDSHAKE;
+}
+
+/* Make room for one more unauthenticated inbound connection from the host
+ * `key`, or say why not: -1 (room, *pressure set when more than half of
+ * the pool is in use), or NET_REJECT_HANDSHAKE_LIMIT when that host already
+ * holds handshakes_per_host_max of them. The pool is separate from the
+ * authenticated links and from our own dials, so idle sockets cannot keep
+ * peers or our dials out. When the pool is full the oldest unauthenticated
+ * connection is closed (as a SYN cache does); under pressure, those older
+ * than handshake_pressure_ms are closed too, and newcomers get that
+ * shorter deadline. */
+static int handshake_room(net_transport *t, uint64_t key, gossip_time_us now, int *pressure)
+{
+    uint32_t in_pool = 0, from_host = 0;
+    conn *oldest = NULL;
+    for (conn *c = t->conns; c; c = c->next) {
+        if (!unauthenticated_in(c))
+            continue;
+        in_pool++;
+        from_host += c->pen_key == key;
+        if (!oldest || c->born_us < oldest->born_us)
+            oldest = c;
+    }
+    if (from_host >= t->cfg.handshakes_per_host_max)
+        return NET_REJECT_HANDSHAKE_LIMIT;
+    if (in_pool >= t->cfg.handshakes_max && oldest) {
+        reject(t, NET_REJECT_HANDSHAKE_LIMIT);
+        conn_close(oldest);
+        in_pool--;
+    }
+    *pressure = 2 * (in_pool + 1) > t->cfg.handshakes_max;
+    if (*pressure) {
+        gossip_time_us limit = (gossip_time_us)t->cfg.handshake_pressure_ms * 1000u;
+        for (conn *c = t->conns; c;) {
+            conn *n = c->next; /* conn_close may bury c */
+            if (unauthenticated_in(c) && now > c->born_us && now - c->born_us >= limit) {
+                reject(t, NET_REJECT_HANDSHAKE_LIMIT);
+                conn_close(c);
+            }
+            c = n;
+        }
+    }
+    return -1;
+}
+
 static void accept_arm(net_transport *t)
 {
     t->accept_busy = 1;
@@ -790,11 +847,11 @@ static void accept_cb(void *arg)
     remote_host(s, host, sizeof host);
     uint64_t key = net_penalty_key(host);
     conn *c = NULL;
-    int cause = -1;
+    int cause = -1, pressure = 0;
     if (net_penalty_check(t->penalty, key, now) == NET_EBLOCKED)
         cause = NET_REJECT_CUT_OFF;
-    else if (t->n_conns >= t->cfg.conns_max)
-        cause = NET_REJECT_CONN_LIMIT;
+    else
+        cause = handshake_room(t, key, now, &pressure);
     if (cause >= 0 || conn_alloc(t, &c) != NET_OK) {
         if (cause >= 0)
             reject(t, cause);
@@ -805,10 +862,14 @@ static void accept_cb(void *arg)
         c->pen_key = key;
         nng_stream_set_bool(s, NNG_OPT_TCP_KEEPALIVE, true);
         c->state = C_HANDSHAKE;
-        if (channel_for(c, 0, now) != NET_OK)
+        if (channel_for(c, 0, now) != NET_OK) {
             conn_close(c);
-        else
+        } else {
+            if (pressure)
+                net_channel_limit_deadline(
+                    c->ch, now + (gossip_time_us)t->cfg.handshake_pressure_ms * 1000u);
             rx_arm(c);
+        }
     }
     accept_arm(t);
     pthread_mutex_unlock(&t->mtx);
@@ -890,7 +951,8 @@ int net_transport_create(net_transport **out, const net_transport_config *cfg)
         return NET_EINVAL;
     *out = NULL;
     if (cfg->frame_max > GOSSIP_FRAME_MAX || cfg->allow_n > NET_CHANNEL_ALLOW_MAX ||
-        (cfg->allow_n && !cfg->allow) || cfg->conns_max > NET_TRANSPORT_CONNS_MAX)
+        (cfg->allow_n && !cfg->allow) || cfg->conns_max > NET_TRANSPORT_CONNS_MAX ||
+        cfg->handshakes_max > NET_TRANSPORT_CONNS_MAX)
         return NET_EINVAL;
     if (net_init() != NET_OK)
         return NET_EIO;
@@ -907,6 +969,12 @@ int net_transport_create(net_transport **out, const net_transport_config *cfg)
         t->cfg.frame_max = GOSSIP_FRAME_MAX;
     if (!t->cfg.conns_max)
         t->cfg.conns_max = NET_TRANSPORT_CONNS_DEFAULT;
+    if (!t->cfg.handshakes_max)
+        t->cfg.handshakes_max = NET_TRANSPORT_HANDSHAKES_DEFAULT;
+    if (!t->cfg.handshakes_per_host_max)
+        t->cfg.handshakes_per_host_max = NET_TRANSPORT_HANDSHAKES_PER_HOST_DEFAULT;
+    if (!t->cfg.handshake_pressure_ms)
+        t->cfg.handshake_pressure_ms = NET_TRANSPORT_HANDSHAKE_PRESSURE_DEFAULT_MS;
     if (!t->cfg.queue_frames_max)
         t->cfg.queue_frames_max = NET_TRANSPORT_QUEUE_FRAMES_DEFAULT;
     if (!t->cfg.queue_bytes_max)
@@ -1080,6 +1148,17 @@ int net_transport_set_addr(net_transport *t, uint64_t id, const char *addr)
     return rc;
 }
 
+/* Open links plus our own dials in progress: what conns_max bounds.
+ * Accepted connections still in their handshake are not counted (they
+ * have their own pool), so they cannot keep us from dialing. */
+static uint32_t links_in_use(const net_transport *t)
+{
+    uint32_t n = 0;
+    for (const conn *c = t->conns; c; c = c->next)
+        n += c->state == C_OPEN || (c->dialed && c->state != C_CLOSING);
+    return n;
+}
+
 /* An open connection to id, else one being set up for it; NULL if none. */
 static conn *find_conn(net_transport *t, uint64_t id, const char *addr)
 {
@@ -1154,7 +1233,7 @@ int net_transport_send(net_transport *t, uint64_t to, const char *addr, const ui
             rc = NET_EBLOCKED;
             goto drop;
         }
-        if (t->n_conns >= t->cfg.conns_max) {
+        if (links_in_use(t) >= t->cfg.conns_max) {
             reject(t, NET_REJECT_CONN_LIMIT);
             rc = NET_EFULL;
             goto drop;

@@ -29,6 +29,12 @@
  * host whose connections keep failing authentication is cut off (net/
  * penalty, keyed by the remote host address): its new connections are
  * closed on accept and counted as cut_off until the cut-off expires.
+ * Connection slots: accepted connections still in their handshake have a
+ * pool of their own (handshakes_max, at most handshakes_per_host_max per
+ * host address, a shorter deadline and eviction of the oldest when it
+ * fills: handshake_limit); authenticated links and our own dials share
+ * conns_max (conn_limit). Idle sockets from anyone therefore never keep
+ * peers out nor stop our dials.
  *
  * Thread safety: every function may be called from any thread, except
  * net_transport_destroy, which must not race with other calls on the same
@@ -61,6 +67,19 @@ _Static_assert(NET_TRANSPORT_RECORD_MAX < UINT32_MAX, "record length fits the 4-
  * magnitude above that and well inside the default 1024-descriptor limit. */
 #define NET_TRANSPORT_CONNS_DEFAULT 256u
 #define NET_TRANSPORT_CONNS_MAX     4096u
+/* Accepted connections that have not finished their handshake have a pool
+ * of their own, so that sockets held open by anyone who can reach the port
+ * never take the slots of authenticated peers or of our own dials: 128 in
+ * all (a handshake takes one round trip and ~0.5 ms of CPU, so 128 covers
+ * every peer of a large view reconnecting at once), at most 16 from one
+ * host address (agents behind one NAT or on one test host share it), and
+ * once the pool is more than half full, handshakes get 1 s instead of the
+ * 5 s default and the oldest is dropped to admit a new one. With these
+ * defaults an agent holds at most conns_max links + 128 handshakes
+ * descriptors, well inside the default limit of 1024. */
+#define NET_TRANSPORT_HANDSHAKES_DEFAULT            128u
+#define NET_TRANSPORT_HANDSHAKES_PER_HOST_DEFAULT   16u
+#define NET_TRANSPORT_HANDSHAKE_PRESSURE_DEFAULT_MS 1000u
 /* Per-connection send queue: 256 frames (a full allreduce round of 2(n-1)
  * chunks for n <= 128 queued at once) and 160 MiB, which holds two full-size
  * frames so that a large model push never starves behind another. */
@@ -106,20 +125,25 @@ typedef struct net_transport_config {
      * non-NULL = only these allow_n keys, and allow_n = 0 admits nobody. */
     const uint8_t *allow;
     size_t allow_n;
-    size_t frame_max;              /* largest frame sent or received; 0 = GOSSIP_FRAME_MAX */
-    uint32_t conns_max;            /* 0 = NET_TRANSPORT_CONNS_DEFAULT */
-    uint32_t queue_frames_max;     /* per connection; 0 = default */
-    size_t queue_bytes_max;        /* per connection; 0 = default */
-    uint32_t inbox_frames_max;     /* 0 = default */
-    size_t inbox_bytes_max;        /* 0 = default */
-    uint32_t handshake_timeout_ms; /* 0 = channel default (5 s) */
-    int auth_only;                 /* ask peers for auth-only sessions (net_channel_config) */
-    uint64_t rekey_frames;         /* 0 = channel default */
-    uint32_t rekey_interval_ms;    /* 0 = channel default */
-    uint32_t dial_backoff_min_ms;  /* 0 = default */
-    uint32_t dial_backoff_max_ms;  /* 0 = default */
-    uint32_t idle_timeout_ms;      /* 0 = NET_TRANSPORT_IDLE_DEFAULT_MS */
-    net_penalty_config penalty;    /* zeros = defaults */
+    size_t frame_max; /* largest frame sent or received; 0 = GOSSIP_FRAME_MAX */
+    /* Authenticated links plus our own dials in progress;
+     * 0 = NET_TRANSPORT_CONNS_DEFAULT. */
+    uint32_t conns_max;
+    uint32_t handshakes_max;          /* accepted, unauthenticated; 0 = default (128) */
+    uint32_t handshakes_per_host_max; /* of those, from one host address; 0 = default (16) */
+    uint32_t handshake_pressure_ms;   /* deadline when the pool is over half full; 0 = 1000 */
+    uint32_t queue_frames_max;        /* per connection; 0 = default */
+    size_t queue_bytes_max;           /* per connection; 0 = default */
+    uint32_t inbox_frames_max;        /* 0 = default */
+    size_t inbox_bytes_max;           /* 0 = default */
+    uint32_t handshake_timeout_ms;    /* 0 = channel default (5 s) */
+    int auth_only;                    /* ask peers for auth-only sessions (net_channel_config) */
+    uint64_t rekey_frames;            /* 0 = channel default */
+    uint32_t rekey_interval_ms;       /* 0 = channel default */
+    uint32_t dial_backoff_min_ms;     /* 0 = default */
+    uint32_t dial_backoff_max_ms;     /* 0 = default */
+    uint32_t idle_timeout_ms;         /* 0 = NET_TRANSPORT_IDLE_DEFAULT_MS */
+    net_penalty_config penalty;       /* zeros = defaults */
 } net_transport_config;
 
 /* One received, authenticated frame. */
@@ -142,7 +166,8 @@ typedef struct net_transport_stats {
 
 /* Create a transport (not yet listening). Errors: NET_EINVAL (no identity or
  * key, frame_max > GOSSIP_FRAME_MAX, allow_n > NET_CHANNEL_ALLOW_MAX,
- * conns_max > NET_TRANSPORT_CONNS_MAX), NET_ENOMEM, NET_EIO. */
+ * conns_max or handshakes_max > NET_TRANSPORT_CONNS_MAX), NET_ENOMEM,
+ * NET_EIO. */
 int net_transport_create(net_transport **out, const net_transport_config *cfg);
 /* Close every connection, wait for NNG's callbacks to finish, free all.
  * Messages already received and not released stay valid. NULL is fine. */
