@@ -662,7 +662,7 @@ static void lost_shards_reported(void **state)
         d.nodes[j].alive = d.nodes[j].member = 0;
     }
     view_all(&d);
-    run_until(&d, d.now + 10000000);
+    run_until(&d, d.now + 15000000);
     uint32_t *counts = malloc(d.s_count * sizeof *counts);
     uint32_t lost = census(&d, counts);
     assert_true(lost >= 1 && counts[0] == 0);
