@@ -1,5 +1,6 @@
-/* murmur agent — run one agent until SIGINT or SIGTERM; SIGHUP re-reads the
- * network key ring and the allow-list (agent/agent.h). */
+/* murmur agent — run one agent (the built-in trainer on the agent runtime)
+ * until SIGINT or SIGTERM; SIGHUP re-reads the network key ring and the
+ * allow-list (agent/agent.h). */
 #include "agent/commands.h"
 
 #include <signal.h>
@@ -10,16 +11,20 @@
 #include "agent/config.h"
 #include "agent/log.h"
 
-static agent_runtime *running;
+static murmur_agent *volatile running;
+static volatile sig_atomic_t stop_early; /* a signal before the agent was open */
 
 static void on_signal(int sig)
 {
-    if (!running)
+    murmur_agent *a = running;
+    if (sig == SIGHUP) {
+        if (a)
+            agent_runtime_reload(a); /* re-read the network keys and the allow-list */
         return;
-    if (sig == SIGHUP)
-        agent_runtime_reload(running); /* re-read the network keys and the allow-list */
-    else
-        agent_runtime_stop(running);
+    }
+    stop_early = 1;
+    if (a)
+        murmur_stop(a);
 }
 
 int cmd_agent(int argc, char **argv)
@@ -28,13 +33,6 @@ int cmd_agent(int argc, char **argv)
     int rc = agent_config_main(&cfg, argc, argv);
     if (rc >= 0)
         return rc;
-    char err[AGENT_RUNTIME_ERR_MAX] = "";
-    agent_runtime *a;
-    if (agent_runtime_create(&a, &cfg, err, sizeof err)) {
-        fprintf(stderr, "murmur agent: %s\n", err);
-        return 1;
-    }
-    running = a;
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
@@ -43,8 +41,5 @@ int cmd_agent(int argc, char **argv)
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGHUP, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
-    rc = agent_runtime_run(a);
-    running = NULL;
-    agent_runtime_destroy(a);
-    return rc;
+    return agent_trainer_run(&cfg, &running, &stop_early);
 }

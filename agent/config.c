@@ -188,9 +188,27 @@ static int check_hostport(const common_option *o, const char *text, void *value,
     return 0;
 }
 
+/* "host:NAME": the model of a program embedding libmurmur (docs/EMBEDDING.md),
+ * a name of 1-64 characters [a-z0-9._-] that agents compare when they meet;
+ * the built-in trainer cannot build it. */
+static bool valid_host_spec(const char *s)
+{
+    if (strncmp(s, "host:", 5))
+        return false;
+    size_t n = strlen(s + 5);
+    if (n < 1 || n > 64)
+        return false;
+    for (const char *p = s + 5; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || strchr("._-", *p)))
+            return false;
+    return true;
+}
+
 static int check_spec(const common_option *o, const char *text, void *value, char *why,
                       size_t whylen)
 {
+    if (valid_host_spec(text))
+        return 0;
     if (agent_config_parse_spec(text, NULL, NULL))
         return common_errf(why, whylen, COMMON_SETTINGS_EVALUE,
                            "'%s' is not softmax or mlp:H1,H2,... (1-%u layers, widths 1-%u)", text,

@@ -1,6 +1,7 @@
-/* agent/runtime — create/destroy and the event loop of `murmur agent`; see
- * agent.h. The training thread is agent/trainer.c, start-up data
- * agent/catalog.c, the shared state agent/runtime_internal.h. */
+/* agent/runtime — create/start/close and the event loop of the agent
+ * runtime; see agent.h. The public API over it is agent/api.c, the built-in
+ * trainer agent/trainer.c, start-up data agent/catalog.c, the shared state
+ * agent/runtime_internal.h. */
 
 #include "agent/runtime_internal.h"
 
@@ -10,6 +11,7 @@
 #include <stdarg.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "agent/checkpoint.h"
 #include "agent/log.h"
@@ -52,7 +54,13 @@ static int snapshot_fn(void *ctx, float *out, uint32_t dim, uint64_t *round)
     agent_runtime *a = ctx;
     if (!a->node || gossip_node_model_state(a->node) != GOSSIP_NODE_READY || dim != a->dim)
         return -1;
-    memcpy(out, a->latest, dim * sizeof *out);
+    pthread_mutex_lock(&a->mu);
+    int have = a->host_ready;
+    if (have)
+        memcpy(out, a->latest, dim * sizeof *out);
+    pthread_mutex_unlock(&a->mu);
+    if (!have) /* the host has not handed its model over yet */
+        return -1;
     *round = atomic_load(&a->round);
     return 0;
 }
@@ -197,6 +205,7 @@ static void on_shards(agent_runtime *a)
     a->train = info;
     a->train_count = np;
     pthread_mutex_lock(&a->mu);
+    a->train_pub = info; /* for murmur_shards_get */
     int same = np == a->n_primary &&
                !memcmp(a->primary, a->primary_scratch, np * sizeof *a->primary_scratch);
     if (!same) {
@@ -235,40 +244,38 @@ static void on_model_state(agent_runtime *a)
     gossip_node_model st = gossip_node_model_state(a->node);
     if (st == GOSSIP_NODE_JOINING || st == GOSSIP_NODE_READY)
         return;
-    const char *how = "own";
+    murmur_source source = MURMUR_SOURCE_OWN;
     uint64_t round = atomic_load(&a->round);
-    if (st == GOSSIP_NODE_FETCHED) {
-        if (gossip_node_model_result(a->node, a->latest, &round) != GOSSIP_OK)
-            return;
+    pthread_mutex_lock(&a->mu);
+    if (st == GOSSIP_NODE_FETCHED &&
+        gossip_node_model_result(a->node, a->latest, &round) == GOSSIP_OK) {
         atomic_store(&a->round, round);
-        how = "state_transfer";
-        pthread_mutex_lock(&a->mu);
-        int rc = gossip_sched_replace(a->sched, a->latest, (uint64_t)adopted_clock(a, round));
-        pthread_mutex_unlock(&a->mu);
-        if (rc != GOSSIP_OK) {
+        if (gossip_sched_replace(a->sched, a->latest, (uint64_t)adopted_clock(a, round)) ==
+            GOSSIP_OK)
+            source = MURMUR_SOURCE_TRANSFER;
+        else
             agent_log(AGENT_LOG_WARN, "model_refused", "why",
                       "the transferred model is not finite; training on the own model", NULL);
-            how = "own";
-        }
-    } else {
-        if (st == GOSSIP_NODE_RESUME || a->have_ckpt)
-            how = "checkpoint";
-        /* Not stepping yet (model_ready is 0): place the clock at the
-         * round this model stands for. */
-        pthread_mutex_lock(&a->mu);
-        double c = adopted_clock(a, round);
-        if (c > gossip_sched_clock_samples(a->sched))
-            gossip_sched_resume(a->sched, a->tr.step, c);
-        pthread_mutex_unlock(&a->mu);
     }
-    gossip_node_model_adopt(a->node);
-    pthread_mutex_lock(&a->mu);
+    if (source == MURMUR_SOURCE_OWN && a->have_ckpt &&
+        gossip_sched_replace(a->sched, a->init_params, 0) == GOSSIP_OK) {
+        source = MURMUR_SOURCE_CHECKPOINT;
+        memcpy(a->latest, a->init_params, a->dim * sizeof *a->latest);
+    }
+    /* The clock of the round this model stands for (a restart resumes its
+     * schedule; a joiner takes the cluster's). */
+    double c = adopted_clock(a, round);
+    if (c > gossip_sched_clock_samples(a->sched))
+        gossip_sched_resume(a->sched, a->host_steps, c);
+    a->source = source;
     a->model_ready = 1;
     pthread_cond_broadcast(&a->cv);
     pthread_mutex_unlock(&a->mu);
+    gossip_node_model_adopt(a->node);
+    static const char *const how[] = {"own", "checkpoint", "state_transfer"};
     agent_log_line l;
     agent_log_begin(&l, AGENT_LOG_INFO, "model_ready");
-    agent_log_str(&l, "source", how);
+    agent_log_str(&l, "source", how[source]);
     agent_log_u64(&l, "round", round);
     agent_log_end(&l);
 }
@@ -298,8 +305,8 @@ static void mixing_finish(agent_runtime *a, int outcome)
         agent_metric_inc(a->ms.round_aborts);
         agent_metrics_std_round_end(&a->ms, agent_mono_us(), false, 0);
     }
-    memcpy(a->latest, a->mix_out, a->dim * sizeof *a->latest);
     pthread_mutex_lock(&a->mu);
+    memcpy(a->latest, a->mix_out, a->dim * sizeof *a->latest);
     if (gossip_sched_deliver(a->sched, a->mix_out, outcome) == GOSSIP_ENONFINITE)
         agent_log(AGENT_LOG_WARN, "mixing_refused", "why",
                   "the mixed model is not finite; the round is dropped", NULL);
@@ -325,11 +332,12 @@ static void on_mixing(agent_runtime *a, uint64_t now)
      * so the mixer may read it outside the lock. */
     pthread_mutex_lock(&a->mu);
     const float *x = gossip_sched_outgoing(a->sched);
+    if (x)
+        memcpy(a->latest, x, a->dim * sizeof *a->latest);
     pthread_mutex_unlock(&a->mu);
     if (!x)
         return;
     a->mix_sent = x;
-    memcpy(a->latest, x, a->dim * sizeof *a->latest);
     if (gossip_mix_start(m, x, now) == GOSSIP_OK) {
         a->mixing = 1;
         agent_metrics_std_round_begin(&a->ms, now);
@@ -348,9 +356,9 @@ static const char *state_name(agent_runtime *a)
 {
     if (a->stop)
         return "leaving";
-    if (gossip_node_model_state(a->node) != GOSSIP_NODE_READY)
+    if (gossip_node_model_state(a->node) != GOSSIP_NODE_READY || !a->host_ready)
         return "joining";
-    if (a->train_count == 0)
+    if (a->n_catalog && a->train_count == 0)
         return "waiting_shards"; /* train_reason says what it waits for */
     return "training";           /* on what: train_source */
 }
@@ -387,7 +395,28 @@ static void sync_metrics(agent_runtime *a)
     agent_metrics_server_members_from_swim(a->srv, gossip_node_swim(a->node));
     gossip_view v;
     gossip_node_view(a->node, &v);
+    pthread_mutex_lock(&a->mu);
+    uint64_t steps = a->host_steps, samples = a->host_samples;
+    double loss = a->host_loss, acc = a->host_accuracy, test_loss = a->host_test_loss;
+    pthread_mutex_unlock(&a->mu);
+    double sps = NAN;
+    if (now > a->sps_t_us + 1000000u) {
+        if (a->sps_t_us)
+            sps = (double)(samples - a->sps_steps) / ((double)(now - a->sps_t_us) / 1e6);
+        a->sps_t_us = now;
+        a->sps_steps = samples;
+    }
+    agent_metric_set(a->ms.loss, loss);
+    agent_metric_set(a->ms.accuracy, acc);
+    if (!isnan(sps))
+        agent_metric_set(a->ms.samples_per_second, sps);
     pthread_mutex_lock(&a->st_mu);
+    a->st.step = steps;
+    a->st.loss = loss;
+    a->st.accuracy = acc;
+    a->st.test_loss = test_loss;
+    if (!isnan(sps))
+        a->st.samples_per_second = sps;
     a->st.peers = v.n ? v.n - 1 : 0;
     a->st.view_epoch = v.epoch;
     a->st.shards_held = a->held_count;
@@ -557,10 +586,12 @@ static void loop_pass(agent_runtime *a)
     on_mixing(a, now); /* a round may have completed by draining its frames */
     flush_sends(a, now);
     gossip_shards *sh = gossip_node_shards(a->node);
-    const gossip_shards_counters *sc = gossip_shards_counters_get(sh);
-    if (now >= a->next_status_us || sc->fetched + sc->dropped != a->shards_fetched_seen) {
-        a->shards_fetched_seen = sc->fetched + sc->dropped;
-        on_shards(a);
+    const gossip_shards_counters *sc = sh ? gossip_shards_counters_get(sh) : NULL;
+    uint64_t moved = sc ? sc->fetched + sc->dropped : 0;
+    if (now >= a->next_status_us || moved != a->shards_fetched_seen) {
+        a->shards_fetched_seen = moved;
+        if (sh)
+            on_shards(a);
         sync_metrics(a);
         a->next_status_us = now + AGENT_STATUS_EVERY_US;
     }
@@ -584,14 +615,11 @@ static int loop_wait_ms(agent_runtime *a)
 }
 
 static void reload_keys(agent_runtime *a);
+static void agent_runtime_destroy(agent_runtime *a);
 
-int agent_runtime_run(agent_runtime *a)
+static void *loop_main(void *arg)
 {
-    if (pthread_create(&a->trainer_thread, NULL, agent_trainer_main, a)) {
-        agent_log(AGENT_LOG_ERROR, "agent_failed", "why", "cannot start the training thread", NULL);
-        return 1;
-    }
-    a->trainer_started = 1;
+    agent_runtime *a = arg;
     uint64_t now = agent_mono_us();
     if (a->cfg.seed_count) {
         const char *seeds[AGENT_CONFIG_SEEDS_MAX];
@@ -612,17 +640,15 @@ int agent_runtime_run(agent_runtime *a)
         loop_pass(a);
         net_transport_wait(a->t, loop_wait_ms(a));
     }
+    pthread_mutex_lock(&a->mu);
+    pthread_cond_broadcast(&a->cv); /* a host waiting in murmur_wait_ready */
+    pthread_mutex_unlock(&a->mu);
     if (a->refused) {
-        /* No LEAVE (our id may be a live incumbent's), no checkpoint (this
-         * configuration was refused: keep whatever is on disk). */
-        pthread_mutex_lock(&a->mu);
-        a->trainer_stop = 1;
-        pthread_cond_broadcast(&a->cv);
-        pthread_mutex_unlock(&a->mu);
-        pthread_join(a->trainer_thread, NULL);
-        a->trainer_started = 0;
-        agent_log(AGENT_LOG_INFO, "agent_stopped", "why", "refused", NULL);
-        return 1;
+        /* No LEAVE (our id may be a live incumbent's); close writes no
+         * checkpoint (this configuration was refused: keep whatever is on
+         * disk) and returns 1. */
+        a->exit_code = 1;
+        return NULL;
     }
     /* graceful leave */
     agent_log(AGENT_LOG_INFO, "leaving", NULL);
@@ -638,30 +664,90 @@ int agent_runtime_run(agent_runtime *a)
         flush_sends(a, now);
         net_transport_wait(a->t, 20);
     }
+    return NULL;
+}
+
+int agent_runtime_start(agent_runtime *a, char *err, size_t errlen)
+{
+    if (pthread_create(&a->loop_thread, NULL, loop_main, a)) {
+        agent_errf(err, errlen, "cannot start the event-loop thread");
+        return -1;
+    }
+    a->loop_started = 1;
+    return 0;
+}
+
+int agent_runtime_checkpoint(agent_runtime *a, const float *params, const float *momentum,
+                             const char *why)
+{
     pthread_mutex_lock(&a->mu);
-    a->trainer_stop = 1;
-    pthread_cond_broadcast(&a->cv);
+    uint64_t step = a->host_steps;
     pthread_mutex_unlock(&a->mu);
-    pthread_join(a->trainer_thread, NULL);
-    a->trainer_started = 0;
-    /* Passive gossip changes not yet handed back belong to the model. */
-    float *params = model_net_params(a->tr.net);
-    if (gossip_mix_pending(gossip_node_mix(a->node), a->mix_out) == GOSSIP_OK)
-        for (uint32_t k = 0; k < a->dim; k++)
-            params[k] += a->mix_out[k];
-    if (a->cfg.checkpoint_every_steps && a->tr.step)
-        agent_trainer_checkpoint(a, "shutdown");
-    log_progress(a);
+    agent_checkpoint ck = {.spec = a->cfg.model_spec,
+                           .dim = a->dim,
+                           .step = step,
+                           .round = atomic_load(&a->round),
+                           .epoch = a->epoch,
+                           .params = params,
+                           .momentum = momentum};
+    char err[256] = "";
+    if (agent_checkpoint_save(a->cfg.checkpoint_path, &ck, err, sizeof err)) {
+        agent_metric_inc(a->ms.checkpoint_failures);
+        uint64_t now = agent_mono_us();
+        if (!a->ckpt_fail_logged_us || now - a->ckpt_fail_logged_us >= AGENT_CKPT_WARN_EVERY_US) {
+            a->ckpt_fail_logged_us = now;
+            agent_log(AGENT_LOG_WARN, "checkpoint_failed", "why", err, "note",
+                      "counted in murmur_checkpoint_failures_total; the previous checkpoint is "
+                      "kept; next warning in 60 s at the earliest",
+                      NULL);
+        }
+        return -1;
+    }
+    agent_metric_inc(a->ms.checkpoints);
     agent_log_line l;
-    agent_log_begin(&l, AGENT_LOG_INFO, "agent_stopped");
-    agent_log_u64(&l, "step", a->tr.step);
+    agent_log_begin(&l, AGENT_LOG_INFO, "checkpoint_written");
+    agent_log_str(&l, "path", a->cfg.checkpoint_path);
+    agent_log_u64(&l, "step", step);
+    agent_log_u64(&l, "round", ck.round);
+    agent_log_str(&l, "reason", why);
     agent_log_end(&l);
     return 0;
 }
 
-void agent_runtime_stop(agent_runtime *a)
+int agent_runtime_close(agent_runtime *a, float *params, const float *momentum)
 {
     a->stop = 1;
+    if (a->loop_started) {
+        net_transport_wake(a->t);
+        pthread_join(a->loop_thread, NULL);
+        a->loop_started = 0;
+    }
+    if (a->refused) {
+        agent_log(AGENT_LOG_INFO, "agent_stopped", "why", "refused", NULL);
+        int code = a->exit_code;
+        agent_runtime_destroy(a);
+        return code;
+    }
+    /* Passive gossip changes not yet handed back belong to the model. */
+    if (params && gossip_mix_pending(gossip_node_mix(a->node), a->mix_out) == GOSSIP_OK)
+        for (uint32_t k = 0; k < a->dim; k++)
+            params[k] += a->mix_out[k];
+    if (params && a->cfg.checkpoint_every_steps && a->host_steps)
+        agent_runtime_checkpoint(a, params, momentum, "shutdown");
+    sync_metrics(a);
+    log_progress(a);
+    agent_log_line l;
+    agent_log_begin(&l, AGENT_LOG_INFO, "agent_stopped");
+    agent_log_u64(&l, "step", a->host_steps);
+    agent_log_end(&l);
+    int code = a->exit_code;
+    agent_runtime_destroy(a);
+    return code;
+}
+
+const agent_config *agent_runtime_config(const agent_runtime *a)
+{
+    return &a->cfg;
 }
 
 void agent_runtime_reload(agent_runtime *a)
@@ -731,16 +817,14 @@ static void reload_keys(agent_runtime *a)
 
 /* ---- create / destroy ---- */
 
-void agent_runtime_destroy(agent_runtime *a)
+static void agent_runtime_destroy(agent_runtime *a)
 {
     if (!a)
         return;
-    if (a->trainer_started) {
-        pthread_mutex_lock(&a->mu);
-        a->trainer_stop = 1;
-        pthread_cond_broadcast(&a->cv);
-        pthread_mutex_unlock(&a->mu);
-        pthread_join(a->trainer_thread, NULL);
+    if (a->loop_started) {
+        a->stop = 1;
+        net_transport_wake(a->t);
+        pthread_join(a->loop_thread, NULL);
     }
     agent_metrics_server_stop(a->srv);
     net_transport_destroy(a->t);
@@ -748,12 +832,6 @@ void agent_runtime_destroy(agent_runtime *a)
     if (a->store.ctx)
         agent_store_file_close(&a->store);
     agent_metrics_destroy(a->reg);
-    model_net_destroy(a->tr.net);
-    model_sgd_free(&a->tr.sgd);
-    model_norm_free(&a->tr.norm);
-    model_data_free(&a->tr.data);
-    model_data_free(&a->test);
-    free(a->tr.order);
     free(a->catalog);
     free(a->allow);
     free(a->latest);
@@ -774,44 +852,23 @@ void agent_runtime_destroy(agent_runtime *a)
     free(a);
 }
 
-static int setup_model(agent_runtime *a, char *err, size_t errlen)
+/* The model side of the runtime: buffers for dim values, the schedule, and
+ * the checkpoint (kept to be handed to the host when the node adopts it). */
+static int setup_state(agent_runtime *a, uint32_t dim, char *err, size_t errlen)
 {
-    char msg[MODEL_MSG_MAX] = "";
-    trainer *tr = &a->tr;
-    int rc = model_net_create(&tr->net, a->cfg.model_spec, a->input_dim, a->classes, a->cfg.batch,
-                              msg, sizeof msg);
-    if (rc) {
-        agent_errf(err, errlen, "model %s: %s (%s)", a->cfg.model_spec,
-                   msg[0] ? msg : "cannot create", model_strerror(rc));
+    if (!dim || dim > GOSSIP_CODEC_DIM_MAX) {
+        agent_errf(err, errlen, "a model of %u parameters: mixing carries 1 to %u", dim,
+                   GOSSIP_CODEC_DIM_MAX);
         return -1;
     }
-    size_t p = model_net_param_count(tr->net);
-    if (p > GOSSIP_CODEC_DIM_MAX) {
-        agent_errf(err, errlen, "model %s has %zu parameters; mixing carries at most %u",
-                   a->cfg.model_spec, p, GOSSIP_CODEC_DIM_MAX);
-        return -1;
-    }
-    a->dim = (uint32_t)p;
-    model_sgd_config sc = {.momentum = (float)a->cfg.momentum,
-                           .weight_decay = (float)a->cfg.weight_decay};
-    if (model_sgd_init(&tr->sgd, p, &sc)) {
-        agent_errf(err, errlen, "cannot set up the optimiser (momentum %g)", a->cfg.momentum);
-        return -1;
-    }
-    if (model_norm_fit(&tr->norm, &a->test,
-                       a->test.dtype == MODEL_DTYPE_U8 ? MODEL_NORM_UNIT : MODEL_NORM_NONE)) {
-        agent_errf(err, errlen, "cannot set up the input normalisation");
-        return -1;
-    }
-    model_rng init;
-    model_rng_seed(&init, a->cfg.init_seed, 0);
-    model_net_init(tr->net, &init);
-    model_rng_seed(&tr->rng, a->id.node_id, 1);
-    size_t bytes = p * sizeof(float);
-    a->latest = malloc(bytes);
+    a->dim = dim;
+    size_t bytes = (size_t)dim * sizeof(float);
+    a->latest = calloc(dim, sizeof(float));
     a->mix_out = malloc(bytes);
-    if (!a->latest || !a->mix_out) {
-        agent_errf(err, errlen, "out of memory for %zu parameters", p);
+    a->init_params = malloc(bytes);
+    a->init_momentum = malloc(bytes);
+    if (!a->latest || !a->mix_out || !a->init_params || !a->init_momentum) {
+        agent_errf(err, errlen, "out of memory for %u parameters", dim);
         return -1;
     }
     gossip_sched_config gc;
@@ -822,8 +879,9 @@ static int setup_model(agent_runtime *a, char *err, size_t errlen)
     if (gossip_sched_config_check(&gc, &why)) {
         agent_errf(err, errlen, "model.schedule: %s%s", why,
                    gc.unit == GOSSIP_SCHED_UNIT_EPOCHS && !gc.dataset_samples
-                       ? " (the catalog lists no sample counts: write it again with 'murmur "
-                         "shard', or set model.schedule_unit = steps)"
+                       ? " (a schedule in epochs needs the data set's size: give the agent a "
+                         "shard catalog written by 'murmur shard', or set "
+                         "model.schedule_unit = steps)"
                        : "");
         return -1;
     }
@@ -840,13 +898,14 @@ static int setup_model(agent_runtime *a, char *err, size_t errlen)
     agent_checkpoint_remove_stale(a->cfg.checkpoint_path, &stale);
     agent_checkpoint_meta meta;
     char cerr[256] = "";
-    rc = agent_checkpoint_load(a->cfg.checkpoint_path, a->cfg.model_spec, a->dim, &meta,
-                               model_net_params(tr->net), tr->sgd.velocity, cerr, sizeof cerr);
+    memset(a->init_momentum, 0, bytes);
+    int rc = agent_checkpoint_load(a->cfg.checkpoint_path, a->cfg.model_spec, a->dim, &meta,
+                                   a->init_params, a->init_momentum, cerr, sizeof cerr);
     if (rc == AGENT_CHECKPOINT_OK) {
         a->have_ckpt = 1;
         a->ckpt_step = meta.step;
         a->ckpt_round = meta.round;
-        tr->step = meta.step;
+        a->host_steps = meta.step;
         gossip_sched_resume(a->sched, meta.step, 0);
         atomic_store(&a->round, meta.round);
         agent_log_line l;
@@ -875,7 +934,6 @@ static int setup_model(agent_runtime *a, char *err, size_t errlen)
                   cerr[0] ? cerr : agent_checkpoint_strerror(rc), "moved_to", mrc ? "" : moved,
                   NULL);
     }
-    memcpy(a->latest, model_net_params(tr->net), bytes);
     return 0;
 }
 
@@ -945,13 +1003,14 @@ static int setup_node(agent_runtime *a, char *err, size_t errlen)
     return 0;
 }
 
-int agent_runtime_create(agent_runtime **out, const agent_config *cfg, char *err, size_t errlen)
+int agent_runtime_create(agent_runtime **out, const agent_config *cfg, uint32_t dim, unsigned flags,
+                         char *err, size_t errlen)
 {
     *out = NULL;
     agent_runtime *a = calloc(1, sizeof *a);
     if (!a) {
         agent_errf(err, errlen, "out of memory");
-        return 1;
+        return MURMUR_ENOMEM;
     }
     a->cfg = *cfg;
     a->start_us = agent_mono_us();
@@ -959,7 +1018,7 @@ int agent_runtime_create(agent_runtime **out, const agent_config *cfg, char *err
     pthread_cond_init(&a->cv, NULL);
     pthread_mutex_init(&a->st_mu, NULL);
     a->st.loss = a->st.accuracy = a->st.test_loss = a->st.consensus_distance = NAN;
-    a->tr.acc = a->tr.test_loss = NAN;
+    a->host_loss = a->host_test_loss = a->host_accuracy = NAN;
     char msg[512] = "";
     openblas_set_num_threads(1);
     if (net_init()) {
@@ -988,27 +1047,33 @@ int agent_runtime_create(agent_runtime **out, const agent_config *cfg, char *err
             agent_log(AGENT_LOG_WARN, "allow_list_empty", "file", cfg->allow_list_file, "note",
                       "no key listed: every peer is refused", NULL);
     }
-    if (agent_load_test_set(a, err, errlen) || agent_catalog_load(a, err, errlen))
+    char catalog[AGENT_CONFIG_PATH_MAX + 16];
+    snprintf(catalog, sizeof catalog, "%s/catalog", cfg->shards_dir);
+    if ((flags & AGENT_OPEN_CATALOG_OPTIONAL) && access(catalog, F_OK)) {
+        agent_log(AGENT_LOG_INFO, "no_catalog", "path", catalog, "note",
+                  "no shard catalog: this agent mixes models but replicates no data", NULL);
+    } else if (agent_catalog_load(a, err, errlen)) {
         goto fail;
-    {
+    }
+    if (a->n_catalog) {
         char serr[512] = "";
         if (agent_store_file_open(&a->store, cfg->shards_dir, AGENT_SHARD_BYTES_MAX, serr,
                                   sizeof serr)) {
             agent_errf(err, errlen, "%s", serr);
             goto fail;
         }
+        agent_shards_import(a);
     }
-    agent_shards_import(a);
-    a->primary = calloc(a->n_catalog, sizeof *a->primary);
-    a->bad_shards = calloc(a->n_catalog, sizeof *a->bad_shards);
-    a->lost_seen = calloc(a->n_catalog, 1);
-    a->primary_scratch = calloc(a->n_catalog, sizeof *a->primary_scratch);
+    a->primary = calloc(a->n_catalog + 1u, sizeof *a->primary);
+    a->bad_shards = calloc(a->n_catalog + 1u, sizeof *a->bad_shards);
+    a->lost_seen = calloc(a->n_catalog + 1u, 1);
+    a->primary_scratch = calloc(a->n_catalog + 1u, sizeof *a->primary_scratch);
     a->view_ids = calloc((size_t)cfg->max_peers + 1, sizeof *a->view_ids);
     if (!a->primary || !a->primary_scratch || !a->view_ids || !a->bad_shards || !a->lost_seen) {
         agent_errf(err, errlen, "out of memory");
         goto fail;
     }
-    if (setup_model(a, err, errlen))
+    if (setup_state(a, dim, err, errlen))
         goto fail;
     /* metrics */
     if (agent_metrics_create(&a->reg) || agent_metrics_std_register(a->reg, &a->ms)) {
@@ -1056,7 +1121,7 @@ int agent_runtime_create(agent_runtime **out, const agent_config *cfg, char *err
     snprintf(a->st.address, sizeof a->st.address, "%s", a->addr);
     snprintf(a->st.mixing, sizeof a->st.mixing, "%s", gossip_mix_algo_name(cfg->algorithm));
     snprintf(a->st.state, sizeof a->st.state, "joining");
-    a->st.step = a->tr.step;
+    a->st.step = a->host_steps;
     agent_log_line l;
     agent_log_begin(&l, AGENT_LOG_INFO, "agent_started");
     agent_log_hex64(&l, "node", a->id.node_id);
@@ -1065,15 +1130,30 @@ int agent_runtime_create(agent_runtime **out, const agent_config *cfg, char *err
     agent_log_str(&l, "model", cfg->model_spec);
     agent_log_u64(&l, "params", a->dim);
     agent_log_u64(&l, "catalog", a->n_catalog);
-    agent_log_u64(&l, "shards_here", agent_store_file_count(&a->store));
+    agent_log_u64(&l, "shards_here", a->n_catalog ? agent_store_file_count(&a->store) : 0);
     agent_log_str(&l, "mixing", gossip_mix_algo_name(cfg->algorithm));
     agent_log_u64(&l, "bits", cfg->bits);
     agent_log_u64(&l, "seeds", cfg->seed_count);
-    agent_log_u64(&l, "step", a->tr.step);
+    agent_log_u64(&l, "step", a->host_steps);
     agent_log_end(&l);
     *out = a;
     return 0;
 fail:
     agent_runtime_destroy(a);
-    return 1;
+    return MURMUR_ESTART;
+}
+
+int agent_open(murmur_agent **out, const agent_config *cfg, uint32_t dim, unsigned flags, char *err,
+               size_t errlen)
+{
+    agent_runtime *a;
+    int rc = agent_runtime_create(&a, cfg, dim, flags, err, errlen);
+    if (rc)
+        return rc;
+    if (agent_runtime_start(a, err, errlen)) {
+        agent_runtime_destroy(a);
+        return MURMUR_ESTART;
+    }
+    *out = a;
+    return 0;
 }

@@ -25,33 +25,19 @@
 #include "model/net.h"
 #include "model/optim.h"
 #include "model/rng.h"
+#include "include/murmur.h"
 #include "net/transport.h"
 
 #define AGENT_STATUS_EVERY_US 250000u
 /* Frames taken from the inbox per loop pass before timers and sends run. */
 #define AGENT_RECV_BATCH 256u
-/* Moving average weights: training loss per step, consensus per round. */
-#define AGENT_LOSS_EWMA      0.02
+/* Moving average weight of the consensus distance per round. */
 #define AGENT_CONSENSUS_EWMA 0.2
+/* A failing checkpoint warns at most once per this interval (it is counted
+ * every time). */
+#define AGENT_CKPT_WARN_EVERY_US 60000000u
 
-typedef struct trainer {
-    model_net *net;
-    model_sgd sgd;
-    model_norm norm;
-    model_data data; /* concatenation of the primary shards */
-    uint32_t *order;
-    uint32_t order_cap, at;
-    model_rng rng;
-    uint64_t step;
-    uint64_t gen; /* primary list generation loaded */
-    double loss_avg;
-    int loss_init;
-    double acc, test_loss;
-    uint64_t sps_step;
-    uint64_t sps_t_us;
-} trainer;
-
-struct agent_runtime {
+struct murmur_agent {
     agent_config cfg;
     net_identity id;
     uint8_t network_keys[NET_CHANNEL_KEYS_MAX * NET_NETWORK_KEY_SIZE]; /* ring, [0] primary */
@@ -67,8 +53,6 @@ struct agent_runtime {
     uint64_t last_net[NET_REJECT_COUNT], last_core[GOSSIP_ERR_COUNT];
     uint64_t start_us;
 
-    model_data test;
-    uint32_t input_dim, classes;
     uint8_t (*catalog)[GOSSIP_SHARD_ID_SIZE];
     uint32_t n_catalog;
     uint64_t catalog_samples; /* samples of the whole catalog (0 if a line lacks its count) */
@@ -97,25 +81,33 @@ struct agent_runtime {
     uint64_t next_status_us, next_progress_us;
     _Atomic uint64_t round;
 
-    /* shared with the trainer under mu */
+    /* shared with the host (the trainer, or a program of the public API)
+     * under mu */
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    gossip_sched *sched; /* the training/mixing schedule (gossip/sched.h) */
-    uint32_t *primary;   /* the shards to train now (gossip_shards_train) */
+    gossip_sched *sched;                /* the training/mixing schedule (gossip/sched.h) */
+    uint32_t *primary;                  /* the shards to train now (gossip_shards_train) */
+    gossip_shards_train_info train_pub; /* their source and reason */
     uint32_t n_primary;
     uint32_t *bad_shards; /* catalog indices the trainer found damaged */
     uint32_t n_bad_shards;
     uint64_t primary_gen;
-    int model_ready;
-    int trainer_stop;
+    int model_ready;       /* the node holds a model (own, checkpoint, transfer) */
+    int host_ready;        /* the host has seen it (murmur_wait_ready) */
+    murmur_source source;  /* where the model came from */
+    uint64_t host_steps;   /* counted by murmur_mix */
+    uint64_t host_samples; /* counted by murmur_mix */
+    double host_loss, host_test_loss, host_accuracy; /* murmur_report; NaN = unknown */
+    uint64_t sps_steps, sps_t_us;                    /* samples/s window (loop) */
 
-    trainer tr;
-    float *init_params; /* from init or checkpoint, before the trainer starts */
+    float *init_params; /* the checkpoint's model (have_ckpt) */
     float *init_momentum;
     int have_ckpt;
     uint64_t ckpt_step, ckpt_round;
-    pthread_t trainer_thread;
-    int trainer_started;
+    pthread_t loop_thread;
+    int loop_started;
+    int exit_code;                /* non-zero: the agent stopped itself for this reason */
+    uint64_t ckpt_fail_logged_us; /* last checkpoint_failed line */
 
     pthread_mutex_t st_mu;
     agent_status st;
@@ -148,11 +140,22 @@ void agent_errf(char *err, size_t len, const char *fmt, ...);
 int agent_catalog_load(agent_runtime *a, char *err, size_t errlen);
 long agent_catalog_find(const agent_runtime *a, const uint8_t id[GOSSIP_SHARD_ID_SIZE]);
 void agent_shards_import(agent_runtime *a);
-int agent_load_test_set(agent_runtime *a, char *err, size_t errlen);
 
-/* trainer.c: the training thread (arg: the agent_runtime). */
-void *agent_trainer_main(void *arg);
-void agent_trainer_checkpoint(agent_runtime *a, const char *why);
-void agent_trainer_publish(agent_runtime *a);
+/* runtime.c: the runtime without a trainer (the host drives the model
+ * through api.c). create: keys, catalog, store, checkpoint of (model.spec,
+ * dim), schedule, transport, node, metrics server; nothing runs yet.
+ * start: the event-loop thread (joins the seeds). close: see
+ * murmur_close. */
+int agent_runtime_create(agent_runtime **out, const agent_config *cfg, uint32_t dim, unsigned flags,
+                         char *err, size_t errlen);
+int agent_runtime_start(agent_runtime *a, char *err, size_t errlen);
+int agent_runtime_close(agent_runtime *a, float *params, const float *momentum);
+/* Write a checkpoint of params/momentum (step = the host's steps); logs and
+ * counts a failure (at most one warn line per AGENT_CKPT_WARN_EVERY_US).
+ * Returns 0 or -1. */
+int agent_runtime_checkpoint(agent_runtime *a, const float *params, const float *momentum,
+                             const char *why);
+/* The agent's configuration (for the built-in trainer). */
+const agent_config *agent_runtime_config(const agent_runtime *a);
 
 #endif

@@ -1,82 +1,162 @@
-/* agent/trainer — the training thread of the runtime. See agent.h for the
- * hand-offs with the event loop and runtime_internal.h for the shared state. */
-
-#include "agent/runtime_internal.h"
+/* agent/trainer — the built-in trainer of `murmur agent`: one host program
+ * of the public API (include/murmur.h), like any other. It owns the model
+ * (model/: parameters, momentum, workspace), loads the test set and the
+ * shard files the agent assigns, and trains with the schedule's learning
+ * rate, calling murmur_mix after every step. See agent.h. */
+#include "agent/agent.h"
 
 #include <math.h>
-#include <sodium.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
 
-#include "agent/checkpoint.h"
 #include "agent/log.h"
-#include "agent/store_file.h"
+#include "model/data.h"
+#include "model/net.h"
+#include "model/optim.h"
+#include "model/rng.h"
 #include "model/shardfile.h"
 
-/* Largest shard file the agent imports or fetches (gossip/shards default). */
-#define AGENT_SHARD_BYTES_MAX GOSSIP_SHARDS_SHARD_BYTES_DEFAULT
+/* Moving average weight of the training loss per step. */
+#define TRAINER_LOSS_EWMA 0.02
+/* How often the trainer looks for a new shard assignment, and how long it
+ * sleeps while it has no data (the agent is still fetching its shards). */
+#define TRAINER_SHARDS_EVERY_US 200000u
+#define TRAINER_IDLE_MS         100
 
-/* ---- the training thread ---- */
+typedef struct trainer {
+    const agent_config *cfg;
+    murmur_agent *a;
+    model_net *net;
+    model_sgd sgd;
+    model_norm norm;
+    model_data test;
+    uint32_t input_dim, classes;
+    model_data data; /* concatenation of the assigned shards */
+    uint32_t *order;
+    uint32_t order_cap, at;
+    model_rng rng;
+    uint64_t step;
+    uint64_t gen; /* shard assignment loaded */
+    uint64_t shards_checked_us;
+    double loss_avg;
+    int loss_init;
+    double acc, test_loss;
+} trainer;
 
-void agent_trainer_publish(agent_runtime *a)
+static uint64_t trainer_now_us(void)
 {
-    trainer *tr = &a->tr;
-    uint64_t now = agent_mono_us();
-    pthread_mutex_lock(&a->st_mu);
-    a->st.step = tr->step;
-    a->st.loss = tr->loss_init ? tr->loss_avg : NAN;
-    a->st.accuracy = tr->acc;
-    a->st.test_loss = tr->test_loss;
-    if (now > tr->sps_t_us + 1000000u) {
-        double s = (double)(now - tr->sps_t_us) / 1e6;
-        if (tr->sps_t_us)
-            a->st.samples_per_second = (double)(tr->step - tr->sps_step) * a->cfg.batch / s;
-        tr->sps_t_us = now;
-        tr->sps_step = tr->step;
-    }
-    pthread_mutex_unlock(&a->st_mu);
-    agent_metric_set(a->ms.loss, a->st.loss);
-    agent_metric_set(a->ms.accuracy, tr->acc);
-    agent_metric_set(a->ms.samples_per_second, a->st.samples_per_second);
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
 
-/* Load the primary shards listed in ids[0..n) into tr->data. */
-static void trainer_load(agent_runtime *a, const uint32_t *ids, uint32_t n)
+static int is_dir(const char *p)
 {
-    trainer *tr = &a->tr;
+    struct stat st;
+    return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/* The test set of model.dataset; fixes the input dimension and the class
+ * count of the model. */
+static int trainer_load_test_set(trainer *tr, char *err, size_t errlen)
+{
+    char msg[MODEL_MSG_MAX] = "";
+    int rc;
+    const char *ds = tr->cfg->dataset;
+    if (!strcmp(ds, "fashion-mnist") || is_dir(ds)) {
+        const char *dir = strcmp(ds, "fashion-mnist") ? ds : MODEL_FASHION_DIR;
+        char img[AGENT_CONFIG_PATH_MAX + 40], lab[AGENT_CONFIG_PATH_MAX + 40];
+        snprintf(img, sizeof img, "%s/t10k-images-idx3-ubyte.gz", dir);
+        snprintf(lab, sizeof lab, "%s/t10k-labels-idx1-ubyte.gz", dir);
+        if (access(img, R_OK)) {
+            snprintf(img, sizeof img, "%s/t10k-images-idx3-ubyte", dir);
+            snprintf(lab, sizeof lab, "%s/t10k-labels-idx1-ubyte", dir);
+        }
+        rc = model_idx_load(&tr->test, img, lab, 0, msg, sizeof msg);
+    } else {
+        rc = model_csv_load(&tr->test, ds, 0, msg, sizeof msg);
+    }
+    if (rc) {
+        snprintf(err, errlen, "test set %s: %s (%s)", ds, msg[0] ? msg : "cannot load",
+                 model_strerror(rc));
+        return -1;
+    }
+    if (tr->cfg->eval_samples && tr->cfg->eval_samples < tr->test.count)
+        tr->test.count = tr->cfg->eval_samples; /* arrays keep their size */
+    tr->input_dim = tr->test.dim;
+    tr->classes = tr->test.classes < 10 ? 10 : tr->test.classes;
+    return 0;
+}
+
+/* The model of model.spec, its optimiser and input normalisation, the
+ * initial parameters of model.init_seed (the same on every agent). */
+static int trainer_setup_model(trainer *tr, char *err, size_t errlen)
+{
+    const agent_config *cfg = tr->cfg;
+    char msg[MODEL_MSG_MAX] = "";
+    int rc = model_net_create(&tr->net, cfg->model_spec, tr->input_dim, tr->classes, cfg->batch,
+                              msg, sizeof msg);
+    if (rc) {
+        snprintf(err, errlen, "model %s: %s (%s)", cfg->model_spec, msg[0] ? msg : "cannot create",
+                 model_strerror(rc));
+        return -1;
+    }
+    size_t p = model_net_param_count(tr->net);
+    if (p > MURMUR_DIM_MAX) {
+        snprintf(err, errlen, "model %s has %zu parameters; mixing carries at most %u",
+                 cfg->model_spec, p, MURMUR_DIM_MAX);
+        return -1;
+    }
+    model_sgd_config sc = {.momentum = (float)cfg->momentum,
+                           .weight_decay = (float)cfg->weight_decay};
+    if (model_sgd_init(&tr->sgd, p, &sc)) {
+        snprintf(err, errlen, "cannot set up the optimiser (momentum %g)", cfg->momentum);
+        return -1;
+    }
+    if (model_norm_fit(&tr->norm, &tr->test,
+                       tr->test.dtype == MODEL_DTYPE_U8 ? MODEL_NORM_UNIT : MODEL_NORM_NONE)) {
+        snprintf(err, errlen, "cannot set up the input normalisation");
+        return -1;
+    }
+    model_rng init;
+    model_rng_seed(&init, cfg->init_seed, 0);
+    model_net_init(tr->net, &init);
+    return 0;
+}
+
+/* Load the shard files of the agent's current assignment into tr->data. */
+static void trainer_load(trainer *tr, const murmur_shard_list *l)
+{
     model_data_free(&tr->data);
     memset(&tr->data, 0, sizeof tr->data);
-    if (!n)
-        return;
-    model_data *parts = calloc(n, sizeof *parts);
-    if (!parts)
-        return;
+    tr->gen = l->generation;
+    model_data *parts = l->count ? calloc(l->count, sizeof *parts) : NULL;
     uint32_t ok = 0;
-    for (uint32_t i = 0; i < n; i++) {
-        char path[AGENT_STORE_FILE_PATH_MAX], msg[MODEL_MSG_MAX] = "";
-        if (agent_store_file_path(a->cfg.shards_dir, a->catalog[ids[i]], path, sizeof path))
-            continue;
-        int rc = model_shard_load(&parts[ok], NULL, path, msg, sizeof msg);
-        if (!rc && (parts[ok].dim != a->input_dim || parts[ok].classes > a->classes ||
-                    parts[ok].dtype != a->test.dtype)) {
+    for (size_t i = 0; parts && i < l->count; i++) {
+        char msg[MODEL_MSG_MAX] = "";
+        int rc = model_shard_load(&parts[ok], NULL, l->paths[i], msg, sizeof msg);
+        if (!rc && (parts[ok].dim != tr->input_dim || parts[ok].classes > tr->classes ||
+                    parts[ok].dtype != tr->test.dtype)) {
             snprintf(msg, sizeof msg, "%u features (%u classes), the test set %u (%u)",
-                     parts[ok].dim, parts[ok].classes, a->input_dim, a->classes);
+                     parts[ok].dim, parts[ok].classes, tr->input_dim, tr->classes);
             model_data_free(&parts[ok]);
             rc = MODEL_EDIM;
         }
         if (rc) {
             /* Damaged bytes (not another data set, not a passing read
-             * error): the loop quarantines the file and fetches a good copy. */
+             * error): the agent quarantines the file and fetches a good copy. */
             int damaged =
                 rc != MODEL_EIO && rc != MODEL_ENOMEM && rc != MODEL_EDIM && rc != MODEL_EVERSION;
-            agent_log(AGENT_LOG_WARN, "shard_unusable", "file", path, "why", msg, "action",
+            agent_log(AGENT_LOG_WARN, "shard_unusable", "file", l->paths[i], "why", msg, "action",
                       damaged ? "quarantined; fetching a good copy" : "skipped", NULL);
-            if (damaged) {
-                pthread_mutex_lock(&a->mu);
-                if (a->n_bad_shards < a->n_catalog)
-                    a->bad_shards[a->n_bad_shards++] = ids[i];
-                pthread_mutex_unlock(&a->mu);
-                net_transport_wake(a->t);
-            }
+            if (damaged)
+                murmur_shard_damaged(tr->a, l->paths[i]);
             continue;
         }
         ok++;
@@ -97,75 +177,64 @@ static void trainer_load(agent_runtime *a, const uint32_t *ids, uint32_t n)
         }
     }
     tr->at = tr->data.count; /* reshuffle at the next step */
-    agent_log_line l;
-    agent_log_begin(&l, AGENT_LOG_INFO, "training_data");
-    agent_log_u64(&l, "shards", ok);
-    agent_log_u64(&l, "samples", tr->data.count);
-    agent_log_end(&l);
+    agent_log_line line;
+    agent_log_begin(&line, AGENT_LOG_INFO, "training_data");
+    agent_log_u64(&line, "shards", ok);
+    agent_log_u64(&line, "samples", tr->data.count);
+    agent_log_str(&line, "source", l->reason);
+    agent_log_end(&line);
 }
 
-void agent_trainer_checkpoint(agent_runtime *a, const char *why)
+/* Follow the agent's shard assignment (re-replication, joins, leaves). */
+static void trainer_follow_shards(trainer *tr)
 {
-    trainer *tr = &a->tr;
-    agent_checkpoint ck = {.spec = a->cfg.model_spec,
-                           .dim = a->dim,
-                           .step = tr->step,
-                           .round = atomic_load(&a->round),
-                           .epoch = a->epoch,
-                           .params = model_net_params(tr->net),
-                           .momentum = tr->sgd.velocity};
-    char err[256] = "";
-    if (agent_checkpoint_save(a->cfg.checkpoint_path, &ck, err, sizeof err)) {
-        agent_metric_inc(a->ms.checkpoint_failures);
-        agent_log(AGENT_LOG_WARN, "checkpoint_failed", "why", err, NULL);
+    uint64_t now = trainer_now_us();
+    if (now - tr->shards_checked_us < TRAINER_SHARDS_EVERY_US && tr->shards_checked_us)
         return;
+    tr->shards_checked_us = now;
+    murmur_status st = {.size = sizeof st};
+    if (murmur_status_get(tr->a, &st) || (st.shards_generation == tr->gen && tr->gen))
+        return;
+    murmur_shard_list *l;
+    if (murmur_shards_get(tr->a, &l) == MURMUR_OK) {
+        if (l->generation != tr->gen || !tr->gen)
+            trainer_load(tr, l);
+        murmur_shards_free(l);
     }
-    agent_metric_inc(a->ms.checkpoints);
-    agent_log_line l;
-    agent_log_begin(&l, AGENT_LOG_INFO, "checkpoint_written");
-    agent_log_str(&l, "path", a->cfg.checkpoint_path);
-    agent_log_u64(&l, "step", tr->step);
-    agent_log_u64(&l, "round", ck.round);
-    agent_log_str(&l, "reason", why);
-    agent_log_end(&l);
 }
 
-static void trainer_evaluate(agent_runtime *a)
+static void trainer_evaluate(trainer *tr)
 {
-    trainer *tr = &a->tr;
     double loss, acc;
-    if (model_net_evaluate(tr->net, &a->test, &tr->norm, &loss, &acc) == MODEL_OK) {
+    if (model_net_evaluate(tr->net, &tr->test, &tr->norm, &loss, &acc) == MODEL_OK) {
         tr->acc = acc;
         tr->test_loss = loss;
     }
+    murmur_report(tr->a, tr->loss_init ? tr->loss_avg : NAN, tr->test_loss, tr->acc);
 }
 
 /* A step whose loss is not finite (a learning rate too high for the
  * model, or values from a peer that slipped through mixing's bounds):
- * the agent never stops for it. The parameters go back to the last mixed
- * model (finite: gossip/sched refuses non-finite results), the momentum is
- * cleared, and the step is taken again on the next batch. Logged once per
- * streak; a long streak means the learning rate itself diverges. */
-static void trainer_recover(agent_runtime *a, uint32_t streak)
+ * the agent never stops for it. The parameters go back to the agent's
+ * latest mixed model (finite: the schedule refuses non-finite results),
+ * or to the initial model when there is none; the momentum is cleared and
+ * the next batch is taken. Logged once per streak; a long streak means the
+ * learning rate itself diverges. */
+static void trainer_recover(trainer *tr, float *params, uint32_t streak)
 {
-    trainer *tr = &a->tr;
-    float *params = model_net_params(tr->net);
-    pthread_mutex_lock(&a->mu);
-    int ok = gossip_sched_replace(a->sched, a->latest, 0) == GOSSIP_OK;
-    if (ok)
-        (void)gossip_sched_before_step(a->sched, params);
-    pthread_mutex_unlock(&a->mu);
-    if (!ok) { /* not even the last mixed model is usable: start again */
+    const char *to = "the last mixed model";
+    if (murmur_latest(tr->a, params) != MURMUR_OK) {
         model_rng init;
-        model_rng_seed(&init, a->cfg.init_seed, 0);
+        model_rng_seed(&init, tr->cfg->init_seed, 0);
         model_net_init(tr->net, &init);
+        to = "the initial model";
     }
     model_sgd_reset(&tr->sgd);
-    agent_metric_inc(a->ms.training_recoveries);
     if (streak == 1 || streak % 1000 == 0) {
         agent_log_line l;
         agent_log_begin(&l, AGENT_LOG_WARN, "training_recovered");
-        agent_log_str(&l, "why", "non-finite loss; parameters reset to the last mixed model");
+        agent_log_str(&l, "why", "non-finite loss");
+        agent_log_str(&l, "reset_to", to);
         agent_log_u64(&l, "step", tr->step);
         agent_log_u64(&l, "streak", streak);
         agent_log_str(&l, "hint", streak > 1 ? "lower model.lr" : "");
@@ -173,62 +242,38 @@ static void trainer_recover(agent_runtime *a, uint32_t streak)
     }
 }
 
-void *agent_trainer_main(void *arg)
+static void trainer_free(trainer *tr)
 {
-    agent_runtime *a = arg;
-    trainer *tr = &a->tr;
+    model_net_destroy(tr->net);
+    model_sgd_free(&tr->sgd);
+    model_norm_free(&tr->norm);
+    model_data_free(&tr->data);
+    model_data_free(&tr->test);
+    free(tr->order);
+}
+
+/* The training loop; returns when the agent stops. */
+static void trainer_loop(trainer *tr)
+{
+    const agent_config *cfg = tr->cfg;
     float *params = model_net_params(tr->net);
     float *xb = model_net_input_buffer(tr->net);
     uint16_t *yb = model_net_label_buffer(tr->net);
-    uint32_t *ids = malloc((size_t)a->n_catalog * sizeof *ids);
-    if (!ids) {
-        agent_log(AGENT_LOG_ERROR, "trainer_failed", "why", "out of memory", NULL);
-        return NULL;
-    }
-    uint64_t last_publish = 0;
     uint32_t bad_steps = 0;
     for (;;) {
-        int ready = 0, reload = 0;
-        uint32_t n_ids = 0;
-        pthread_mutex_lock(&a->mu);
-        if (a->trainer_stop) {
-            pthread_mutex_unlock(&a->mu);
-            break;
-        }
-        /* a finished round (params += mixed - sent) or an adopted model */
-        gossip_sched_applied applied = gossip_sched_before_step(a->sched, params);
-        if (a->primary_gen != tr->gen) {
-            tr->gen = a->primary_gen;
-            n_ids = a->n_primary;
-            memcpy(ids, a->primary, n_ids * sizeof *ids);
-            reload = 1;
-        }
-        ready = a->model_ready;
-        uint32_t live = atomic_load(&a->live_n);
-        float lr = gossip_sched_lr(a->sched, live);
-        pthread_mutex_unlock(&a->mu);
-        if (applied == GOSSIP_SCHED_REPLACED)
-            model_sgd_reset(&tr->sgd);
-        if (reload)
-            trainer_load(a, ids, n_ids);
-        if (!ready || tr->data.count == 0) {
-            pthread_mutex_lock(&a->mu);
-            if (!a->trainer_stop && gossip_sched_get_state(a->sched) != GOSSIP_SCHED_RESULT &&
-                a->primary_gen == tr->gen) {
-                struct timespec ts;
-                clock_gettime(CLOCK_REALTIME, &ts);
-                ts.tv_nsec += 100000000;
-                if (ts.tv_nsec >= 1000000000) {
-                    ts.tv_sec++;
-                    ts.tv_nsec -= 1000000000;
-                }
-                pthread_cond_timedwait(&a->cv, &a->mu, &ts);
-            }
-            pthread_mutex_unlock(&a->mu);
+        trainer_follow_shards(tr);
+        if (tr->data.count == 0) {
+            /* no data yet: keep the mixing results coming, then wait */
+            int r = murmur_mix(tr->a, params, 0, 0);
+            if (r == MURMUR_ESTOPPED)
+                return;
+            if (r == MURMUR_MIX_REPLACED)
+                model_sgd_reset(&tr->sgd);
+            struct timespec ts = {0, TRAINER_IDLE_MS * 1000000L};
+            nanosleep(&ts, NULL);
             continue;
         }
-        /* one local step */
-        uint32_t n = a->cfg.batch;
+        uint32_t n = cfg->batch;
         if (tr->at + n > tr->data.count) {
             model_data_shuffle(tr->order, tr->data.count, &tr->rng);
             tr->at = 0;
@@ -238,34 +283,72 @@ void *agent_trainer_main(void *arg)
         model_data_gather(&tr->data, &tr->norm, tr->order + tr->at, n, xb, yb);
         tr->at += n;
         float loss;
-        if (model_train_step(tr->net, &tr->sgd, xb, yb, n, lr, &loss) != MODEL_OK ||
+        if (model_train_step(tr->net, &tr->sgd, xb, yb, n, murmur_lr(tr->a), &loss) != MODEL_OK ||
             !isfinite(loss)) {
-            trainer_recover(a, ++bad_steps);
+            trainer_recover(tr, params, ++bad_steps);
             continue;
         }
         bad_steps = 0;
         tr->step++;
-        tr->loss_avg =
-            tr->loss_init ? (1 - AGENT_LOSS_EWMA) * tr->loss_avg + AGENT_LOSS_EWMA * loss : loss;
+        tr->loss_avg = tr->loss_init
+                           ? (1 - TRAINER_LOSS_EWMA) * tr->loss_avg + TRAINER_LOSS_EWMA * loss
+                           : loss;
         tr->loss_init = 1;
-        agent_metric_inc(a->ms.steps);
-        agent_metric_add(a->ms.samples, n);
-        pthread_mutex_lock(&a->mu);
-        int due = gossip_sched_after_step(a->sched, params, n, live);
-        pthread_mutex_unlock(&a->mu);
-        if (due)
-            net_transport_wake(a->t);
-        if (tr->step % a->cfg.eval_every_steps == 0 || tr->step == 1)
-            trainer_evaluate(a);
-        if (a->cfg.checkpoint_every_steps && tr->step % a->cfg.checkpoint_every_steps == 0)
-            agent_trainer_checkpoint(a, "periodic");
-        uint64_t now = agent_mono_us();
-        if (now - last_publish > 100000u) {
-            agent_trainer_publish(a);
-            last_publish = now;
-        }
+        int r = murmur_mix(tr->a, params, 1, n);
+        if (r == MURMUR_ESTOPPED)
+            return;
+        if (r == MURMUR_MIX_REPLACED)
+            model_sgd_reset(&tr->sgd);
+        if (tr->step % cfg->eval_every_steps == 0 || tr->step == 1)
+            trainer_evaluate(tr);
+        else if (tr->step % 64 == 0)
+            murmur_report(tr->a, tr->loss_avg, tr->test_loss, tr->acc);
+        if (cfg->checkpoint_every_steps && tr->step % cfg->checkpoint_every_steps == 0)
+            murmur_checkpoint(tr->a, params, tr->sgd.velocity);
     }
-    agent_trainer_publish(a);
-    free(ids);
-    return NULL;
+}
+
+int agent_trainer_run(const agent_config *cfg, murmur_agent *volatile *running,
+                      volatile sig_atomic_t *stop_flag)
+{
+    trainer *tr = calloc(1, sizeof *tr);
+    if (!tr) {
+        fprintf(stderr, "murmur agent: out of memory\n");
+        return 1;
+    }
+    tr->cfg = cfg;
+    tr->acc = tr->test_loss = NAN;
+    char err[AGENT_RUNTIME_ERR_MAX + AGENT_CONFIG_PATH_MAX] = "";
+    if (trainer_load_test_set(tr, err, sizeof err) || trainer_setup_model(tr, err, sizeof err)) {
+        fprintf(stderr, "murmur agent: %s\n", err);
+        trainer_free(tr);
+        free(tr);
+        return 1;
+    }
+    uint32_t dim = (uint32_t)model_net_param_count(tr->net);
+    if (agent_open(&tr->a, cfg, dim, 0, err, sizeof err)) {
+        fprintf(stderr, "murmur agent: %s\n", err);
+        trainer_free(tr);
+        free(tr);
+        return 1;
+    }
+    *running = tr->a;
+    if (stop_flag && *stop_flag) /* a signal came before the agent was open */
+        murmur_stop(tr->a);
+    float *params = model_net_params(tr->net);
+    murmur_source source;
+    int rc = murmur_wait_ready(tr->a, params, tr->sgd.velocity, -1, &source);
+    if (rc == MURMUR_OK) {
+        murmur_status st = {.size = sizeof st};
+        murmur_status_get(tr->a, &st);
+        tr->step = st.steps; /* a restart resumes its step count */
+        /* Each agent shuffles its data with its own stream. */
+        model_rng_seed(&tr->rng, st.node_id, 1);
+        trainer_loop(tr);
+    }
+    *running = NULL;
+    int code = murmur_close(tr->a, params, tr->sgd.velocity);
+    trainer_free(tr);
+    free(tr);
+    return code;
 }

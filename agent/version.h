@@ -8,9 +8,12 @@
 #ifndef AGENT_VERSION_H
 #define AGENT_VERSION_H
 
-#define MURMUR_VERSION "0.1.0"
+#include "include/murmur.h"
 
-/* "0.1.0" */
+/* The one version of murmur: the public header's. */
+#define MURMUR_VERSION MURMUR_VERSION_STRING
+
+/* MURMUR_VERSION_STRING, e.g. "0.2.0" */
 const char *agent_version(void);
 /* "507400c", "507400c-dirty" or "unknown" */
 const char *agent_version_commit(void);
