@@ -9,7 +9,7 @@ if [ "${1:-}" = peers ]; then
 else
 PKGS="build-essential pkg-config libsodium-dev libnng-dev libopenblas-dev zlib1g-dev \
 libcmocka-dev libpng-dev dataset-fashion-mnist nng-utils clang-format \
-clang libclang-rt-14-dev"
+clang libclang-rt-14-dev shellcheck yamllint"
 fi
 missing=""
 for p in $PKGS; do
