@@ -23,7 +23,18 @@
  *   4 n ...   deliver the next n input bytes as a record
  *   5 t       advance the clock by t ms
  *   6 n       seal (n % 64 + 1) * 16 frames that are lost
- *   7 k       deliver handshake record k % 3 (HELLO, REPLY, CONFIRM of setup)
+ *   7 k       k < 128: deliver handshake record k % 3 (HELLO, REPLY, CONFIRM of
+ *             setup); k >= 128: forge, as the peer holding the session keys
+ *             (net_channel_debug_keys), a record of the next n % 128 input
+ *             bytes (operand n follows) sealed under the sender's current key
+ *             one counter ahead: a DATA record (k even) must be treated
+ *             exactly as a genuine one (which checks the forging itself);
+ *             a REKEY record with that content
+ *             (k odd: authenticated garbage past the MAC, into the rekey
+ *             parser and its signature check) must be refused, counted once
+ *             and answered with nothing: dropped (NET_EREJECT, no epoch
+ *             moved, still open) or the channel failed for good (NET_EFAILED,
+ *             cause rekey, nothing opens after); the input ends there
  * Properties, any violation aborts:
  *   - every sealed record carries the epoch and counter the model predicts
  *     (counter +1 per frame or control record; I starts a rekey exactly
@@ -49,7 +60,8 @@
 
 #define KEEP_MAX     32
 #define PAYLOAD_MAX  64
-#define REC_MAX      (PAYLOAD_MAX + NET_CHANNEL_OVERHEAD)
+#define FORGE_MAX    127 /* forged records: up to 127 bytes of content */
+#define REC_MAX      (FORGE_MAX + NET_CHANNEL_OVERHEAD)
 #define SEAL_BUDGET  20000
 #define REKEY_COST   50 /* a rekey (two signatures, two X25519) against one seal */
 #define ACCEPTED_MAX 4096
@@ -57,7 +69,7 @@
 typedef struct kept {
     size_t len;
     uint8_t b[REC_MAX];
-    uint8_t plain[PAYLOAD_MAX];
+    uint8_t plain[FORGE_MAX];
     size_t plain_len;
 } kept;
 
@@ -322,6 +334,76 @@ static void deliver_bad(dir *d, const uint8_t *b, size_t len, gossip_time_us now
     FUZZ_CHECK(net_channel_established(d->rx));
 }
 
+/* Seal a record of `type` holding plain[0..n) as direction d's sender
+ * would, with its current send key (net_channel_debug_keys), one counter
+ * ahead: what a peer holding the session keys can send. */
+static void forge(const dir *d, uint8_t type, const uint8_t *plain, size_t n, kept *out)
+{
+    FUZZ_CHECK(n <= FORGE_MAX);
+    uint8_t tx[NET_CHANNEL_KEY_SIZE], rx[NET_CHANNEL_KEY_SIZE];
+    net_channel_debug_keys(d->tx, tx, rx);
+    uint8_t *b = out->b;
+    uint32_t e = d->m.tx_epoch;
+    /* one past the sender's next counter: the one record it may still send
+     * before the input ends (a rekey's INIT or ACK, carried at once) keeps
+     * its own, fresh, counter */
+    uint64_t c = d->m.tx_counter + 1;
+    b[0] = type;
+    for (int k = 0; k < 4; k++)
+        b[1 + k] = (uint8_t)(e >> (24 - 8 * k));
+    for (int k = 0; k < 8; k++)
+        b[5 + k] = (uint8_t)(c >> (56 - 8 * k));
+    uint8_t nonce[12] = {0};
+    memcpy(nonce + 4, b + 5, 8);
+    if (n)
+        memcpy(b + NET_CHANNEL_HEADER_SIZE, plain, n);
+    FUZZ_CHECK(crypto_aead_chacha20poly1305_ietf_encrypt_detached(
+                   b + NET_CHANNEL_HEADER_SIZE, b + NET_CHANNEL_HEADER_SIZE + n, NULL,
+                   b + NET_CHANNEL_HEADER_SIZE, n, b, NET_CHANNEL_HEADER_SIZE, NULL, nonce,
+                   tx) == 0);
+    sodium_memzero(tx, sizeof tx);
+    sodium_memzero(rx, sizeof rx);
+    out->len = n + NET_CHANNEL_OVERHEAD;
+    out->plain_len = n;
+    if (n)
+        memcpy(out->plain, plain, n);
+}
+
+/* A REKEY record with forged content from an authenticated peer: refused
+ * and counted, nothing sent in answer; dropped with nothing changed, or the
+ * channel failed for good. */
+static void forged_rekey(dir *d, const kept *f, gossip_time_us now)
+{
+    uint8_t buf[sizeof f->b];
+    memcpy(buf, f->b, f->len);
+    uint32_t tx0 = net_channel_tx_epoch(d->rx), rx0 = net_channel_rx_epoch(d->rx);
+    uint64_t before = rejects_total(d->rx);
+    uint8_t *plain = NULL;
+    size_t pl = 0;
+    int rc = net_channel_recv(d->rx, buf, f->len, now, &plain, &pl);
+    FUZZ_CHECK((rc == NET_EREJECT || rc == NET_EFAILED) && plain == NULL);
+    FUZZ_CHECK(rejects_total(d->rx) == before + 1);
+    if (rc == NET_EREJECT) {
+        /* dropped: the channel goes on exactly as before */
+        FUZZ_CHECK(net_channel_established(d->rx));
+        FUZZ_CHECK(net_channel_tx_epoch(d->rx) == tx0 && net_channel_rx_epoch(d->rx) == rx0);
+    } else {
+        /* refused for good (an authenticated peer sent a bad rekey; the
+         * record may have been the first of the new epoch, moving rx):
+         * nothing opens any more */
+        FUZZ_CHECK(net_channel_failed(d->rx) && !net_channel_established(d->rx));
+        FUZZ_CHECK(net_channel_last_reject(d->rx) == NET_REJECT_REKEY);
+        kept g;
+        forge(d, NET_REC_DATA, (const uint8_t *)"after", 5, &g);
+        memcpy(buf, g.b, g.len);
+        FUZZ_CHECK(net_channel_recv(d->rx, buf, g.len, now, &plain, &pl) == NET_EFAILED &&
+                   plain == NULL);
+    }
+    const uint8_t *x;
+    size_t xl;
+    FUZZ_CHECK(net_channel_poll_send(d->rx, &x, &xl) == 0);
+}
+
 /* 1 if b[0..len) is byte for byte a record the other side sealed. */
 static int is_kept(const dir *d, const uint8_t *b, size_t len)
 {
@@ -428,9 +510,26 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             break;
         }
         default: {
-            int k = NEXT() % 3;
-            deliver_bad(d, hs_rec[k], hs_len[k], now);
-        } break;
+            int k = NEXT();
+            if (k < 128) {
+                deliver_bad(d, hs_rec[k % 3], hs_len[k % 3], now);
+                break;
+            }
+            size_t n = NEXT() % (FORGE_MAX + 1);
+            if (n > size - at)
+                n = size - at;
+            int rekey_rec = k & 1;
+            kept f;
+            forge(d, rekey_rec ? NET_REC_REKEY : NET_REC_DATA, data + at, n, &f);
+            at += n;
+            if (!rekey_rec)
+                deliver_genuine(d, &f, now); /* as if genuine */
+            else
+                forged_rekey(d, &f, now);
+            /* The sender's own next record would now reuse the forged
+             * counter (and a REKEY may have failed the channel): stop. */
+            goto out;
+        }
         }
         for (int x = 0; x < 2; x++)
             FUZZ_CHECK(net_channel_rx_epoch(dirs[x].rx) == dirs[x].m.rx_epoch);
@@ -442,6 +541,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         seal(&dirs[x], last, sizeof last, now, &k);
         deliver_genuine(&dirs[x], &k, now);
     }
+out:
     net_channel_destroy(i);
     net_channel_destroy(r);
     return 0;

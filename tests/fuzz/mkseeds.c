@@ -28,6 +28,8 @@
 #include "model/model.h"
 #include "model/shardfile.h"
 #include "gossip/mix.h"
+#include "net/channel.h"
+#include "net/net.h"
 #include "gossip/swim.h"
 #include "gossip/wire.h"
 #include "model/rng.h"
@@ -432,6 +434,78 @@ static void seeds_session(void)
                                      0,    8, 0, 9,   0, 1, 3,   3, 0, 5,   0, 11, 9};
     put("fuzz_session", "rekey", rekey, sizeof rekey);
     put("fuzz_session", "window", window, sizeof window);
+
+    /* The layout of a real REKEY_INIT (a session of our own, rekeying after
+     * 2 frames, opened with the receiver's key), forged into the target's
+     * session by the peer: a well-formed, badly signed rekey. */
+    if (net_init() != NET_OK)
+        die("net_init");
+    net_identity ia, ib;
+    uint8_t seed[32], pk[32], sk[64], key[NET_NETWORK_KEY_SIZE];
+    memset(seed, 0x61, sizeof seed);
+    crypto_sign_seed_keypair(pk, sk, seed);
+    net_identity_from_secret(&ia, sk);
+    memset(seed, 0x62, sizeof seed);
+    crypto_sign_seed_keypair(pk, sk, seed);
+    net_identity_from_secret(&ib, sk);
+    memset(key, 0x5A, sizeof key);
+    net_channel_config ci = {.self = &ia, .network_key = key, .initiator = 1, .rekey_frames = 2};
+    net_channel_config cr = {.self = &ib, .network_key = key, .rekey_frames = 2};
+    net_channel *i = NULL, *r = NULL;
+    if (net_channel_create(&i, &ci, 0) || net_channel_create(&r, &cr, 0))
+        die("net_channel_create");
+    for (int k = 0; k < 3; k++) {
+        net_channel *from = k == 1 ? r : i, *to = k == 1 ? i : r;
+        const uint8_t *rec;
+        size_t len;
+        uint8_t buf[NET_CHANNEL_HS_MAX], *plain;
+        size_t pl;
+        if (net_channel_poll_send(from, &rec, &len) != 1)
+            die("handshake");
+        memcpy(buf, rec, len);
+        net_channel_recv(to, buf, len, 0, &plain, &pl);
+    }
+    uint8_t out[64], content[NET_CHANNEL_REKEY_PAYLOAD];
+    size_t ol;
+    const uint8_t *rec = NULL;
+    size_t len = 0;
+    for (int k = 0; k < 4 && !rec; k++) {
+        if (net_channel_seal(i, (const uint8_t *)"x", 1, out, sizeof out, &ol, 0))
+            die("net_channel_seal");
+        if (net_channel_poll_send(i, &rec, &len) != 1)
+            rec = NULL;
+    }
+    if (!rec || len != NET_CHANNEL_REKEY_SIZE)
+        die("no REKEY_INIT");
+    uint8_t tx[32], rx[32], nonce[12] = {0};
+    net_channel_debug_keys(r, tx, rx);
+    memcpy(nonce + 4, rec + 5, 8);
+    if (crypto_aead_chacha20poly1305_ietf_decrypt_detached(
+            content, NULL, rec + NET_CHANNEL_HEADER_SIZE, NET_CHANNEL_REKEY_PAYLOAD,
+            rec + NET_CHANNEL_HEADER_SIZE + NET_CHANNEL_REKEY_PAYLOAD, rec, NET_CHANNEL_HEADER_SIZE,
+            nonce, rx))
+        die("REKEY_INIT does not open");
+    net_channel_destroy(i);
+    net_channel_destroy(r);
+    /* Keep its kind and epoch; a fixed ephemeral key and a signature by a
+     * fixed key make the seed the same on every run (the real ones are
+     * random, and no signature of our session is valid in the target's). */
+    uint8_t esk[32];
+    memset(esk, 0x63, sizeof esk);
+    crypto_scalarmult_base(content + 5, esk);
+    crypto_sign_detached(content + 37, NULL, content, 37, ia.sk);
+    uint8_t b[16 + NET_CHANNEL_REKEY_PAYLOAD];
+    size_t n = 0;
+    b[n++] = 0x00;                        /* no rekey bound in reach */
+    b[n++] = 0, b[n++] = 1, b[n++] = 'a'; /* a frame I -> R */
+    b[n++] = 1, b[n++] = 0;               /* delivered */
+    b[n++] = 7, b[n++] = 0x81;            /* forge a REKEY record from I */
+    b[n++] = NET_CHANNEL_REKEY_PAYLOAD;
+    memcpy(b + n, content, sizeof content);
+    n += sizeof content;
+    put("fuzz_session", "forged-rekey-init", b, n);
+    b[6] = 0x0f; /* from R instead (the direction bit) */
+    put("fuzz_session", "forged-rekey-from-r", b, n);
 }
 
 /* ---- fuzz_swim: options byte, then frames to member 1 ---- */
