@@ -1,6 +1,8 @@
 /* agent/version — see version.h. */
 #include "agent/version.h"
 
+#include "include/murmur.h"
+
 #if defined(__has_include)
 #if __has_include("commit.h")
 #include "commit.h" /* build/gen/commit.h, written by the Makefile */
@@ -12,7 +14,7 @@
 
 const char *agent_version(void)
 {
-    return MURMUR_VERSION;
+    return MURMUR_VERSION_STRING;
 }
 
 const char *agent_version_commit(void)

@@ -46,25 +46,19 @@ pkgs=$(sed 's/apt-get install -y --no-install-recommends/\n@/g' "$tmp/runs" | se
 for p in $pkgs; do
     apt-cache show "$p" >/dev/null 2>&1 || fail "Debian has no package $p"
 done
-# the runtime stage installs every shared library the binary links
-runtime=$(sed -n '/^FROM debian:bookworm-slim/,$p' "$df")
+# the runtime stage installs every shared library the binary links (or a
+# package that depends on it: libgfortran5 comes with libopenblas0-pthread)
+runtime=$(sed -n '/^FROM debian:bookworm-slim/,$p' "$df" | tr ' ' '\n' | grep -E '^lib[a-z0-9.+-]+$' | sort -u)
+# shellcheck disable=SC2086
+apt-cache depends --recurse --no-recommends --no-suggests --no-conflicts --no-breaks \
+    --no-replaces --no-enhances $runtime 2>/dev/null | sed -n 's/^\([a-z0-9][a-z0-9.+-]*\)$/\1/p' |
+    sort -u >"$tmp/closure"
+echo "$runtime" >>"$tmp/closure"
 for lib in $(ldd "$bin" | awk '$3 ~ /^\// { print $3 }'); do
-    real=$(readlink -f "$lib")
-    pkg=$(dpkg -S "$lib" 2>/dev/null || dpkg -S "$real" 2>/dev/null || true)
+    pkg=$(dpkg -S "$lib" 2>/dev/null || dpkg -S "$(readlink -f "$lib")" 2>/dev/null || true)
     pkg=${pkg%%:*}
     case "$pkg" in libc6 | libgcc-s1 | '') continue ;; esac # in every Debian image
-    # a library pulled in by another runtime package (libgfortran5 by
-    # libopenblas0-pthread, ...) needs no line of its own
-    direct=0
-    for want in $(echo "$runtime" | tr ' ' '\n' | grep -E '^lib[a-z0-9.+-]+$'); do
-        if [ "$want" = "$pkg" ] || apt-cache depends --recurse --no-recommends --no-suggests \
-            --no-conflicts --no-breaks --no-replaces --no-enhances "$want" 2>/dev/null |
-            grep -q "^$pkg\$"; then
-            direct=1
-            break
-        fi
-    done
-    [ "$direct" -eq 1 ] || fail "the runtime stage does not install $pkg (for $lib)"
+    grep -qx "$pkg" "$tmp/closure" || fail "the runtime stage does not install $pkg (for $lib)"
 done
 shellcheck -s sh deploy/docker/entrypoint.sh || fail "entrypoint.sh does not pass shellcheck"
 mkdir -p "$tmp/bin"
