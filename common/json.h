@@ -72,7 +72,8 @@ typedef struct common_json_reader {
 void common_json_reader_init(common_json_reader *r, const char *doc);
 /* 1 and the next member, 0 at the end of the object, -1 if malformed. */
 int common_json_next(common_json_reader *r, char *key, size_t kcap, char *val, size_t vcap);
-/* The value of key in a flat object: 1 found, 0 absent, -1 malformed. */
+/* The value of key in a flat object: 1 found, 0 absent, -1 malformed.
+ * Keys of 127 bytes or more are never found. */
 int common_json_get(const char *doc, const char *key, char *val, size_t vcap);
 
 #endif

@@ -542,6 +542,15 @@ static void json_reader(void **state)
     assert_string_equal(v, "tab\there");
     assert_int_equal(common_json_get(buf, "x", v, sizeof v), 1);
     assert_string_equal(v, "0.25");
+    /* Found by fuzz_json: a key longer than get's key buffer was cut and
+     * then answered for its prefix (and was never found as itself). */
+    char longdoc[512], prefix[128];
+    memset(prefix, 'k', 127);
+    prefix[127] = '\0';
+    snprintf(longdoc, sizeof longdoc, "{\"%s%s\": \"evil\", \"%s\": \"good\"}", prefix,
+             "kkkkkkkkkk", prefix);
+    assert_int_equal(common_json_get(longdoc, prefix, v, sizeof v), 0);
+    assert_int_equal(common_json_get(longdoc, "k", v, sizeof v), 0);
     /* malformed: nested, unterminated, not an object, cut */
     static const char *const bad[] = {"{\"a\":{}}", "{\"a\":\"x",      "[1]", "{\"a\" 1}",
                                       "{\"a\":1,",  "{\"a\":\"\\q\"}", ""};

@@ -24,6 +24,7 @@
 #include "agent/checkpoint.h"
 #include "agent/config.h"
 #include "agent/keys.h"
+#include "common/json.h"
 #include "model/data.h"
 #include "model/model.h"
 #include "model/shardfile.h"
@@ -757,6 +758,35 @@ static void seeds_keys(void)
     put_with("fuzz_keys", "network", 3, seed, 32);
 }
 
+/* ---- fuzz_json: mode byte, then a document or member descriptions ---- */
+static void seeds_json(void)
+{
+    char buf[1024];
+    buf[0] = 0; /* reader */
+    common_json j;
+    common_json_init_buf(&j, buf + 1, sizeof buf - 1, 2);
+    common_json_object_begin(&j, NULL);
+    common_json_string(&j, "state", "training");
+    common_json_u64(&j, "step", 21000);
+    common_json_number(&j, "accuracy", 0.8712);
+    common_json_string(&j, "address", "tcp://10.0.0.5:7000");
+    common_json_bool(&j, "ready", 1);
+    common_json_null(&j, "last_error");
+    common_json_string(&j, "note", "tab\there \"quoted\" \x01");
+    common_json_end(&j);
+    size_t len;
+    if (common_json_finish(&j, &len))
+        die("common_json_finish");
+    put("fuzz_json", "status", buf, 1 + len);
+    /* writer: a string, a u64, an i64, a number, a bool, a null */
+    static const uint8_t members[] = {
+        1,    0,    5,    's',  't',  'a',  't',  'e', 3, 'o', 'k', '\n', 1,    4,    's',
+        't',  'e',  'p',  0,    0,    0,    0,    0,   0, 82,  8,   2,    1,    'i',  0xff,
+        0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xfe, 3,   3, 'a', 'c', 'c',  0x3f, 0xeb, 0xe0,
+        0xde, 0xd2, 0x88, 0xce, 0x70, 4,    1,    'b', 1, 5,   1,   'z'};
+    put("fuzz_json", "writer", members, sizeof members);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 3) {
@@ -775,6 +805,7 @@ int main(int argc, char **argv)
     seeds_network();
     seeds_mix();
     seeds_keys();
+    seeds_json();
     seeds_checkpoint();
     seeds_config();
     seeds_scenario();
