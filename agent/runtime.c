@@ -153,6 +153,32 @@ static void shards_health(agent_runtime *a, gossip_shards *sh, uint64_t now)
         agent_metric_add(a->shards_quarantined, c->quarantined - a->quarantined_seen);
         a->quarantined_seen = c->quarantined;
     }
+    if (c->store_errors != a->store_errors_seen) {
+        if (!a->store_errors)
+            agent_metrics_counter(a->reg, "murmur_store_errors_total",
+                                  "shard store operations that failed (disk full, I/O)", NULL, NULL,
+                                  &a->store_errors);
+        agent_metric_add(a->store_errors, c->store_errors - a->store_errors_seen);
+        a->store_errors_seen = c->store_errors;
+        int full = c->store_full != a->store_full_seen;
+        a->store_full_seen = c->store_full;
+        if (a->store_warn_us && now - a->store_warn_us < AGENT_STORE_WARN_US) {
+            a->store_suppressed++;
+        } else {
+            a->store_warn_us = now;
+            agent_log_line l;
+            agent_log_begin(&l, AGENT_LOG_WARN, "shard_store_failed");
+            agent_log_str(&l, "dir", a->cfg.shards_dir);
+            agent_log_str(&l, "why",
+                          full ? "no room left: fetching paused for 30 s (free space in the "
+                                 "shards directory)"
+                               : "a shard file could not be written or read");
+            if (a->store_suppressed)
+                agent_log_u64(&l, "suppressed", a->store_suppressed);
+            agent_log_end(&l);
+            a->store_suppressed = 0;
+        }
+    }
     uint32_t missing = 0;
     for (uint32_t s = 0; s < a->n_catalog; s++) {
         gossip_shard_status st;

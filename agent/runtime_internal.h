@@ -120,6 +120,8 @@ struct murmur_agent {
     uint32_t missing_count;
     agent_metric *shards_missing, *shards_quarantined;
     uint64_t quarantined_seen;
+    agent_metric *store_errors;
+    uint64_t store_errors_seen, store_full_seen, store_warn_us, store_suppressed;
 
     /* admission (runtime.c, loop only) */
     uint64_t conflict_seen; /* last gossip_swim_conflict seq logged */
@@ -129,6 +131,9 @@ struct murmur_agent {
     agent_metric *refusals[3];
     uint64_t refusals_seen[3];
 };
+
+/* One shard_store_failed line per 30 s at most (all are counted). */
+#define AGENT_STORE_WARN_US 30000000u
 
 /* runtime.c */
 uint64_t agent_mono_us(void);

@@ -100,7 +100,8 @@ struct gossip_shards {
     manifest_cache mcache[GOSSIP_SHARDS_MANIFEST_CACHE];
     uint32_t mcache_rr;
 
-    int scan; /* look for shards to fetch */
+    int scan;                  /* look for shards to fetch */
+    gossip_time_us full_until; /* store full: no fetch starts before this */
     uint32_t scan_from;
     uint32_t next_xfer;
     uint8_t *frame;
@@ -576,10 +577,29 @@ static uint32_t fetches_active(const gossip_shards *sh)
 }
 
 /* Start fetches for assigned shards not held, round-robin from scan_from. */
+/* A store operation of a fetch failed with rc. No room (GOSSIP_EFULL):
+ * every fetch in flight would fail the same way, so all are aborted (their
+ * partial writes freed) and none starts for GOSSIP_SHARDS_FULL_BACKOFF_US;
+ * bytes that cannot be stored are not fetched. */
+static void store_failed(gossip_shards *sh, int rc, gossip_time_us now)
+{
+    if (rc != GOSSIP_EFULL)
+        return;
+    sh->c.store_full++;
+    sh->full_until = now + GOSSIP_SHARDS_FULL_BACKOFF_US;
+    for (uint32_t i = 0; i < sh->cfg.fetch_max; i++)
+        if (sh->fetches[i].active) {
+            sh->c.cancelled++;
+            fetch_release(sh, &sh->fetches[i], 1);
+        }
+}
+
 static void pump(gossip_shards *sh, gossip_time_us now)
 {
     if (!sh->scan || !sh->holders)
         return;
+    if (now < sh->full_until)
+        return; /* the store is full: tick rescans when the pause ends */
     uint32_t active = fetches_active(sh);
     uint32_t s = sh->scan_from;
     int waiting = 0;
@@ -923,10 +943,12 @@ static void fetch_finish(gossip_shards *sh, fetch *f, gossip_time_us now)
         fetch_next_source(sh, f, now);
         return;
     }
-    if (st->ops->commit(st->ctx, sh->ids[f->shard])) {
+    int crc = st->ops->commit(st->ctx, sh->ids[f->shard]);
+    if (crc) {
         sh->c.store_errors++;
         sh->retry_at[f->shard] = now + sh->cfg.backoff_us;
         fetch_release(sh, f, 1);
+        store_failed(sh, crc, now);
         return;
     }
     f->opened = 0;
@@ -955,6 +977,7 @@ static void on_manifest(gossip_shards *sh, fetch *f, const gossip_shard_msg *m, 
         sh->c.store_errors++;
         sh->retry_at[f->shard] = now + sh->cfg.backoff_us;
         fetch_release(sh, f, 0);
+        store_failed(sh, rc, now);
         return;
     }
     f->opened = 1;
@@ -990,11 +1013,13 @@ static void on_data(gossip_shards *sh, fetch *f, const gossip_shard_msg *m, goss
         return;
     }
     const gossip_store *st = &sh->cfg.store;
-    if (st->ops->write(st->ctx, sh->ids[f->shard], (uint64_t)m->index * f->chunk_bytes, m->data,
-                       m->len)) {
+    int wrc = st->ops->write(st->ctx, sh->ids[f->shard], (uint64_t)m->index * f->chunk_bytes,
+                             m->data, m->len);
+    if (wrc) {
         sh->c.store_errors++;
         sh->retry_at[f->shard] = now + sh->cfg.backoff_us;
         fetch_release(sh, f, 1);
+        store_failed(sh, wrc, now);
         return;
     }
     hash_covered(&sh->cfg, &f->hs, (uint64_t)m->index * f->chunk_bytes, m->data, m->len);
@@ -1114,6 +1139,10 @@ int gossip_shards_tick(gossip_shards *sh, gossip_time_us now)
             sh->retry_at[s] = 0;
             sh->scan = 1;
         }
+    if (sh->full_until && sh->full_until <= now) {
+        sh->full_until = 0;
+        sh->scan = 1;
+    }
     if (sh->holders && sh->probe_at <= now) {
         drop_confirmed(sh);
         if (sh->n_probes == 0)
@@ -1133,6 +1162,8 @@ gossip_time_us gossip_shards_deadline(const gossip_shards *sh)
     for (uint32_t s = 0; s < sh->n_shards; s++)
         if (sh->retry_at[s] && sh->retry_at[s] < d)
             d = sh->retry_at[s];
+    if (sh->full_until && sh->full_until < d)
+        d = sh->full_until;
     if (sh->holders) {
         /* Probe only while some surplus shard exists. */
         for (uint32_t s = 0; s < sh->n_shards; s++)
@@ -1342,6 +1373,11 @@ int gossip_shards_quarantine(gossip_shards *sh, uint32_t s, gossip_time_us now)
     quarantine_held(sh, s);
     pump(sh, now);
     return GOSSIP_OK;
+}
+
+int gossip_shards_store_full(const gossip_shards *sh, gossip_time_us now)
+{
+    return sh->full_until && now < sh->full_until;
 }
 
 uint32_t gossip_shards_lost_count(const gossip_shards *sh)

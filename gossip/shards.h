@@ -75,6 +75,10 @@
 #define GOSSIP_SHARDS_MANIFEST_CACHE 2u
 /* Bad chunks tolerated in one fetch before its manifest is distrusted. */
 #define GOSSIP_SHARDS_BAD_CHUNKS_MAX 4u
+/* After a store write fails for lack of room, no fetch starts for this long:
+ * 30 s, so a full disk costs one failed chunk per 30 s instead of a stream of
+ * fetched bytes that cannot be stored, and freed space is used within 30 s. */
+#define GOSSIP_SHARDS_FULL_BACKOFF_US 30000000u
 /* Byte ranges of a shard left out of its content address (see
  * gossip_shards_config.skip): murmur shard files need 2. */
 #define GOSSIP_SHARDS_SKIP_MAX 4u
@@ -199,6 +203,7 @@ typedef struct gossip_shards_counters {
     uint64_t dropped;     /* surplus shards dropped after confirmation */
     uint64_t quarantined; /* held shards whose bytes did not match their id */
     uint64_t lost;        /* times a shard was found held by no live member */
+    uint64_t store_full;  /* store writes refused for lack of room (fetching paused) */
 } gossip_shards_counters;
 
 typedef struct gossip_shard_status {
@@ -307,6 +312,8 @@ const uint64_t *gossip_shards_holders(const gossip_shards *sh, uint32_t s, uint3
  * again if this agent is a holder. Errors: GOSSIP_ENOTFOUND (s out of range
  * or not held). */
 int gossip_shards_quarantine(gossip_shards *sh, uint32_t s, gossip_time_us now);
+/* 1 while fetching is paused because the store ran out of room. */
+int gossip_shards_store_full(const gossip_shards *sh, gossip_time_us now);
 /* Shards assigned to this agent that no live member holds: the last fetch
  * asked every live member and each answered NOT_HELD (data lost with its
  * holders). Cleared when the shard is fetched or no longer assigned. */

@@ -1220,6 +1220,134 @@ static void store_mem_contract(void **state)
     assert_int_equal(t.alloc.live, 0);
 }
 
+/* ---- a full store (issue 13 item 11) ---- */
+
+static gossip_store full_inner;
+static int full_on;
+static uint64_t full_writes;
+static int full_has(void *c, const uint8_t *id)
+{
+    return full_inner.ops->has(full_inner.ctx, id);
+}
+static int full_size(void *c, const uint8_t *id, uint64_t *z)
+{
+    return full_inner.ops->size(full_inner.ctx, id, z);
+}
+static int full_read(void *c, const uint8_t *id, uint64_t off, void *b, size_t l)
+{
+    return full_inner.ops->read(full_inner.ctx, id, off, b, l);
+}
+static int full_begin(void *c, const uint8_t *id, uint64_t z)
+{
+    return full_inner.ops->begin(full_inner.ctx, id, z);
+}
+static int full_write(void *c, const uint8_t *id, uint64_t off, const void *b, size_t l)
+{
+    full_writes++;
+    return full_on ? GOSSIP_EFULL : full_inner.ops->write(full_inner.ctx, id, off, b, l);
+}
+static int full_commit(void *c, const uint8_t *id)
+{
+    return full_inner.ops->commit(full_inner.ctx, id);
+}
+static void full_abort(void *c, const uint8_t *id)
+{
+    full_inner.ops->abort(full_inner.ctx, id);
+}
+static int full_drop(void *c, const uint8_t *id)
+{
+    return full_inner.ops->drop(full_inner.ctx, id);
+}
+static const gossip_store_ops full_ops = {full_has,   full_size,  full_read,
+                                          full_begin, full_write, full_commit,
+                                          full_abort, full_drop,  NULL};
+
+/* A store out of room: the first write refused stops every fetch, none
+ * starts for GOSSIP_SHARDS_FULL_BACKOFF_US (no bytes fetched that cannot
+ * be stored: one refused write, not one per chunk), then fetching resumes
+ * and completes once there is room. Before, each shard was retried every
+ * backoff (1 s) and every chunk fetched was thrown away. */
+static void full_store_pauses_fetching(void **state)
+{
+    (void)state;
+    test_env t;
+    test_env_init(&t, test_seed(29));
+    enum { S = 6, SIZE = 3000 };
+    uint8_t ids[S][32];
+    static uint8_t data[S][SIZE];
+    gossip_store st0;
+    assert_int_equal(gossip_store_mem_create(&st0, &t.env, 16, 4096), GOSSIP_OK);
+    assert_int_equal(gossip_store_mem_create(&full_inner, &t.env, 16, 4096), GOSSIP_OK);
+    for (int k = 0; k < S; k++) {
+        for (int i = 0; i < SIZE; i++)
+            data[k][i] = (uint8_t)(k * 31 + i * 7);
+        crypto_generichash(ids[k], 32, data[k], SIZE, NULL, 0);
+        assert_int_equal(st0.ops->begin(st0.ctx, ids[k], SIZE), GOSSIP_OK);
+        assert_int_equal(st0.ops->write(st0.ctx, ids[k], 0, data[k], SIZE), GOSSIP_OK);
+        assert_int_equal(st0.ops->commit(st0.ctx, ids[k]), GOSSIP_OK);
+    }
+    gossip_store st1 = {&full_ops, NULL};
+    gossip_shards_config cfg;
+    gossip_shards_config_default(&cfg);
+    cfg.ids = (const uint8_t(*)[32])ids;
+    cfg.n_shards = S;
+    cfg.chunk_bytes = 512;
+    cfg.shard_bytes_max = 4096;
+    uint64_t node[2] = {0x0A, 0x0B};
+    gossip_shards *sh[2];
+    for (int i = 0; i < 2; i++) {
+        cfg.self = node[i];
+        cfg.store = i ? st1 : st0;
+        assert_int_equal(gossip_shards_create(&sh[i], &t.env, &cfg), GOSSIP_OK);
+        gossip_view v = {1, 2, node};
+        assert_int_equal(gossip_shards_set_view(sh[i], &v, 0), GOSSIP_OK);
+    }
+    full_on = 1;
+    full_writes = 0;
+    gossip_time_us now = 0;
+    const gossip_shards_counters *c = gossip_shards_counters_get(sh[1]);
+    for (; now < GOSSIP_SHARDS_FULL_BACKOFF_US - 1000000; now += 100000) {
+        for (int i = 0; i < 2; i++)
+            gossip_shards_tick(sh[i], now);
+        for (int i = 0; i < 2; i++) {
+            gossip_send out;
+            while (gossip_shards_poll_send(sh[i], &out, now) == 1) {
+                gossip_header h;
+                assert_int_equal(gossip_header_decode(out.frame, out.len, &h), GOSSIP_OK);
+                uint8_t f[4096 + 256];
+                memcpy(f, out.frame, out.len);
+                gossip_shards_recv(sh[1 - i], node[i], &h, f + 32, h.payload_len, now);
+            }
+        }
+    }
+    assert_int_equal(full_writes, 1);
+    assert_int_equal(c->store_full, 1);
+    assert_true(gossip_shards_store_full(sh[1], now));
+    assert_int_equal(c->fetched, 0);
+    full_on = 0; /* room again */
+    for (; now < 2 * GOSSIP_SHARDS_FULL_BACKOFF_US; now += 100000) {
+        for (int i = 0; i < 2; i++)
+            gossip_shards_tick(sh[i], now);
+        for (int i = 0; i < 2; i++) {
+            gossip_send out;
+            while (gossip_shards_poll_send(sh[i], &out, now) == 1) {
+                gossip_header h;
+                assert_int_equal(gossip_header_decode(out.frame, out.len, &h), GOSSIP_OK);
+                uint8_t f[4096 + 256];
+                memcpy(f, out.frame, out.len);
+                gossip_shards_recv(sh[1 - i], node[i], &h, f + 32, h.payload_len, now);
+            }
+        }
+    }
+    assert_false(gossip_shards_store_full(sh[1], now));
+    assert_int_equal(c->fetched, S);
+    assert_int_equal(gossip_shards_held_count(sh[1]), S);
+    for (int i = 0; i < 2; i++)
+        gossip_shards_destroy(sh[i]);
+    gossip_store_mem_destroy(&st0);
+    gossip_store_mem_destroy(&full_inner);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1235,6 +1363,7 @@ int main(void)
         cmocka_unit_test(corrupted_chunk_rejected_and_refetched),
         cmocka_unit_test(corrupt_holder_quarantines),
         cmocka_unit_test(lost_shards_reported),
+        cmocka_unit_test(full_store_pauses_fetching),
         cmocka_unit_test(corrupt_shard_quarantined_and_refetched),
         cmocka_unit_test(silent_source_times_out),
         cmocka_unit_test(random_bytes_never_crash),
