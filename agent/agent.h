@@ -73,6 +73,13 @@ int agent_open(murmur_agent **out, const agent_config *cfg, uint32_t dim, unsign
  * logs why. */
 void agent_runtime_reload(murmur_agent *a);
 
+/* Exit statuses of `murmur agent` (and of agent_runtime_close): 0 stopped
+ * on request (SIGTERM, SIGINT, murmur_stop), 1 a failure, 2 a bad command
+ * line or config, and the job's own ends (docs/CONFIG.md, [run]): */
+#define AGENT_EXIT_MAX_STEPS       3 /* run.max_steps local steps done */
+#define AGENT_EXIT_MAX_SECONDS     4 /* run.max_seconds elapsed */
+#define AGENT_EXIT_TARGET_ACCURACY 5 /* run.target_accuracy reached */
+
 /* The built-in trainer (agent/trainer.c), the host program of `murmur
  * agent`: loads the test set, builds the model of model.spec, opens the
  * agent (its pointer is stored in *running while it is open, for signal

@@ -173,6 +173,7 @@ MURMUR_API int murmur_mix(murmur_agent *a, float *params, uint32_t steps, uint64
     uint32_t live = atomic_load(&a->live_n);
     a->host_steps += steps;
     a->host_samples += samples;
+    int max_steps = a->cfg.run_max_steps && a->host_steps >= a->cfg.run_max_steps;
     if (steps && !api_finite(params, a->dim)) {
         rc = MURMUR_ENONFINITE;
     } else {
@@ -188,6 +189,8 @@ MURMUR_API int murmur_mix(murmur_agent *a, float *params, uint32_t steps, uint64
     agent_metric_add(a->ms.samples, samples);
     if (due)
         net_transport_wake(a->t);
+    if (max_steps) /* run.max_steps: the trainer's next call gets ESTOPPED */
+        agent_runtime_job_end(a, "max_steps", AGENT_EXIT_MAX_STEPS);
     return rc;
 }
 
@@ -223,6 +226,8 @@ MURMUR_API void murmur_report(murmur_agent *a, double train_loss, double test_lo
     a->host_test_loss = test_loss;
     a->host_accuracy = test_accuracy;
     pthread_mutex_unlock(&a->mu);
+    if (a->cfg.run_target_accuracy > 0 && test_accuracy >= a->cfg.run_target_accuracy)
+        agent_runtime_job_end(a, "target_accuracy", AGENT_EXIT_TARGET_ACCURACY);
 }
 
 MURMUR_API int murmur_checkpoint(murmur_agent *a, const float *params, const float *momentum)

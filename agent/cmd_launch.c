@@ -60,6 +60,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "agent/agent.h"
 #include "agent/config.h"
 #include "agent/keys.h"
 #include "agent/metrics.h"
@@ -77,6 +78,7 @@
 #define LAUNCH_FAULTS_MAX 64
 #define LAUNCH_PATH_MAX   1024                    /* a directory given by the user */
 #define LAUNCH_FILE_MAX   (LAUNCH_PATH_MAX + 160) /* a path derived from one */
+#define LAUNCH_ARG_MAX    (LAUNCH_FILE_MAX + 64)  /* one argument of an agent */
 #define LAUNCH_CMD_MAX    16384
 /* Default first port, and how far the search for a free block goes. */
 #define LAUNCH_PORT_DEFAULT 7000
@@ -132,6 +134,9 @@ typedef struct launch {
     int nfaults;
     double interval_s, duration_s, stop_s;
     bool quiet, dry_run;
+    bool test_csv;                  /* the split holds test.csv: every agent evaluates on it */
+    char data_abs[LAUNCH_FILE_MAX]; /* --data, absolute, when it is a CSV file */
+    int target_reached; /* an agent that exited on run.target_accuracy (1-based), or 0 */
     struct timespec t0;
 } launch;
 
@@ -391,6 +396,15 @@ static int provision_local(const launch *L, slot *sl, const char *netkey, const 
         fprintf(stderr, "murmur launch: cannot copy %s to %s: %s\n", from, path, strerror(errno));
         return -1;
     }
+    if (L->test_csv) {
+        snprintf(from, sizeof from, "%s/test.csv", all);
+        snprintf(path, sizeof path, "%s/test.csv", sl->dir);
+        if (copy_file(from, path, 0644)) {
+            fprintf(stderr, "murmur launch: cannot copy %s to %s: %s\n", from, path,
+                    strerror(errno));
+            return -1;
+        }
+    }
     for (int s = 0; s < nshards; s++) {
         if (!holds(s, sl->index - 1, L->n, r))
             continue;
@@ -450,6 +464,8 @@ static int provision_remote(const launch *L, slot *sl, const char *netkey, const
     tar[k++] = "-C";
     tar[k++] = (char *)all;
     tar[k++] = "catalog";
+    if (L->test_csv)
+        tar[k++] = "test.csv";
     for (int s = 0; s < nshards && k < LAUNCH_AGENTS_MAX + 6; s++)
         if (holds(s, sl->index - 1, L->n, r))
             tar[k++] = names[s];
@@ -490,25 +506,36 @@ static int provision_remote(const launch *L, slot *sl, const char *netkey, const
 /* The `murmur agent` arguments of slot sl. Seeds: agents 1 and 2 when they
  * are running (agent 1's first start has none: it founds the cluster; a
  * restarted agent 1 joins through agent 2). */
-static int agent_args(const launch *L, const slot *sl, char **argv, char bufs[][320])
+static int agent_args(const launch *L, const slot *sl, char **argv, char bufs[][LAUNCH_ARG_MAX])
 {
     int k = 0, b = 0;
     argv[k++] = "agent";
     argv[k++] = "--data-dir";
     argv[k++] = (char *)sl->dir;
-    snprintf(bufs[b], 320, "%s:%u", sl->addr_host, sl->port);
+    snprintf(bufs[b], LAUNCH_ARG_MAX, "%s:%u", sl->addr_host, sl->port);
     argv[k++] = "--listen";
     argv[k++] = bufs[b++];
-    snprintf(bufs[b], 320, "%s:%u", sl->addr_host, sl->metrics_port);
+    snprintf(bufs[b], LAUNCH_ARG_MAX, "%s:%u", sl->addr_host, sl->metrics_port);
     argv[k++] = "--metrics";
     argv[k++] = bufs[b++];
     for (int s = 0; s < 2 && s < L->n; s++) {
         const slot *seed = &L->slots[s];
         if (seed == sl || (!seed->pid && !L->dry_run) || (L->dry_run && seed->index > sl->index))
             continue;
-        snprintf(bufs[b], 320, "%s:%u", seed->addr_host, seed->port);
+        snprintf(bufs[b], LAUNCH_ARG_MAX, "%s:%u", seed->addr_host, seed->port);
         argv[k++] = "--seed";
         argv[k++] = bufs[b++];
+    }
+    if (L->test_csv) { /* the split's held-out rows; the user's --set comes later and wins */
+        snprintf(bufs[b], LAUNCH_ARG_MAX, "model.test_dataset=%s/%s", sl->dir,
+                 sl->host ? "shards/test.csv" : "test.csv");
+        argv[k++] = "--set";
+        argv[k++] = bufs[b++];
+        if (L->data_abs[0]) {
+            snprintf(bufs[b], LAUNCH_ARG_MAX, "model.dataset=%s", L->data_abs);
+            argv[k++] = "--set";
+            argv[k++] = bufs[b++];
+        }
     }
     for (int i = 0; i < L->nsets; i++) {
         argv[k++] = "--set";
@@ -521,7 +548,7 @@ static int agent_args(const launch *L, const slot *sl, char **argv, char bufs[][
 static int start_agent(launch *L, slot *sl)
 {
     char *args[2 * LAUNCH_SETS_MAX + 24];
-    char bufs[4][320];
+    char bufs[6][LAUNCH_ARG_MAX];
     agent_args(L, sl, args, bufs);
     char cmd[LAUNCH_CMD_MAX] = "";
     char *argv[2 * LAUNCH_SETS_MAX + 32];
@@ -603,7 +630,20 @@ static void signal_agent(launch *L, slot *sl, int sig)
         kill(sl->pid, SIGKILL); /* the remote-shell client too */
 }
 
-/* Collect exited agents. */
+/* How bad an exit status is, for the launcher's own: a failure (1, 2, a
+ * signal) is worse than a job that ended by itself ([run]: 3, 4, 5), which
+ * is worse than a stop on request (0). */
+static int status_rank(int st)
+{
+    if (st <= 0)
+        return 0;
+    if (st >= AGENT_EXIT_MAX_STEPS && st <= AGENT_EXIT_TARGET_ACCURACY)
+        return 1;
+    return 2;
+}
+
+/* Collect exited agents. An agent that reached run.target_accuracy ends
+ * the job for all: the others are asked to leave. */
 static void reap(launch *L)
 {
     for (int i = 0; i < L->n; i++) {
@@ -617,6 +657,8 @@ static void reap(launch *L)
         if (!sl->stopping && !sl->fault_killed && !L->quiet)
             printf("launch: t=%.0fs agent %d exited with status %d (log %s)\n", elapsed_s(L),
                    sl->index, sl->status, sl->log);
+        if (sl->status == AGENT_EXIT_TARGET_ACCURACY && !sl->stopping)
+            L->target_reached = sl->index;
     }
 }
 
@@ -759,7 +801,10 @@ static int summary(launch *L)
         printf("a%-5d %8s %9s %9.1f %8.0f %6s  %s\n", sl->index, step[0] ? step : "-",
                acc[0] ? acc : "-", strtod(bytes, NULL) / 1e6, sl->alive_s, st,
                sl->fault_killed ? "killed by --fault (not counted)" : sl->notes);
-        if (!sl->fault_killed && sl->status > worst)
+        if (!sl->fault_killed && status_rank(sl->status) > status_rank(worst))
+            worst = sl->status;
+        else if (!sl->fault_killed && status_rank(sl->status) == status_rank(worst) &&
+                 sl->status > worst)
             worst = sl->status;
     }
     printf("launch: exit status %d (the worst agent's)\n", worst);
@@ -1198,6 +1243,14 @@ int cmd_launch(int argc, char **argv)
                make_shards(&L, data, shards, shard_dir, all, sizeof all) ||
                read_catalog(all, names, MODEL_SHARDS_MAX, &nshards)) {
         return 1;
+    } else {
+        char test[LAUNCH_FILE_MAX + 16];
+        snprintf(test, sizeof test, "%s/test.csv", all);
+        L.test_csv = access(test, R_OK) == 0;
+        struct stat st;
+        if (L.test_csv && !shard_dir && strcmp(data, "fashion-mnist") && stat(data, &st) == 0 &&
+            !S_ISDIR(st.st_mode) && absolute(data, L.data_abs, sizeof L.data_abs))
+            L.data_abs[0] = '\0';
     }
     if (!L.quiet)
         printf("launch: %d agents%s%s, %d shards (each on %d agents), directory %s\n", L.n,
@@ -1239,6 +1292,13 @@ int cmd_launch(int argc, char **argv)
         if (launch_signals != seen) {
             seen = launch_signals;
             printf("\nlaunch: stopping: every agent leaves (Ctrl-C again to kill)\n");
+            stop_all(&L, false);
+            break;
+        }
+        if (L.target_reached) {
+            if (!L.quiet)
+                printf("launch: t=%.0fs agent %d reached run.target_accuracy: every agent leaves\n",
+                       t, L.target_reached);
             stop_all(&L, false);
             break;
         }

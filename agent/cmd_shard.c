@@ -30,13 +30,18 @@
 #define SHARD_VERIFY_MAX 4096
 
 static int write_catalog(const char *out_dir, const uint8_t *hashes, const uint32_t *samples,
-                         uint32_t shards, const char *data, double alpha, unsigned long long seed);
+                         uint32_t shards, const char *data, double alpha, unsigned long long seed,
+                         double test_fraction, uint32_t classes);
 
-enum { SH_DATA, SH_SHARDS, SH_OUT, SH_ALPHA, SH_SEED, SH_VERIFY, SH_HELP };
+enum { SH_DATA, SH_SHARDS, SH_OUT, SH_ALPHA, SH_SEED, SH_VERIFY, SH_TEST_FRACTION, SH_HELP };
 static const common_flag shard_flags[] = {
-    {"data", 0, true, SH_DATA, "D", "", NULL},   {"shards", 0, true, SH_SHARDS, "S", "", NULL},
-    {"out", 0, true, SH_OUT, "DIR", "", NULL},   {"alpha", 0, true, SH_ALPHA, "A", "", NULL},
-    {"seed", 0, true, SH_SEED, "S", "", NULL},   {"verify", 0, false, SH_VERIFY, "", "", NULL},
+    {"data", 0, true, SH_DATA, "D", "", NULL},
+    {"shards", 0, true, SH_SHARDS, "S", "", NULL},
+    {"out", 0, true, SH_OUT, "DIR", "", NULL},
+    {"alpha", 0, true, SH_ALPHA, "A", "", NULL},
+    {"seed", 0, true, SH_SEED, "S", "", NULL},
+    {"verify", 0, false, SH_VERIFY, "", "", NULL},
+    {"test-fraction", 0, true, SH_TEST_FRACTION, "F", "", NULL},
     {"help", 'h', false, SH_HELP, "", "", NULL},
 };
 #define SHARD_FLAGS (sizeof shard_flags / sizeof shard_flags[0])
@@ -62,6 +67,9 @@ static void shard_usage(FILE *out)
             "                  smaller is more skewed (0.1 strong, 100 nearly IID)\n"
             "                  [0 = IID: equal-sized random parts]\n"
             "  --seed S        seed of the split [1]\n"
+            "  --test-fraction F  rows of a CSV held out of the shards, written to\n"
+            "                  DIR/test.csv for model.test_dataset (seeded by --seed)\n"
+            "                  [0.1 for a CSV; Fashion-MNIST and IDX have test files]\n"
             "  --verify F...   check shard files (structure, hash, labels) and print\n"
             "                  their content addresses; exit 1 if any is bad\n"
             "  --help          this text\n",
@@ -93,12 +101,69 @@ static int verify_files(int argc, char **argv)
     return bad;
 }
 
-/* The first line of DIR/catalog for these arguments. */
+/* The first line of DIR/catalog for these arguments (write_catalog adds
+ * classes=N: every label of the data set, so agents size their model). */
 static void catalog_header(char *buf, size_t len, uint32_t shards, const char *data, double alpha,
-                           unsigned long long seed)
+                           unsigned long long seed, double test_fraction)
 {
     snprintf(buf, len, "# murmur catalog v1 shards=%u data=%s alpha=%g seed=%llu", shards, data,
              alpha, seed);
+    if (test_fraction > 0) {
+        size_t at = strlen(buf);
+        snprintf(buf + at, len - at, " test=test.csv test_fraction=%g", test_fraction);
+    }
+}
+
+/* Move a seeded test_fraction of d's rows to DIR/test.csv (the labels and
+ * features as text, float32 values exactly); d keeps the others. */
+static int hold_out(model_data *d, double fraction, unsigned long long seed, const char *out_dir)
+{
+    uint32_t n_test = (uint32_t)((double)d->count * fraction + 0.5);
+    if (n_test == 0 || n_test >= d->count) {
+        fprintf(stderr, "murmur shard: --test-fraction %g of %u rows leaves no %s rows\n", fraction,
+                d->count, n_test ? "training" : "test");
+        return -1;
+    }
+    uint32_t *order = malloc((size_t)d->count * sizeof *order);
+    if (!order)
+        return -1;
+    for (uint32_t i = 0; i < d->count; i++)
+        order[i] = i;
+    model_rng rng;
+    model_rng_seed(&rng, seed, 2); /* stream 2: the split itself uses stream 0 */
+    model_data_shuffle(order, d->count, &rng);
+    char path[SHARD_PATH_MAX];
+    snprintf(path, sizeof path, "%s/test.csv", out_dir);
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        fprintf(stderr, "murmur shard: cannot write %s: %s\n", path, strerror(errno));
+        free(order);
+        return -1;
+    }
+    for (uint32_t k = 0; k < n_test; k++) {
+        uint32_t r = order[k];
+        fprintf(f, "%u", d->labels[r]);
+        for (uint32_t j = 0; j < d->dim; j++)
+            fprintf(f, ",%.9g", (double)d->x_f32[(size_t)r * d->dim + j]);
+        fputc('\n', f);
+    }
+    int bad = ferror(f);
+    if (fclose(f) || bad) {
+        fprintf(stderr, "murmur shard: cannot write %s\n", path);
+        free(order);
+        return -1;
+    }
+    model_data train;
+    uint32_t classes = d->classes;
+    int rc = model_data_subset(&train, d, order + n_test, d->count - n_test);
+    free(order);
+    if (rc)
+        return -1;
+    model_data_free(d);
+    *d = train;
+    d->classes = classes; /* every label of the file, even one only in the test rows */
+    printf("test rows=%u path=%s\n", n_test, path);
+    return 0;
 }
 
 /* May DIR receive the split described by header? Yes when it holds no
@@ -115,7 +180,9 @@ static int out_dir_free(const char *out_dir, const char *header)
             line[0] = '\0';
         fclose(f);
         line[strcspn(line, "\r\n")] = '\0';
-        if (strcmp(line, header)) {
+        size_t hl = strlen(header);
+        /* the header, then the classes= that write_catalog adds */
+        if (strncmp(line, header, hl) || (line[hl] && strncmp(line + hl, " classes=", 9))) {
             fprintf(stderr,
                     "murmur shard: %s holds another split (%s); this one would be\n"
                     "  (%s). Give an empty directory, or the same arguments again.\n",
@@ -155,6 +222,7 @@ int cmd_shard(int argc, char **argv)
     double alpha = 0;
     unsigned long long seed = 1;
     bool verify = false;
+    double test_fraction = -1; /* -1: the default of the data's kind */
     const char *files[SHARD_VERIFY_MAX];
     int nfiles = 0;
     common_cli cli;
@@ -186,6 +254,13 @@ int cmd_shard(int argc, char **argv)
         case SH_ALPHA:
             if (!common_parse_f64(v, &alpha) || !(alpha >= 0 && alpha <= 1e6)) {
                 fprintf(stderr, "murmur shard: --alpha wants a number in [0, 1e6], not '%s'\n", v);
+                return 2;
+            }
+            break;
+        case SH_TEST_FRACTION:
+            if (!common_parse_f64(v, &test_fraction) || test_fraction < 0 || test_fraction >= 1) {
+                fprintf(stderr,
+                        "murmur shard: --test-fraction wants a number in [0, 1), not '%s'\n", v);
                 return 2;
             }
             break;
@@ -224,13 +299,21 @@ int cmd_shard(int argc, char **argv)
         fprintf(stderr, "murmur shard: --shards and --out are required (see --help)\n");
         return 2;
     }
-    char header[SHARD_PATH_MAX + 128];
-    catalog_header(header, sizeof header, shards, data, alpha, seed);
+    struct stat st;
+    bool csv = strcmp(data, "fashion-mnist") && !(stat(data, &st) == 0 && S_ISDIR(st.st_mode));
+    if (test_fraction < 0)
+        test_fraction = csv ? 0.1 : 0;
+    if (test_fraction > 0 && !csv) {
+        fprintf(stderr, "murmur shard: --test-fraction is for a CSV file; %s has test files\n",
+                data);
+        return 2;
+    }
+    char header[SHARD_PATH_MAX + 160];
+    catalog_header(header, sizeof header, shards, data, alpha, seed, test_fraction);
     if (out_dir_free(out_dir, header))
         return 1;
     char msg[MODEL_MSG_MAX] = "";
     model_data d = {0}, test = {0};
-    struct stat st;
     int rc;
     if (!strcmp(data, "fashion-mnist") || (stat(data, &st) == 0 && S_ISDIR(st.st_mode))) {
         rc = model_fashion_load(&d, &test, strcmp(data, "fashion-mnist") ? data : NULL, msg,
@@ -252,6 +335,15 @@ int cmd_shard(int argc, char **argv)
         fprintf(stderr, "murmur shard: %s\n", msg);
         model_data_free(&d);
         return 1;
+    }
+    if (test_fraction > 0 && hold_out(&d, test_fraction, seed, out_dir)) {
+        model_data_free(&d);
+        return 1;
+    }
+    if (shards > d.count) {
+        fprintf(stderr, "murmur shard: %u shards but only %u training samples\n", shards, d.count);
+        model_data_free(&d);
+        return 2;
     }
     int status = 1;
     uint32_t *assign = malloc((size_t)d.count * sizeof *assign);
@@ -306,7 +398,7 @@ int cmd_shard(int argc, char **argv)
         memcpy(hashes + (size_t)s * MODEL_SHARD_HASH_SIZE, hash, MODEL_SHARD_HASH_SIZE);
         counts[s] = n;
     }
-    if (write_catalog(out_dir, hashes, counts, shards, data, alpha, seed))
+    if (write_catalog(out_dir, hashes, counts, shards, data, alpha, seed, test_fraction, d.classes))
         goto out;
     status = 0;
 out:
@@ -322,7 +414,8 @@ out:
 /* DIR/catalog (docs/AGENT.md): a comment line, then one line per shard in
  * index order, "HASH INDEX SAMPLES". Written to a temp name and renamed. */
 static int write_catalog(const char *out_dir, const uint8_t *hashes, const uint32_t *samples,
-                         uint32_t shards, const char *data, double alpha, unsigned long long seed)
+                         uint32_t shards, const char *data, double alpha, unsigned long long seed,
+                         double test_fraction, uint32_t classes)
 {
     char path[SHARD_PATH_MAX], tmp[SHARD_PATH_MAX + 8];
     if ((size_t)snprintf(path, sizeof path, "%s/catalog", out_dir) >= sizeof path ||
@@ -335,9 +428,9 @@ static int write_catalog(const char *out_dir, const uint8_t *hashes, const uint3
         fprintf(stderr, "murmur shard: cannot write %s: %s\n", tmp, strerror(errno));
         return -1;
     }
-    char header[SHARD_PATH_MAX + 128];
-    catalog_header(header, sizeof header, shards, data, alpha, seed);
-    fprintf(f, "%s\n", header);
+    char header[SHARD_PATH_MAX + 160];
+    catalog_header(header, sizeof header, shards, data, alpha, seed, test_fraction);
+    fprintf(f, "%s classes=%u\n", header, classes);
     for (uint32_t s = 0; s < shards; s++) {
         char hex[2 * MODEL_SHARD_HASH_SIZE + 1];
         model_shard_hash_hex(hashes + (size_t)s * MODEL_SHARD_HASH_SIZE, hex);

@@ -10,6 +10,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "agent/keys.h"
@@ -284,6 +285,10 @@ const agent_config_option agent_config_options[] = {
      .help = "model: softmax (linear) or mlp:H1,H2,... (hidden layer widths)"},
     {"model", "dataset", STR, F(dataset), .flags = NONEMPTY | PATH, .def = BUILTIN_DATASET,
      .help = "fashion-mnist (the Debian package) or the path of a data set"},
+    {"model", "test_dataset", STR, F(test_dataset), .flags = PATH, .def = "",
+     .help = "the rows the agent evaluates on (IDX directory or CSV); empty = the data set's own "
+             "test files; required for a CSV data set (murmur shard writes its held-out rows "
+             "to DIR/test.csv)"},
     {"model", "batch", U32, F(batch), .min = 1, .max = 65536, .def = "64", .unit = "samples",
      .help = "mini-batch size of one local step"},
     {"model", "lr", F64, F(lr), .min = 1e-9, .max = 10, .def = "0.05", .help = "learning rate"},
@@ -360,6 +365,12 @@ const agent_config_option agent_config_options[] = {
     {"limits", "event_queue_len", U32, F(event_queue_len), .min = 16,
      .max = AGENT_CONFIG_QUEUE_LEN_MAX, .def = "4096", .unit = "events",
      .help = "events of every kind waiting for the event loop"},
+    {"run", "max_steps", U64, F(run_max_steps), .min = 0, .max = 1e15, .def = "0", .unit = "steps",
+     .help = "the job ends after this many local steps (exit status 3); 0 = no limit"},
+    {"run", "max_seconds", F64, F(run_max_seconds), .min = 0, .max = 1e9, .def = "0", .unit = "s",
+     .help = "the job ends this long after the start (exit status 4); 0 = no limit"},
+    {"run", "target_accuracy", F64, F(run_target_accuracy), .min = 0, .max = 1, .def = "0",
+     .help = "the job ends when the test accuracy reaches this (exit status 5); 0 = never"},
 };
 #undef F
 #undef NONEMPTY
@@ -561,6 +572,19 @@ int agent_config_finish(agent_config *c, char *err, size_t errlen)
     if (strcmp(c->dataset, BUILTIN_DATASET) &&
         (rc = must_read(c, "model", "dataset", c->dataset, err, errlen)))
         return rc;
+    if ((rc = must_read(c, "model", "test_dataset", c->test_dataset, err, errlen)))
+        return rc;
+    /* a CSV file has no test rows of its own: evaluating on it would score
+     * the agent on the rows it trains on */
+    struct stat st;
+    if (strcmp(c->dataset, BUILTIN_DATASET) && !c->test_dataset[0] &&
+        !(stat(c->dataset, &st) == 0 && S_ISDIR(st.st_mode)))
+        return common_errf(err, errlen, AGENT_CONFIG_ECONFLICT,
+                           "%s: model.dataset %s is a single file (CSV): set model.test_dataset "
+                           "to rows the agent does not train on (murmur shard --data %s writes "
+                           "its held-out rows to OUT/test.csv), so that accuracy is not measured "
+                           "on training rows",
+                           c->origin[option_index("model", "dataset")], c->dataset, c->dataset);
     return 0;
 }
 

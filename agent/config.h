@@ -113,6 +113,7 @@ typedef struct agent_config {
     /* [model] */
     char model_spec[AGENT_CONFIG_SPEC_MAX];   /* "softmax" or "mlp:H1,H2,..." */
     char dataset[AGENT_CONFIG_PATH_MAX];      /* "fashion-mnist" or a path */
+    char test_dataset[AGENT_CONFIG_PATH_MAX]; /* the rows evaluated on; "" = dataset's own */
     uint32_t batch;                           /* samples per local step */
     double lr;                                /* learning rate at step 0 */
     double momentum;                          /* heavy-ball coefficient, [0, 1) */
@@ -153,6 +154,11 @@ typedef struct agent_config {
     uint32_t send_queue_len;  /* frames queued per peer link */
     uint32_t recv_queue_len;  /* received frames waiting for the event loop */
     uint32_t event_queue_len; /* all events waiting for the event loop */
+    /* [run]: when the job ends by itself (0 = never); agent.h has the
+     * exit statuses */
+    uint64_t run_max_steps;     /* local steps */
+    double run_max_seconds;     /* seconds since the agent started */
+    double run_target_accuracy; /* test accuracy, 0..1 */
 
     /* Where each option's value came from ("default", "FILE:LINE", "--set",
      * "--listen"), indexed like agent_config_options[], and its

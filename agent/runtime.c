@@ -590,6 +590,39 @@ static void on_admission(agent_runtime *a, uint64_t now)
 }
 
 /* One pass: inbox, timers, model state, mixing, sends. */
+/* The job's own ends ([run]): the first condition met stops the agent as
+ * SIGTERM does (leave, final checkpoint) with its exit status. Any thread:
+ * the host's (steps, accuracy) or the loop's (time). */
+void agent_runtime_job_end(agent_runtime *a, const char *reason, int code)
+{
+    pthread_mutex_lock(&a->mu);
+    int first = !a->job_end && !a->stop;
+    if (first) {
+        a->job_end = reason;
+        a->exit_code = code;
+    }
+    uint64_t steps = a->host_steps;
+    double acc = a->host_accuracy;
+    pthread_mutex_unlock(&a->mu);
+    if (!first)
+        return;
+    agent_log_line l;
+    agent_log_begin(&l, AGENT_LOG_INFO, "job_end");
+    agent_log_str(&l, "reason", reason);
+    agent_log_u64(&l, "step", steps);
+    agent_log_f64(&l, "accuracy", acc);
+    agent_log_end(&l);
+    a->stop = 1;
+    net_transport_wake(a->t);
+}
+
+static void check_job_end(agent_runtime *a, uint64_t now)
+{
+    const agent_config *c = &a->cfg;
+    if (c->run_max_seconds > 0 && (double)(now - a->start_us) >= c->run_max_seconds * 1e6)
+        agent_runtime_job_end(a, "max_seconds", AGENT_EXIT_MAX_SECONDS);
+}
+
 static void loop_pass(agent_runtime *a)
 {
     uint64_t now = agent_mono_us();
@@ -626,6 +659,7 @@ static void loop_pass(agent_runtime *a)
         log_progress(a);
         a->next_progress_us = now + (uint64_t)a->cfg.progress_interval_ms * 1000u;
     }
+    check_job_end(a, now);
 }
 
 static int loop_wait_ms(agent_runtime *a)
@@ -758,11 +792,28 @@ int agent_runtime_close(agent_runtime *a, float *params, const float *momentum)
     if (params && gossip_mix_pending(gossip_node_mix(a->node), a->mix_out) == GOSSIP_OK)
         for (uint32_t k = 0; k < a->dim; k++)
             params[k] += a->mix_out[k];
-    if (params && a->cfg.checkpoint_every_steps && a->host_steps)
-        agent_runtime_checkpoint(a, params, momentum, "shutdown");
+    /* the final model: always at a job end, else as checkpoints go */
+    int saved =
+        params && a->host_steps && (a->cfg.checkpoint_every_steps || a->job_end) &&
+        agent_runtime_checkpoint(a, params, momentum, a->job_end ? a->job_end : "shutdown") == 0;
     sync_metrics(a);
     log_progress(a);
+    agent_status st;
+    status_fn(a, &st);
     agent_log_line l;
+    agent_log_begin(&l, AGENT_LOG_INFO, "final_report");
+    agent_log_str(&l, "reason", a->job_end ? a->job_end : "stopped");
+    agent_log_u64(&l, "exit_status", (uint64_t)a->exit_code);
+    agent_log_u64(&l, "step", st.step);
+    agent_log_f64(&l, "accuracy", st.accuracy);
+    agent_log_f64(&l, "test_loss", st.test_loss);
+    agent_log_f64(&l, "loss", st.loss);
+    agent_log_f64(&l, "seconds", (double)(agent_mono_us() - a->start_us) / 1e6);
+    agent_log_u64(&l, "mixing_rounds", st.mixing_rounds);
+    agent_log_u64(&l, "bytes_sent", st.bytes_sent);
+    agent_log_u64(&l, "bytes_received", st.bytes_received);
+    agent_log_str(&l, "model", saved ? a->cfg.checkpoint_path : "not saved");
+    agent_log_end(&l);
     agent_log_begin(&l, AGENT_LOG_INFO, "agent_stopped");
     agent_log_u64(&l, "step", a->host_steps);
     agent_log_end(&l);

@@ -107,6 +107,7 @@ struct murmur_agent {
     pthread_t loop_thread;
     int loop_started;
     int exit_code;                /* non-zero: the agent stopped itself for this reason */
+    const char *job_end;          /* the [run] condition that ended the job, or NULL */
     uint64_t ckpt_fail_logged_us; /* last checkpoint_failed line */
 
     pthread_mutex_t st_mu;
@@ -137,6 +138,10 @@ struct murmur_agent {
 
 /* runtime.c */
 uint64_t agent_mono_us(void);
+/* End the job for a [run] condition (reason "max_steps", ...; code an
+ * AGENT_EXIT_* status): the first call wins, logs event=job_end and stops
+ * the agent as SIGTERM does. Any thread; not with a->mu held. */
+void agent_runtime_job_end(agent_runtime *a, const char *reason, int code);
 /* What this agent's cluster must agree on (gossip/manifest.h). */
 void agent_runtime_manifest(const agent_runtime *a, gossip_manifest *m);
 void agent_errf(char *err, size_t len, const char *fmt, ...);

@@ -62,13 +62,30 @@ static int is_dir(const char *p)
     return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-/* The test set of model.dataset; fixes the input dimension and the class
- * count of the model. */
+/* classes=N of the shard catalog's header (murmur shard writes it), or 0. */
+static uint32_t catalog_classes(const agent_config *cfg)
+{
+    char path[AGENT_CONFIG_PATH_MAX + 16], line[512];
+    snprintf(path, sizeof path, "%s/catalog", cfg->shards_dir);
+    FILE *f = fopen(path, "r");
+    unsigned classes = 0;
+    if (f) {
+        const char *p;
+        if (fgets(line, sizeof line, f) && line[0] == '#' && (p = strstr(line, " classes=")))
+            sscanf(p, " classes=%u", &classes);
+        fclose(f);
+    }
+    return classes <= MODEL_CLASSES_MAX ? classes : 0;
+}
+
+/* The test set (model.test_dataset, else model.dataset's own test files);
+ * fixes the input dimension and the class count of the model: the
+ * catalog's classes= (every label of the split), else the test labels. */
 static int trainer_load_test_set(trainer *tr, char *err, size_t errlen)
 {
     char msg[MODEL_MSG_MAX] = "";
     int rc;
-    const char *ds = tr->cfg->dataset;
+    const char *ds = tr->cfg->test_dataset[0] ? tr->cfg->test_dataset : tr->cfg->dataset;
     if (!strcmp(ds, "fashion-mnist") || is_dir(ds)) {
         const char *dir = strcmp(ds, "fashion-mnist") ? ds : MODEL_FASHION_DIR;
         char img[AGENT_CONFIG_PATH_MAX + 40], lab[AGENT_CONFIG_PATH_MAX + 40];
@@ -90,7 +107,8 @@ static int trainer_load_test_set(trainer *tr, char *err, size_t errlen)
     if (tr->cfg->eval_samples && tr->cfg->eval_samples < tr->test.count)
         tr->test.count = tr->cfg->eval_samples; /* arrays keep their size */
     tr->input_dim = tr->test.dim;
-    tr->classes = tr->test.classes < 10 ? 10 : tr->test.classes;
+    uint32_t c = catalog_classes(tr->cfg);
+    tr->classes = c > tr->test.classes ? c : tr->test.classes;
     return 0;
 }
 
