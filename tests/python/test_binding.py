@@ -120,6 +120,33 @@ if np is not None:
         check(max(abs(w[i] - float(final[i])) for i in range(DIM)) == 0.0, "checkpoint bits")
         check(again.status()["steps"] == 301, "steps resumed")
 
+if np is not None:
+    # murmur.data reads shard files with the C loader's checks
+    from murmur.data import ShardError, load_shard
+    out = os.path.join(TMP, "shards")
+    subprocess.run([BIN, "shard", "--shards", "4", "--out", out], check=True,
+                   stdout=subprocess.DEVNULL)
+    files = sorted(f for f in os.listdir(out) if f.endswith(".msh"))
+    total = 0
+    for f in files:
+        x, y, classes = load_shard(os.path.join(out, f))
+        check(x.dtype == np.uint8 and x.shape[1] == 784 and y.shape[0] == x.shape[0],
+              "shard shapes")
+        check(classes == 10 and int(y.max()) < 10, "labels")
+        total += x.shape[0]
+    check(total == 60000, f"samples of the split: {total}")
+    bad = os.path.join(out, files[0])
+    with open(bad, "r+b") as fh:
+        fh.seek(500)
+        b = fh.read(1)
+        fh.seek(500)
+        fh.write(bytes([b[0] ^ 0xFF]))
+    try:
+        load_shard(bad)
+        check(False, "damaged shard accepted")
+    except ShardError as e:
+        check("hash" in str(e), f"damaged shard: {e}")
+
 try:
     import torch
 except ImportError:
