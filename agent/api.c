@@ -174,15 +174,17 @@ MURMUR_API int murmur_mix(murmur_agent *a, float *params, uint32_t steps, uint64
     a->host_steps += steps;
     a->host_samples += samples;
     int max_steps = a->cfg.run_max_steps && a->host_steps >= a->cfg.run_max_steps;
-    if (steps && !api_finite(params, a->dim)) {
+    /* one schedule step per counted step; the samples go with the last */
+    for (uint32_t s = 0; s < steps; s++) {
+        uint64_t n = s + 1 == steps ? samples - (samples / steps) * (steps - 1) : samples / steps;
+        due |= gossip_sched_after_step(a->sched, params, (uint32_t)n, live);
+    }
+    /* Checked only when a round takes a copy (a pass over params per step
+     * cost 2% of the host's time): a non-finite model is never sent. */
+    if (due && !api_finite(params, a->dim)) {
+        gossip_sched_cancel(a->sched);
+        due = 0;
         rc = MURMUR_ENONFINITE;
-    } else {
-        /* one schedule step per counted step; the samples go with the last */
-        for (uint32_t s = 0; s < steps; s++) {
-            uint64_t n =
-                s + 1 == steps ? samples - (samples / steps) * (steps - 1) : samples / steps;
-            due |= gossip_sched_after_step(a->sched, params, (uint32_t)n, live);
-        }
     }
     pthread_mutex_unlock(&a->mu);
     agent_metric_add(a->ms.steps, steps);

@@ -31,8 +31,11 @@
 #define AGENT_STATUS_EVERY_US 250000u
 /* Frames taken from the inbox per loop pass before timers and sends run. */
 #define AGENT_RECV_BATCH 256u
-/* Moving average weight of the consensus distance per round. */
-#define AGENT_CONSENSUS_EWMA 0.2
+/* Moving average weight of the consensus distance per round, and the
+ * stride of the values it is estimated on (7: co-prime with the layer
+ * widths, so every layer is sampled). */
+#define AGENT_CONSENSUS_EWMA   0.2
+#define AGENT_CONSENSUS_STRIDE 7u
 /* A failing checkpoint warns at most once per this interval (it is counted
  * every time). */
 #define AGENT_CKPT_WARN_EVERY_US 60000000u

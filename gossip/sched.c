@@ -205,6 +205,14 @@ int gossip_sched_after_step(gossip_sched *s, const float *params, uint32_t sampl
     return 1;
 }
 
+int gossip_sched_cancel(gossip_sched *s)
+{
+    if (s->state != GOSSIP_SCHED_OUT)
+        return GOSSIP_EINVAL;
+    s->state = GOSSIP_SCHED_IDLE;
+    return GOSSIP_OK;
+}
+
 const float *gossip_sched_outgoing(gossip_sched *s)
 {
     if (s->state != GOSSIP_SCHED_OUT)

@@ -150,6 +150,12 @@ gossip_sched_applied gossip_sched_before_step(gossip_sched *s, float *params);
 int gossip_sched_after_step(gossip_sched *s, const float *params, uint32_t samples,
                             uint32_t n_live);
 
+/* Take back the round after_step just made due (state OUT -> IDLE), e.g.
+ * because the parameters it copied are not finite: nothing is sent; the
+ * next round is due interval_steps steps later. Returns GOSSIP_OK or
+ * GOSSIP_EINVAL (no round waiting to be sent). */
+int gossip_sched_cancel(gossip_sched *s);
+
 /* ---- mixing side ---- */
 
 /* The vector waiting to be mixed (state OUT -> MIXING), or NULL when none.

@@ -146,8 +146,9 @@ MURMUR_API int murmur_wait_ready(murmur_agent *a, float *params, float *momentum
  * params in place and starts a round when one is due (a copy of params).
  * Never blocks on the network. Returns a murmur_mix_result (>= 0), or
  * MURMUR_ESTOPPED (the agent is stopping: call murmur_close),
- * MURMUR_ENONFINITE (params hold a NaN or an infinity: nothing was sent;
- * restore your model) or MURMUR_EINVAL. */
+ * MURMUR_ENONFINITE (a round was due and params hold a NaN or an
+ * infinity: nothing was sent; restore your model, e.g. from
+ * murmur_latest) or MURMUR_EINVAL. The steps are counted either way. */
 MURMUR_API int murmur_mix(murmur_agent *a, float *params, uint32_t steps, uint64_t samples);
 
 /* The learning rate of the schedule for the next step (model.lr,

@@ -129,6 +129,15 @@ static void aborted_and_nonfinite_results(void **state)
     assert_int_equal(gossip_sched_before_step(s, p), GOSSIP_SCHED_MIXED);
     assert_memory_equal(before, p, sizeof p);
     assert_int_equal(gossip_sched_stats_get(s)->rounds_aborted, 2);
+    /* a round taken back before it is sent: nothing outstanding */
+    assert_int_equal(gossip_sched_after_step(s, p, 10, 2), 1);
+    assert_int_equal(gossip_sched_cancel(s), GOSSIP_OK);
+    assert_null(gossip_sched_outgoing(s));
+    assert_int_equal(gossip_sched_cancel(s), GOSSIP_EINVAL);
+    assert_int_equal(gossip_sched_after_step(s, p, 10, 2), 1); /* interval 1: due again */
+    (void)gossip_sched_outgoing(s);
+    assert_int_equal(gossip_sched_deliver(s, p, GOSSIP_OK), GOSSIP_OK);
+    assert_int_equal(gossip_sched_before_step(s, p), GOSSIP_SCHED_MIXED);
     /* deliver without a round outstanding is refused */
     assert_int_equal(gossip_sched_deliver(s, bad, GOSSIP_OK), GOSSIP_EINVAL);
     gossip_sched_destroy(s);
