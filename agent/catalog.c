@@ -37,10 +37,14 @@ int agent_catalog_load(agent_runtime *a, char *err, size_t errlen)
         agent_errf(err, errlen, "out of memory for the shard catalog");
         return -1;
     }
-    char line[512];
+    /* Lines of any length: the header comment holds the --data path of
+     * `murmur shard`, which may be long (fgets into 512 bytes read the rest
+     * of a long header as a shard line: found by fuzz_catalog). */
+    char *line = NULL;
+    size_t cap = 0;
     unsigned lineno = 0;
     int rc = 0;
-    while (fgets(line, sizeof line, f)) {
+    while (getline(&line, &cap, f) >= 0) {
         lineno++;
         char *p = line;
         while (*p == ' ' || *p == '\t')
@@ -71,6 +75,7 @@ int agent_catalog_load(agent_runtime *a, char *err, size_t errlen)
             break;
         }
     }
+    free(line);
     fclose(f);
     if (a->catalog_samples == UINT64_MAX)
         a->catalog_samples = 0;

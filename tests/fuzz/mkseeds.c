@@ -787,6 +787,23 @@ static void seeds_json(void)
     put("fuzz_json", "writer", members, sizeof members);
 }
 
+/* ---- fuzz_catalog: a catalog as `murmur shard` writes it ---- */
+static void seeds_catalog(void)
+{
+    char text[1024];
+    int n = snprintf(text, sizeof text,
+                     "# murmur catalog v1 shards=3 data=fashion-mnist alpha=0 seed=1 classes=10\n");
+    for (int s = 0; s < 3; s++) {
+        uint8_t id[32];
+        for (int k = 0; k < 32; k++)
+            id[k] = (uint8_t)(s * 77 + k * 13);
+        char hex[AGENT_KEYS_HEX_SIZE];
+        agent_keys_hex(id, hex);
+        n += snprintf(text + n, sizeof text - (size_t)n, "%s %d %d\n", hex, s, 20000 - s);
+    }
+    put("fuzz_catalog", "three", text, (size_t)n);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 3) {
@@ -806,6 +823,7 @@ int main(int argc, char **argv)
     seeds_mix();
     seeds_keys();
     seeds_json();
+    seeds_catalog();
     seeds_checkpoint();
     seeds_config();
     seeds_scenario();
