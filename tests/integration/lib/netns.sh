@@ -114,7 +114,7 @@ netns_on_exit() {
     exit "$netns_rc"
 }
 trap netns_on_exit EXIT
-trap 'exit 130' INT TERM
+trap 'exit 130' INT TERM HUP PIPE # PIPE: a reader of our output went away
 
 netns_at_exit() {
     netns_exit_cmds="$netns_exit_cmds
