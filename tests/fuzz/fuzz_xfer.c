@@ -4,11 +4,12 @@
  *
  * Fixture: nodes 1 and 2 each serve a model of 10 values (node 1: i / 2 at
  * round 7; node 2: -i at round 30) and each fetches the other's, in chunks
- * of 1..4 values. Node 1 optionally has a checkpoint at round 5 (resume
- * rounds K = 20, so node 2's round 30 is too far and node 1 must pull;
- * node 2 never has one).
+ * of 1..4 values. Either node may have a checkpoint at round 5 (resume
+ * rounds K = 20): node 2's round 30 is too far, so node 1 must pull anyway;
+ * node 1's round 7 is close enough, so node 2 must resume, pulling nothing.
  * Input: byte 0 = options (bits 0-1: chunk values 1 + b % 4; bits 2-3:
- * window 1 + (b >> 2) % 4; bit 4: node 1 has the checkpoint), then ops,
+ * window 1 + (b >> 2) % 4; bit 4: node 1 has the checkpoint; bit 5: node 2
+ * has it), then ops,
  * each one byte (op % 8; x = (b >> 3) & 1 picks the link from node x+1 to
  * the other) and its operands:
  *   0       deliver the frame at the head of link x
@@ -30,11 +31,15 @@
  *     EMALFORMED); a refused frame is counted once in `rejected`, changes
  *     no other counter and makes the node send nothing;
  *   - a COMPLETE fetch holds exactly the source's model, bit for bit, and
- *     its round; RESUME happens only when the checkpoint is recent enough
- *     (never here: node 2 is 25 rounds ahead of node 1's checkpoint);
+ *     its round; node 1 never resumes (node 2 is 25 rounds ahead of its
+ *     checkpoint) and node 2 with a checkpoint never completes a pull (its
+ *     peer's verified model is recent enough: a peer may lie about its
+ *     round to make it resume, but no INFO it can forge gets a pull past
+ *     the hash check);
  *   - every frame out fits GOSSIP_FRAME_MAX and goes to the other node;
  *   - at most GOSSIP_XFER_SERVE_MAX snapshots are taken per START burst;
- *   - after healing, both fetches are COMPLETE.
+ *   - after healing, both fetches are COMPLETE (node 2: RESUME when it has
+ *     a checkpoint).
  */
 #define _GNU_SOURCE
 #include "tests/fuzz/fuzz_util.h"
@@ -115,12 +120,16 @@ static void pop(flink *l)
     l->n--;
 }
 
+static int has_ckpt[2];
+
 static void check_state(int x)
 {
     gossip_xfer_state s = gossip_xfer_get_state(xf[x]);
-    FUZZ_CHECK(s != GOSSIP_XFER_RESUME); /* no checkpoint here is recent enough */
+    if (s == GOSSIP_XFER_RESUME)
+        FUZZ_CHECK(x == 1 && has_ckpt[1]); /* only node 2 is close enough */
     if (s != GOSSIP_XFER_COMPLETE)
         return;
+    FUZZ_CHECK(!(x == 1 && has_ckpt[1])); /* node 2 must resume, not pull */
     float got[DIM];
     uint64_t round;
     FUZZ_CHECK(gossip_xfer_result(xf[x], got, &round) == GOSSIP_OK);
@@ -167,7 +176,8 @@ static void deliver_frame(int x, const uint8_t *f, size_t len, gossip_time_us no
 static int both_complete(void)
 {
     return gossip_xfer_get_state(xf[0]) == GOSSIP_XFER_COMPLETE &&
-           gossip_xfer_get_state(xf[1]) == GOSSIP_XFER_COMPLETE;
+           gossip_xfer_get_state(xf[1]) ==
+               (has_ckpt[1] ? GOSSIP_XFER_RESUME : GOSSIP_XFER_COMPLETE);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -176,7 +186,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     uint64_t rng_state = 1;
     gossip_env env = {fuzz_alloc, fuzz_free, f_random, NULL, &rng_state};
-    int has_ckpt = (data[0] >> 4) & 1;
+    has_ckpt[0] = (data[0] >> 4) & 1;
+    has_ckpt[1] = (data[0] >> 5) & 1;
     for (int x = 0; x < 2; x++) {
         gossip_xfer_config cfg;
         gossip_xfer_config_default(&cfg);
@@ -193,7 +204,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     gossip_time_us now = 0;
     for (int x = 0; x < 2; x++) {
         uint64_t peer = (uint64_t)(2 - x);
-        FUZZ_CHECK(gossip_xfer_start(xf[x], &peer, 1, x == 0 && has_ckpt, 5, now) == GOSSIP_OK);
+        FUZZ_CHECK(gossip_xfer_start(xf[x], &peer, 1, has_ckpt[x], 5, now) == GOSSIP_OK);
         flush(x, now);
     }
     size_t at = 1;
@@ -275,8 +286,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             gossip_xfer_tick(xf[x], now);
             if (gossip_xfer_get_state(xf[x]) == GOSSIP_XFER_FAILED) {
                 uint64_t peer = (uint64_t)(2 - x);
-                FUZZ_CHECK(gossip_xfer_start(xf[x], &peer, 1, x == 0 && has_ckpt, 5, now) ==
-                           GOSSIP_OK);
+                FUZZ_CHECK(gossip_xfer_start(xf[x], &peer, 1, has_ckpt[x], 5, now) == GOSSIP_OK);
             }
             flush(x, now);
             check_state(x);

@@ -632,6 +632,8 @@ static void seeds_network(void)
     for (int k = 0; k < 16; k++)
         b[n++] = 0x00, b[n++] = 0x08;
     put("fuzz_xfer", "in-order", b, n);
+    b[0] = 0x21; /* 2 values a chunk, window 1, node 2 has a recent checkpoint */
+    put("fuzz_xfer", "resume", b, n);
     static const uint8_t xhostile[] = {0x06, 0x00, 0x08, 0x02, 30,   5,    0x00, 0x08, 0x01, 0x09,
                                        0x04, 60,   0x05, 0x0d, 0x06, 0x0e, 0x00, 0x08, 0x07, 12,
                                        0x0f, 4,    0x03, 1,    7,    11,   0x00, 0x08, 0x00, 0x08};
