@@ -297,15 +297,16 @@ const agent_config_option agent_config_options[] = {
     {"model", "weight_decay", F64, F(weight_decay), .min = 0, .max = 1, .def = "0.0001",
      .help = "L2 weight decay coefficient"},
     {"model", "schedule", STR, F(schedule), .flags = NONEMPTY, .check = check_schedule,
-     .def = "cosine:8",
+     .def = "cosine:4",
      .help = "learning-rate schedule: constant, step:LEN:GAMMA (multiply by GAMMA every LEN) or "
              "cosine:LEN (cosine decay to min_lr over LEN, warm-up included); LEN in "
              "schedule_unit"},
     {"model", "schedule_unit", ENUM, F(schedule_unit), .names = gossip_sched_unit_names,
      .def = "epochs",
-     .help = "unit of schedule and warmup lengths: epochs (passes of the whole cluster over the "
-             "catalog's samples) or steps (this agent's local steps)"},
-    {"model", "warmup", F64, F(warmup), .min = 0, .max = 1e12, .def = "0.25",
+     .help = "unit of schedule and warmup lengths: epochs (this agent's samples / the catalog's), "
+             "cluster-epochs (the whole cluster's samples / the catalog's) or steps (this "
+             "agent's local steps)"},
+    {"model", "warmup", F64, F(warmup), .min = 0, .max = 1e12, .def = "0.125",
      .unit = "schedule_unit", .help = "linear learning-rate warm-up from ~0 to lr; 0 = none"},
     {"model", "lr_scaling", ENUM, F(lr_scaling), .names = gossip_sched_scaling_names, .def = "sqrt",
      .help = "learning rate for N live agents: none (lr), sqrt (lr*sqrt(N)) or linear (lr*N), "

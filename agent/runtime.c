@@ -256,12 +256,14 @@ static void on_shards(agent_runtime *a)
     }
 }
 
-/* The cluster samples a model stands for when adopted at mixing round
- * `round`: every round follows interval_steps local steps of every live
- * agent (gossip/sched.h, the cluster clock). */
+/* The clock (gossip/sched.h) of a model adopted at mixing round `round`:
+ * every round follows interval_steps local steps of every live agent, so
+ * one agent's samples (unit epochs), or the cluster's (cluster-epochs). */
 static double adopted_clock(const agent_runtime *a, uint64_t round)
 {
     uint32_t n = atomic_load(&a->live_n);
+    if (a->cfg.schedule_unit != GOSSIP_SCHED_UNIT_CLUSTER_EPOCHS)
+        n = 1; /* the clock counts one agent's samples */
     return (double)round * a->cfg.interval_steps * a->cfg.batch * (n ? n : 1);
 }
 

@@ -26,7 +26,8 @@ struct gossip_sched {
 
 const char *const gossip_sched_scaling_names[GOSSIP_SCHED_SCALE_COUNT + 1] = {"none", "sqrt",
                                                                               "linear", NULL};
-const char *const gossip_sched_unit_names[GOSSIP_SCHED_UNIT_EPOCHS + 2] = {"steps", "epochs", NULL};
+const char *const gossip_sched_unit_names[GOSSIP_SCHED_UNIT_CLUSTER_EPOCHS + 2] = {
+    "steps", "epochs", "cluster-epochs", NULL};
 
 const char *gossip_sched_scaling_name(gossip_sched_scaling s)
 {
@@ -45,12 +46,12 @@ int gossip_sched_scaling_parse(const char *name, gossip_sched_scaling *out)
 
 const char *gossip_sched_unit_name(gossip_sched_unit u)
 {
-    return (unsigned)u <= GOSSIP_SCHED_UNIT_EPOCHS ? gossip_sched_unit_names[u] : "?";
+    return (unsigned)u <= GOSSIP_SCHED_UNIT_CLUSTER_EPOCHS ? gossip_sched_unit_names[u] : "?";
 }
 
 int gossip_sched_unit_parse(const char *name, gossip_sched_unit *out)
 {
-    for (unsigned i = 0; i <= GOSSIP_SCHED_UNIT_EPOCHS; i++)
+    for (unsigned i = 0; i <= GOSSIP_SCHED_UNIT_CLUSTER_EPOCHS; i++)
         if (!strcmp(name, gossip_sched_unit_names[i])) {
             *out = (gossip_sched_unit)i;
             return GOSSIP_OK;
@@ -86,9 +87,9 @@ int gossip_sched_config_check(const gossip_sched_config *c, const char **why)
     if (c->kind == MODEL_LR_STEP &&
         (!(c->step_every > 0) || !isfinite(c->step_every) || !(c->gamma > 0) || c->gamma > 1))
         return sched_bad(why, "the step schedule needs a period > 0 and 0 < gamma <= 1");
-    if (c->unit != GOSSIP_SCHED_UNIT_STEPS && c->unit != GOSSIP_SCHED_UNIT_EPOCHS)
+    if ((unsigned)c->unit > GOSSIP_SCHED_UNIT_CLUSTER_EPOCHS)
         return sched_bad(why, "unknown schedule unit");
-    if (c->unit == GOSSIP_SCHED_UNIT_EPOCHS && !c->dataset_samples)
+    if (c->unit != GOSSIP_SCHED_UNIT_STEPS && !c->dataset_samples)
         return sched_bad(why, "a schedule in epochs needs the data set's sample count");
     if ((unsigned)c->scaling >= GOSSIP_SCHED_SCALE_COUNT)
         return sched_bad(why, "unknown learning-rate scaling");
@@ -125,7 +126,7 @@ int gossip_sched_create(gossip_sched **out, const gossip_env *env, const gossip_
         return GOSSIP_ENOMEM;
     }
     s->steps_per_unit =
-        cfg->unit == GOSSIP_SCHED_UNIT_EPOCHS ? (double)cfg->dataset_samples / cfg->batch : 1.0;
+        cfg->unit != GOSSIP_SCHED_UNIT_STEPS ? (double)cfg->dataset_samples / cfg->batch : 1.0;
     s->lr = (model_schedule){.kind = cfg->kind,
                              .base_lr = cfg->base_lr,
                              .min_lr = cfg->min_lr,
@@ -165,7 +166,7 @@ static double sched_scale(const gossip_sched *s, uint32_t n_live)
 float gossip_sched_lr(const gossip_sched *s, uint32_t n_live)
 {
     double vstep =
-        s->cfg.unit == GOSSIP_SCHED_UNIT_EPOCHS ? s->clock / s->cfg.batch : (double)s->stats.steps;
+        s->cfg.unit != GOSSIP_SCHED_UNIT_STEPS ? s->clock / s->cfg.batch : (double)s->stats.steps;
     uint64_t step = vstep >= 1.8e19 ? UINT64_MAX : (uint64_t)vstep;
     return (float)(model_schedule_lr(&s->lr, step) * sched_scale(s, n_live));
 }
@@ -195,7 +196,8 @@ int gossip_sched_after_step(gossip_sched *s, const float *params, uint32_t sampl
 {
     s->stats.steps++;
     s->stats.samples += samples;
-    s->clock += (double)samples * (s->cfg.unit == GOSSIP_SCHED_UNIT_EPOCHS && n_live ? n_live : 1);
+    s->clock +=
+        (double)samples * (s->cfg.unit == GOSSIP_SCHED_UNIT_CLUSTER_EPOCHS && n_live ? n_live : 1);
     s->since_mix++;
     if (s->since_mix < s->cfg.interval_steps || s->state != GOSSIP_SCHED_IDLE || s->replace_pending)
         return 0;

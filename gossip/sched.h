@@ -29,15 +29,25 @@
  * overwrite the parameters whatever the state.
  *
  * Learning rate (model/optim.h gives the formulas of each kind):
- *   clock: with unit STEPS, the agent's own local steps; with unit EPOCHS,
- *     the cluster's samples estimated as the integral of
- *     (samples of each local step) x (live agents at that step), divided
- *     by the batch ("virtual steps"). Lengths in epochs are converted to
- *     virtual steps with the catalog's sample count: one cluster epoch is
- *     dataset_samples / batch virtual steps, whatever the cluster size.
- *     The estimate is exact for agents of equal speed; an agent slower than
- *     the others lags in the schedule (it decays later), which mixing
- *     averages out.
+ *   clock: with unit STEPS, the agent's own local steps; with unit EPOCHS
+ *     (the default of the agent), the agent's own samples, so one epoch is
+ *     dataset_samples / batch local steps: the agent alone would have
+ *     passed once over a data set of the catalog's size; with unit
+ *     CLUSTER_EPOCHS, the cluster's samples estimated as the integral of
+ *     (samples of each local step) x (live agents at that step), so one
+ *     cluster epoch is one pass of the whole cluster over the catalog,
+ *     whatever its size (exact for agents of equal speed; a slower agent
+ *     lags in the schedule). Lengths are converted to "virtual steps" of
+ *     `batch` samples of the clock.
+ *     Why EPOCHS is the default (docs/BENCHMARKS.md, "schedule"): with
+ *     local SGD every agent takes about the same number of local steps to a
+ *     given accuracy whether it trains alone or with 2 or 4 peers (the
+ *     averaged model behaves like one with an N-times larger batch, which
+ *     needs about as many steps below the critical batch size), so a
+ *     schedule counted in each agent's own samples holds for any cluster
+ *     size; one counted in the cluster's samples anneals N times sooner
+ *     per agent and stops short of the accuracy (measured: 4 agents at 8
+ *     cluster epochs plateau 1 point below 2 agents at 8).
  *   scaling with N live agents (N agents averaging every H steps train
  *     like one agent with an N-times larger batch): none (x1), sqrt (x
  *     sqrt(N)) or linear (x N), capped at lr_scale_max; it multiplies
@@ -64,8 +74,9 @@
 #define GOSSIP_SCHED_LR_SCALE_MAX_DEFAULT 8.0
 
 typedef enum gossip_sched_unit {
-    GOSSIP_SCHED_UNIT_STEPS = 0, /* lengths in local steps of this agent */
-    GOSSIP_SCHED_UNIT_EPOCHS,    /* lengths in cluster epochs (see header) */
+    GOSSIP_SCHED_UNIT_STEPS = 0,     /* lengths in local steps of this agent */
+    GOSSIP_SCHED_UNIT_EPOCHS,        /* this agent's samples / catalog samples */
+    GOSSIP_SCHED_UNIT_CLUSTER_EPOCHS /* the cluster's samples / catalog samples */
 } gossip_sched_unit;
 
 typedef enum gossip_sched_scaling {
@@ -85,7 +96,7 @@ typedef struct gossip_sched_config {
     float base_lr, min_lr, gamma;
     double warmup, length, step_every;
     gossip_sched_unit unit;
-    uint64_t dataset_samples; /* catalog samples; required (> 0) with EPOCHS */
+    uint64_t dataset_samples; /* catalog samples; required (> 0) with the epoch units */
     gossip_sched_scaling scaling;
     double lr_scale_max; /* 0 = GOSSIP_SCHED_LR_SCALE_MAX_DEFAULT */
 } gossip_sched_config;
@@ -118,7 +129,7 @@ typedef struct gossip_sched gossip_sched;
 /* The name tables of the two enums, in enum order, NULL-terminated (the
  * agent's config uses them: model.lr_scaling, model.schedule_unit). */
 extern const char *const gossip_sched_scaling_names[GOSSIP_SCHED_SCALE_COUNT + 1];
-extern const char *const gossip_sched_unit_names[GOSSIP_SCHED_UNIT_EPOCHS + 2];
+extern const char *const gossip_sched_unit_names[GOSSIP_SCHED_UNIT_CLUSTER_EPOCHS + 2];
 /* "none", "sqrt", "linear"; parse returns GOSSIP_OK or GOSSIP_EINVAL. */
 const char *gossip_sched_scaling_name(gossip_sched_scaling s);
 int gossip_sched_scaling_parse(const char *name, gossip_sched_scaling *out);
@@ -178,10 +189,11 @@ int gossip_sched_replace(gossip_sched *s, const float *model, uint64_t clock_sam
 
 /* ---- queries ---- */
 gossip_sched_state gossip_sched_get_state(const gossip_sched *s);
-/* Cluster samples of the clock (the integral above; own samples with unit
- * STEPS). */
+/* Samples of the clock: the cluster's (the integral above) with unit
+ * CLUSTER_EPOCHS, this agent's otherwise. */
 double gossip_sched_clock_samples(const gossip_sched *s);
-/* Cluster epochs of the clock (0 when dataset_samples is 0). */
+/* Epochs of the clock, clock samples / dataset_samples (0 when
+ * dataset_samples is 0). */
 double gossip_sched_clock_epochs(const gossip_sched *s);
 const gossip_sched_stats *gossip_sched_stats_get(const gossip_sched *s);
 /* Set the step counters after a restart from a checkpoint (steps already

@@ -33,8 +33,8 @@
  * steps it copies params out and a background round averages that copy with
  * peers while you keep training; the next call after the round ends adds
  * (mixed - sent) to params in place, keeping the steps you took meanwhile.
- * The learning-rate schedule counted in samples of the whole cluster is
- * available as murmur_lr (see docs/CONFIG.md, model.schedule).
+ * The learning-rate schedule (model.schedule, counted in epochs of this
+ * agent's samples, no total step count needed) is available as murmur_lr.
  *
  * Threads: murmur_open starts the runtime's own threads (the event loop
  * and NNG's). Every function of one murmur_agent may be called from any

@@ -56,7 +56,7 @@ static void defaults_are_sane(void **state)
     assert_string_equal(c.dataset, "fashion-mnist");
     assert_int_equal(c.batch, 64);
     assert_true(c.lr == 0.05 && c.momentum == 0.9 && c.weight_decay == 0.0001);
-    assert_string_equal(c.schedule, "cosine:8");
+    assert_string_equal(c.schedule, "cosine:4");
     assert_int_equal(c.schedule_unit, GOSSIP_SCHED_UNIT_EPOCHS);
     assert_int_equal(c.lr_scaling, GOSSIP_SCHED_SCALE_SQRT);
     assert_int_equal(c.algorithm, GOSSIP_MIX_GOSSIP);
@@ -765,7 +765,7 @@ static void schedule_maps_to_model(void **state)
     agent_config_sched(&c, &s);
     assert_int_equal(s.kind, MODEL_LR_COSINE);
     assert_int_equal(s.unit, GOSSIP_SCHED_UNIT_EPOCHS);
-    assert_true(s.base_lr == 0.05f && s.length == 8 && s.warmup == 0.25);
+    assert_true(s.base_lr == 0.05f && s.length == 4 && s.warmup == 0.125);
     assert_int_equal(s.interval_steps, c.interval_steps);
     assert_int_equal(s.batch, 64);
     assert_int_equal(agent_config_load_string(&c, "s.conf",

@@ -173,15 +173,15 @@ static void replace_drops_running_round(void **state)
 }
 
 /* The cluster clock integrates samples x live agents; one cluster epoch is
- * dataset_samples whatever the cluster size; a cosine in epochs reaches
- * its floor after `length` epochs for 1, 2 or 4 agents alike. */
+ * dataset_samples whatever the cluster size; a cosine in cluster epochs
+ * reaches its floor after `length` epochs for 1, 2 or 4 agents alike. */
 static void epochs_clock_and_cosine(void **state)
 {
     (void)state;
     test_env t;
     test_env_init(&t, 5);
     gossip_sched_config c = base_cfg();
-    c.unit = GOSSIP_SCHED_UNIT_EPOCHS;
+    c.unit = GOSSIP_SCHED_UNIT_CLUSTER_EPOCHS;
     c.kind = MODEL_LR_COSINE;
     c.base_lr = 0.1f;
     c.min_lr = 0.01f;
@@ -220,6 +220,36 @@ static void epochs_clock_and_cosine(void **state)
     assert_float_equal(gossip_sched_clock_samples(s), 230, 0);
     gossip_sched_destroy(s);
     assert_int_equal(t.alloc.live, 0);
+}
+
+/* Unit epochs counts this agent's own samples: the live agent count does
+ * not move the clock, and one epoch is dataset_samples of this agent. */
+static void agent_epochs_ignore_cluster_size(void **state)
+{
+    (void)state;
+    test_env t;
+    test_env_init(&t, 8);
+    gossip_sched_config c = base_cfg();
+    c.unit = GOSSIP_SCHED_UNIT_EPOCHS;
+    c.kind = MODEL_LR_COSINE;
+    c.min_lr = 0.01f;
+    c.length = 2;
+    c.dataset_samples = 1000;
+    c.interval_steps = 1000000;
+    gossip_sched *s = make(&t, &c);
+    float p[DIM] = {0};
+    for (int i = 0; i < 100; i++)
+        (void)gossip_sched_after_step(s, p, 10, 1 + (uint32_t)(i % 7)); /* any cluster size */
+    assert_float_equal(gossip_sched_clock_samples(s), 1000, 0);
+    assert_float_equal(gossip_sched_clock_epochs(s), 1.0, 1e-12);
+    assert_float_equal(gossip_sched_lr(s, 1), 0.01 + 0.09 * 0.5, 1e-6); /* half way */
+    for (int i = 0; i < 100; i++)
+        (void)gossip_sched_after_step(s, p, 10, 5);
+    assert_float_equal(gossip_sched_lr(s, 1), 0.01f, 1e-7);
+    gossip_sched_destroy(s);
+    gossip_sched_unit u;
+    assert_int_equal(gossip_sched_unit_parse("cluster-epochs", &u), GOSSIP_OK);
+    assert_int_equal(u, GOSSIP_SCHED_UNIT_CLUSTER_EPOCHS);
 }
 
 static void lr_scaling_rules(void **state)
@@ -307,6 +337,7 @@ int main(void)
         cmocka_unit_test(aborted_and_nonfinite_results),
         cmocka_unit_test(replace_drops_running_round),
         cmocka_unit_test(epochs_clock_and_cosine),
+        cmocka_unit_test(agent_epochs_ignore_cluster_size),
         cmocka_unit_test(lr_scaling_rules),
         cmocka_unit_test(bad_configs_refused),
     };
