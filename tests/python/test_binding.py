@@ -102,14 +102,16 @@ if np is not None:
         except exc:
             check(True, "")
     a_w[5] = math.nan
-    refused = 0
-    for _ in range(4):  # the call that makes a round due refuses it
+    refused, calls = 0, 0
+    while not refused and calls < 2000:  # the call that makes a round due refuses it
+        calls += 1
         try:
             a.mix()
         except murmur.MurmurError as e:
             check(e.code == -8, "nonfinite")
-            refused += 1
-    check(refused == 1, f"one round refused, not {refused}")
+            refused = 1
+        time.sleep(0.001)
+    check(refused == 1, "a round with a NaN refused")
     a_w[5] = a_w[4]
     check(b.close() == 0, "b close")
     with a:
@@ -121,7 +123,7 @@ if np is not None:
                       node_listen=f"127.0.0.1:{PORT}") as again:
         check(again.wait_ready(timeout=10) == "checkpoint", "resumed from checkpoint")
         check(max(abs(w[i] - float(final[i])) for i in range(DIM)) == 0.0, "checkpoint bits")
-        check(again.status()["steps"] == 304, "steps resumed")
+        check(again.status()["steps"] == 300 + calls, "steps resumed")
 
 if np is not None:
     # murmur.data reads shard files with the C loader's checks
