@@ -4,9 +4,12 @@
  *
  * Fixture: a catalog of three small shards (10, 7 and 9 bytes; ids are
  * their BLAKE2b-256); node 1 holds shard 0, node 2 holds shard 1, nobody
- * holds shard 2. The view is {1, 2}, so each node fetches the shard it
- * lacks from the other, in chunks of 1..8 bytes.
- * Input: byte 0 = options (chunk bytes 1 + b % 8, window 1 + (b >> 3) % 4),
+ * holds shard 2. The view is {1, 2}; with the default replication each node
+ * fetches the shard it lacks from the other, in chunks of 1..8 bytes; with
+ * r = 1 each shard has one holder, and a surplus copy may go only once the
+ * holder has confirmed it holds the shard.
+ * Input: byte 0 = options (chunk bytes 1 + b % 8, window 1 + (b >> 3) % 4,
+ * bit 5: r = 1),
  * then ops, each one byte (op % 8; x = (b >> 3) & 1 picks the link from
  * node x+1 to the other) and its operands:
  *   0       deliver the frame at the head of link x
@@ -14,12 +17,17 @@
  *   2 p q   deliver it with bit q % 8 of payload byte p flipped
  *   3 t n   deliver the next n input bytes as a payload of type 0x20 + t % 4
  *           (WANT, CHUNK, NACK, unknown) from node x+1
- *   4 t     advance the clock by t * 20 ms and tick both nodes
+ *   4 t     t < 128: advance the clock by t * 20 ms and tick both nodes;
+ *           t >= 128: a new view for node x+1: itself alone (t odd: a
+ *           partition) or {1, 2}
  *   5       deliver the head frame and keep it (a duplicate)
  *   6       swap the first two frames of link x (reordering)
  *   7 p     deliver the head frame cut to p payload bytes
- * Then the network heals: every frame is delivered, the clock moves 50 ms
- * a step, for at most 150 simulated seconds.
+ * Then the network heals: both nodes get the view {1, 2}, every frame is
+ * delivered, the clock moves 50 ms a step, for at most 150 simulated
+ * seconds. Flipped, cut and injected frames (ops 2, 3, 7) stand for a
+ * lying peer; drops, duplicates, reordering, delays and partitions for an
+ * unreliable network.
  * Properties, any violation aborts:
  *   - gossip_shard_msg_decode returns one of its documented errors; on
  *     success every borrowed pointer and length lies inside the payload;
@@ -30,8 +38,11 @@
  *     the catalog's (nothing unverified is ever committed), shard 2 is held
  *     by nobody, and a node says `held` only for what its store holds;
  *   - every frame out fits GOSSIP_FRAME_MAX and goes to the other node;
- *   - after healing, both nodes hold shards 0 and 1: no input leaves a
- *     replicator stuck.
+ *   - with an honest peer (no op 2, 3 or 7), shards 0 and 1 are never
+ *     lost: at every step some store holds each of them;
+ *   - after healing (when no shard was lost), each node holds exactly the
+ *     shards 0 and 1 it is a holder of in the view {1, 2}: no input leaves
+ *     a replicator stuck or a surplus copy behind.
  */
 #define _GNU_SOURCE
 #include "tests/fuzz/fuzz_util.h"
@@ -173,13 +184,36 @@ static void check_stores(void)
     }
 }
 
-static int all_held(void)
+/* Shards 0 and 1 each held by some store. */
+static int none_lost(void)
+{
+    for (int s = 0; s < 2; s++)
+        if (!st[0].ops->has(st[0].ctx, ids[s]) && !st[1].ops->has(st[1].ctx, ids[s]))
+            return 0;
+    return 1;
+}
+
+/* Every node holds exactly the shards 0 and 1 it is a holder of. */
+static int settled(void)
 {
     for (int x = 0; x < 2; x++)
-        for (int s = 0; s < 2; s++)
-            if (!st[x].ops->has(st[x].ctx, ids[s]))
+        for (int s = 0; s < 2; s++) {
+            gossip_shard_status ss;
+            FUZZ_CHECK(gossip_shards_status(sh[x], (uint32_t)s, &ss) == GOSSIP_OK);
+            if (ss.assigned != st[x].ops->has(st[x].ctx, ids[s]))
                 return 0;
+        }
     return 1;
+}
+
+static uint64_t epoch;
+
+static void view(int x, int alone, gossip_time_us now)
+{
+    uint64_t both[2] = {1, 2}, self = (uint64_t)x + 1;
+    gossip_view v = {++epoch, alone ? 1u : 2u, alone ? &self : both};
+    FUZZ_CHECK(gossip_shards_set_view(sh[x], &v, now) == GOSSIP_OK);
+    flush(x, now);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -196,8 +230,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     cfg.chunk_bytes = 1 + data[0] % 8;
     cfg.window = 1 + (data[0] >> 3) % 4;
     cfg.shard_bytes_max = 64;
-    uint64_t members[2] = {1, 2};
-    gossip_view v = {1, 2, members};
+    if (data[0] & 0x20)
+        cfg.placement.r = 1;
     for (int x = 0; x < 2; x++) {
         FUZZ_CHECK(gossip_store_mem_create(&st[x], &env, 8, 64) == GOSSIP_OK);
         const uint8_t *id = ids[x];
@@ -210,10 +244,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         links[x].n = 0;
     }
     gossip_time_us now = 0;
-    for (int x = 0; x < 2; x++) {
-        FUZZ_CHECK(gossip_shards_set_view(sh[x], &v, now) == GOSSIP_OK);
-        flush(x, now);
-    }
+    epoch = 0;
+    for (int x = 0; x < 2; x++)
+        view(x, 0, now);
+    int lying = 0;
     size_t at = 1;
 #define NEXT() (at < size ? data[at++] : 0)
     for (int steps = 0; at < size && steps < 256; steps++) {
@@ -236,6 +270,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             int p = NEXT(), q = op == 2 ? NEXT() : 0;
             if (!l->n)
                 break;
+            lying = 1;
             uint8_t *f = l->f[0];
             size_t len = l->len[0];
             l->f[0] = NULL;
@@ -252,6 +287,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             break;
         }
         case 3: {
+            lying = 1;
             gossip_header h = {.version = GOSSIP_WIRE_VERSION,
                                .type = (uint8_t)(0x20 + NEXT() % 4)};
             size_t n = NEXT();
@@ -261,13 +297,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             at += n;
             break;
         }
-        case 4:
-            now += (gossip_time_us)NEXT() * 20000u;
+        case 4: {
+            int t = NEXT();
+            if (t >= 128) {
+                view(x, t & 1, now);
+                break;
+            }
+            now += (gossip_time_us)t * 20000u;
             for (int k = 0; k < 2; k++) {
                 gossip_shards_tick(sh[k], now);
                 flush(k, now);
             }
             break;
+        }
         default:
             if (l->n >= 2) {
                 uint8_t *f = l->f[0];
@@ -278,10 +320,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             break;
         }
         check_stores();
+        if (!lying)
+            FUZZ_CHECK(none_lost());
     }
 #undef NEXT
-    /* heal: a faithful network from now on */
-    for (int k = 0; k < HEAL_MAX && !all_held(); k++) {
+    /* heal: one view, a faithful network from now on */
+    int intact = none_lost();
+    for (int x = 0; x < 2; x++)
+        view(x, 0, now);
+    for (int k = 0; k < HEAL_MAX && intact && !settled(); k++) {
         for (int x = 0; x < 2; x++)
             while (links[x].n) {
                 deliver_frame(x, links[x].f[0], links[x].len[0], now);
@@ -293,8 +340,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             flush(x, now);
         }
         check_stores();
+        FUZZ_CHECK(none_lost());
     }
-    FUZZ_CHECK(all_held());
+    FUZZ_CHECK(!intact || settled());
     for (int x = 0; x < 2; x++) {
         while (links[x].n)
             pop(&links[x]);

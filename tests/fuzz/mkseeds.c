@@ -627,6 +627,17 @@ static void seeds_network(void)
                                       0x04, 100,  0x05, 0x0d, 0x06, 0x0e, 0x00, 0x08, 0x07, 20,
                                       0x0f, 9,    0x03, 0,    47,   0x00, 0x08, 0x00, 0x08};
     put("fuzz_shards", "hostile", hostile, sizeof hostile);
+    /* r = 1: surplus copies move to their holder; a partition and back */
+    n = 0;
+    b[n++] = 0x23;
+    for (int k = 0; k < 8; k++)
+        b[n++] = 0x00, b[n++] = 0x08;
+    b[n++] = 0x04, b[n++] = 0x81; /* node 1 alone */
+    b[n++] = 0x04, b[n++] = 60;   /* 1.2 s */
+    b[n++] = 0x04, b[n++] = 0x80; /* node 1 back to {1, 2} */
+    for (int k = 0; k < 8; k++)
+        b[n++] = 0x00, b[n++] = 0x08;
+    put("fuzz_shards", "r1-partition", b, n);
     n = 0;
     b[n++] = 0x11; /* 2 values a chunk, window 1, node 1 has a checkpoint */
     for (int k = 0; k < 16; k++)
