@@ -210,10 +210,16 @@ static int check_spec(const common_option *o, const char *text, void *value, cha
 {
     if (valid_host_spec(text))
         return 0;
-    if (agent_config_parse_spec(text, NULL, NULL))
+    /* cnn specs: the grammar of model/spec.h (shapes are checked when the
+     * model is created, once the data is known) */
+    char msg[MODEL_MSG_MAX] = "";
+    if (!strncmp(text, "cnn", 3) && model_spec_check(text, msg, sizeof msg))
+        return common_errf(why, whylen, COMMON_SETTINGS_EVALUE, "%s", msg);
+    if (strncmp(text, "cnn", 3) && agent_config_parse_spec(text, NULL, NULL))
         return common_errf(why, whylen, COMMON_SETTINGS_EVALUE,
-                           "'%s' is not softmax or mlp:H1,H2,... (1-%u layers, widths 1-%u)", text,
-                           AGENT_CONFIG_LAYERS_MAX, AGENT_CONFIG_LAYER_WIDTH_MAX);
+                           "'%s' is not softmax, mlp:H1,H2,... (1-%u layers, widths 1-%u) or "
+                           "cnn[:LAYERS] (or host:NAME)",
+                           text, AGENT_CONFIG_LAYERS_MAX, AGENT_CONFIG_LAYER_WIDTH_MAX);
     return 0;
 }
 

@@ -23,7 +23,7 @@
 #define RUNS_DEFAULT  7
 #define RUNS_MAX      101
 #define STEPS_DEFAULT 300
-#define WARMUP_STEPS  100
+#define WARMUP_MAX    100 /* warm-up steps: steps / 3, at most this */
 #define BATCH         64
 
 static double now_s(void)
@@ -83,10 +83,11 @@ int main(int argc, char **argv)
     uint16_t *y = model_net_label_buffer(net);
     uint32_t at = 0;
     double t[RUNS_MAX];
+    const int warmup = steps / 3 < WARMUP_MAX ? steps / 3 : WARMUP_MAX;
     for (int run = 0; run < runs; run++) {
         double t0 = 0;
-        for (int s = 0; s < WARMUP_STEPS + steps; s++) {
-            if (s == WARMUP_STEPS)
+        for (int s = 0; s < warmup + steps; s++) {
+            if (s == warmup)
                 t0 = now_s();
             if (at + BATCH > train.count)
                 at = 0;

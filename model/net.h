@@ -80,6 +80,12 @@ void model_net_destroy(model_net *net);
 int model_spec_param_count(const char *spec, uint32_t input_dim, uint32_t classes, size_t *count,
                            char *msg, size_t msg_len);
 
+/* Check only the grammar of spec, before the data's shape is known (e.g.
+ * a config file): 0 or ESPEC with msg saying what and where. A spec that
+ * passes may still not fit the data (a window larger than the image),
+ * which model_net_create reports. */
+int model_spec_check(const char *spec, char *msg, size_t msg_len);
+
 /* The flat parameter and gradient vectors (layout above) and their length. */
 float *model_net_params(model_net *net);
 float *model_net_grads(model_net *net);

@@ -1,5 +1,7 @@
 #include "model/spec.h"
 
+#include "model/net.h"
+
 #include <string.h>
 
 /* A decimal integer in [lo, hi] at *p (no sign, no leading zero); *p is
@@ -141,7 +143,7 @@ static int spec_input(model_arch *a, const char **p, uint32_t input_dim, const c
                        "model spec '%s': input shape must be i<C>x<H>x<W>, e.g. i3x32x32", spec);
             return MODEL_ESPEC;
         }
-        if ((uint64_t)c * h * w != input_dim) {
+        if ((uint64_t)c * h * w != input_dim && !a->syntax_only) {
             model_msgf(msg, msg_len,
                        "model spec '%s': input shape %ux%ux%u has %llu features, the data %u", spec,
                        c, h, w, (unsigned long long)c * h * w, input_dim);
@@ -149,6 +151,11 @@ static int spec_input(model_arch *a, const char **p, uint32_t input_dim, const c
         }
         a->input = (model_shape){h, w, c};
         *p = *s ? s + 1 : s;
+        return MODEL_OK;
+    }
+    if (a->syntax_only) {
+        /* no data yet: an image large enough for any window */
+        a->input = (model_shape){MODEL_DIM_MAX, MODEL_DIM_MAX, 1};
         return MODEL_OK;
     }
     uint32_t side = 1;
@@ -335,7 +342,7 @@ static int spec_cnn(model_arch *a, const char *spec, uint32_t input_dim, uint32_
             model_msgf(msg, msg_len, "model spec '%s': at '%.*s': %s", spec, len, at, why);
             return MODEL_ESPEC;
         }
-        if (model_shape_size(cur) > MODEL_ACT_MAX) {
+        if (model_shape_size(cur) > MODEL_ACT_MAX && !a->syntax_only) {
             model_msgf(msg, msg_len,
                        "model spec '%s': layer '%.*s' outputs %zu values per sample, above the "
                        "maximum %u",
@@ -358,10 +365,13 @@ static int spec_cnn(model_arch *a, const char *spec, uint32_t input_dim, uint32_
     return MODEL_OK;
 }
 
-int model_arch_parse(model_arch *a, const char *spec, uint32_t input_dim, uint32_t classes,
-                     char *msg, size_t msg_len)
+/* Parse; with syntax_only, input_dim and classes are nominal and the
+ * checks against the data's shape are skipped. */
+static int spec_parse(model_arch *a, const char *spec, uint32_t input_dim, uint32_t classes,
+                      int syntax_only, char *msg, size_t msg_len)
 {
     memset(a, 0, sizeof *a);
+    a->syntax_only = syntax_only;
     if (!spec || strlen(spec) > MODEL_SPEC_MAX) {
         model_msgf(msg, msg_len, "model spec missing or longer than %u characters", MODEL_SPEC_MAX);
         return MODEL_ESPEC;
@@ -388,10 +398,22 @@ int model_arch_parse(model_arch *a, const char *spec, uint32_t input_dim, uint32
                  : spec_mlp(a, spec, classes, msg, msg_len);
     if (rc)
         return rc;
-    if (a->param_count > MODEL_PARAMS_MAX) {
+    if (a->param_count > MODEL_PARAMS_MAX && !a->syntax_only) {
         model_msgf(msg, msg_len, "model spec '%s': %zu parameters, above the maximum", spec,
                    a->param_count);
         return MODEL_ETOOBIG;
     }
     return MODEL_OK;
+}
+
+int model_arch_parse(model_arch *a, const char *spec, uint32_t input_dim, uint32_t classes,
+                     char *msg, size_t msg_len)
+{
+    return spec_parse(a, spec, input_dim, classes, 0, msg, msg_len);
+}
+
+int model_spec_check(const char *spec, char *msg, size_t msg_len)
+{
+    model_arch a;
+    return spec_parse(&a, spec, 1, 1, 1, msg, msg_len);
 }

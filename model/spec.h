@@ -74,6 +74,7 @@ typedef struct model_arch {
     uint32_t op_count; /* the last op is the dense output layer */
     model_op ops[MODEL_OPS_MAX];
     size_t param_count;
+    int syntax_only; /* parsed by model_spec_check: shapes are nominal */
 } model_arch;
 
 /* Parse spec for input_dim features and `classes` outputs. A ReLU that is

@@ -229,13 +229,15 @@ static void every_file_error_is_named(void **state)
         {"[model]\nlr = 1e999\n", AGENT_CONFIG_EVALUE, "model.lr", "not a finite number"},
         {"[model]\nlr = 0.1x\n", AGENT_CONFIG_EVALUE, "model.lr", "not a finite number"},
         {"[model]\nmomentum = 1\n", AGENT_CONFIG_ERANGE, "model.momentum", "out of range"},
-        {"[model]\nspec = mlp:\n", AGENT_CONFIG_EVALUE, "model.spec", "softmax or mlp"},
-        {"[model]\nspec = mlp:0\n", AGENT_CONFIG_EVALUE, "model.spec", "softmax or mlp"},
-        {"[model]\nspec = mlp:10,,20\n", AGENT_CONFIG_EVALUE, "model.spec", "softmax or mlp"},
-        {"[model]\nspec = mlp:70000\n", AGENT_CONFIG_EVALUE, "model.spec", "softmax or mlp"},
+        {"[model]\nspec = mlp:\n", AGENT_CONFIG_EVALUE, "model.spec", "softmax, mlp"},
+        {"[model]\nspec = mlp:0\n", AGENT_CONFIG_EVALUE, "model.spec", "softmax, mlp"},
+        {"[model]\nspec = mlp:10,,20\n", AGENT_CONFIG_EVALUE, "model.spec", "softmax, mlp"},
+        {"[model]\nspec = mlp:70000\n", AGENT_CONFIG_EVALUE, "model.spec", "softmax, mlp"},
         {"[model]\nspec = mlp:1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17\n", AGENT_CONFIG_EVALUE,
          "model.spec", "1-16 layers"},
-        {"[model]\nspec = cnn\n", AGENT_CONFIG_EVALUE, "model.spec", "softmax or mlp"},
+        {"[model]\nspec = cnnx\n", AGENT_CONFIG_EVALUE, "model.spec", "not understood"},
+        {"[model]\nspec = cnn:c8k3,f\n", AGENT_CONFIG_EVALUE, "model.spec",
+         "dense layer is f<units>"},
         {"[model]\nschedule = step:0:0.5\n", AGENT_CONFIG_EVALUE, "model.schedule", "GAMMA"},
         {"[model]\nschedule = step:10:2\n", AGENT_CONFIG_EVALUE, "model.schedule", "GAMMA"},
         {"[model]\nschedule = cosine:\n", AGENT_CONFIG_EVALUE, "model.schedule", "cosine:LEN"},
@@ -533,6 +535,11 @@ static void written_config_reads_back(void **state)
                                       err, sizeof err),
                      0);
     assert_int_equal(agent_config_set(&a, "model.lr", "0.1234567890123", NULL, err, sizeof err), 0);
+    /* a cnn spec is a model.spec like any other (grammar: model/spec.h) */
+    assert_int_equal(agent_config_set(&a, "model.spec", "cnn:c32k5g8,p2,c64k5,p2,f512,d0.5", NULL,
+                                      err, sizeof err),
+                     0);
+    assert_int_equal(agent_config_set(&a, "model.spec", "cnn", NULL, err, sizeof err), 0);
     static char text_a[16384], text_b[16384];
     written_values(&a, text_a, sizeof text_a);
     const char *again = write_file("written.conf", text_a, strlen(text_a));

@@ -612,6 +612,23 @@ static void spec_grammar(void **state)
         if (!strstr(msg, bad[i]))
             fail_msg("spec '%s': the message does not name it: %s", bad[i], msg);
     }
+    /* the grammar alone (a config file, before the data is known): every
+     * spec above except those that only fail against a 10x10 image */
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        int shape_only = !strcmp(bad[i], "cnn:p11") || !strcmp(bad[i], "cnn:c8k13p0") ||
+                         !strcmp(bad[i], "cnn:i3x10x10");
+        msg[0] = 0;
+        int rc = model_spec_check(bad[i], msg, sizeof msg);
+        if (shape_only ? rc != 0 : rc != MODEL_ESPEC || !strstr(msg, bad[i]))
+            fail_msg("model_spec_check('%s') = %d (%s)", bad[i], rc, msg);
+    }
+    static const char *const good[] = {
+        "cnn",     MODEL_CNN_DEFAULT, "cnn:c512k7s2p3g32,p3s2,f4096",         "cnn:i3x32x32",
+        "softmax", "mlp:256,128,100", "cnn:c65536k64,a64s64,f65536,d0.999999"};
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++)
+        if (model_spec_check(good[i], msg, sizeof msg))
+            fail_msg("model_spec_check('%s'): %s", good[i], msg);
+    assert_int_equal(model_spec_check("mlp:0", msg, sizeof msg), MODEL_ESPEC);
     /* a message says what to do */
     model_net_create(&net, "cnn:c8k3g3", 100, 3, 4, msg, sizeof msg);
     assert_non_null(strstr(msg, "3 groups do not divide 8 filters"));
