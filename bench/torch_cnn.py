@@ -24,10 +24,6 @@ import time
 import numpy as np
 import torch
 
-RUNS = int(sys.argv[1]) if len(sys.argv) > 1 else 5
-STEPS = int(sys.argv[2]) if len(sys.argv) > 2 else 30
-SPEC = sys.argv[3] if len(sys.argv) > 3 else "cnn"
-WARMUP = 10
 BATCH = 64
 DIR = "/usr/share/datasets/fashion-mnist"
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -106,8 +102,12 @@ def load():
 
 
 def main():
+    runs = int(sys.argv[1]) if len(sys.argv) > 1 else 5
+    steps = int(sys.argv[2]) if len(sys.argv) > 2 else 30
+    spec = sys.argv[3] if len(sys.argv) > 3 else "cnn"
+    warmup = min(100, steps // 3)  # as bench_train
     x_all, y_all, source = load()
-    model = build(SPEC)
+    model = build(spec)
     model.train()
     params = sum(p.numel() for p in model.parameters())
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, weight_decay=5e-4)
@@ -115,10 +115,10 @@ def main():
     order = torch.randperm(x_all.shape[0])
     at = 0
     times = []
-    for _ in range(RUNS):
+    for _ in range(runs):
         t0 = 0.0
-        for s in range(WARMUP + STEPS):
-            if s == WARMUP:
+        for s in range(warmup + steps):
+            if s == warmup:
                 t0 = time.perf_counter()
             if at + BATCH > x_all.shape[0]:
                 at = 0
@@ -132,12 +132,12 @@ def main():
             opt.step()
         times.append(time.perf_counter() - t0)
     times.sort()
-    med = times[RUNS // 2]
-    n = STEPS * BATCH
+    med = times[runs // 2]
+    n = steps * BATCH
     print(f"torch_cnn torch={torch.__version__} threads={torch.get_num_threads()} data={source} "
-          f"spec={SPEC} params={params} runs={RUNS} steps={STEPS}")
+          f"spec={spec} params={params} runs={runs} steps={steps}")
     print(f"  samples_per_s={n / med:.0f}  (min {n / times[-1]:.0f} .. max {n / times[0]:.0f})  "
-          f"step_us={med / STEPS * 1e6:.1f}")
+          f"step_us={med / steps * 1e6:.1f}")
 
 
 if __name__ == "__main__":

@@ -42,8 +42,37 @@ static size_t conv_chunk_rows(const model_conv *cv, size_t rows)
     return r < rows ? r : rows;
 }
 
+void model_conv_plan(model_conv *cv, model_shape in, uint32_t out_c, uint32_t k, uint32_t stride,
+                     uint32_t pad, model_conv_algo algo)
+{
+    memset(cv, 0, sizeof *cv);
+    cv->in = in;
+    cv->k = k;
+    cv->stride = stride;
+    cv->pad = pad;
+    cv->out =
+        (model_shape){(in.h + 2 * pad - k) / stride + 1, (in.w + 2 * pad - k) / stride + 1, out_c};
+    /* F(4x4, 3x3) and F(2x2, 5x5): both alpha = 6, the largest tile whose
+     * float32 error stays near direct convolution's */
+    uint32_t m = k == 3 ? 4 : k == 5 ? 2 : 0;
+    int fits = stride == 1 && m;
+    if (algo == MODEL_CONV_IM2COL || !fits ||
+        (algo == MODEL_CONV_AUTO && in.c < MODEL_WINO_CIN_MIN))
+        return;
+    int rc = model_wino_init(&cv->wino, m, k);
+    assert(rc == 0);
+    (void)rc;
+}
+
+size_t model_conv_saved_floats(const model_conv *cv, uint32_t batch)
+{
+    return cv->wino.m ? model_wino_saved_floats(cv, batch) : 0;
+}
+
 size_t model_conv_scratch_floats(const model_conv *cv, uint32_t batch)
 {
+    if (cv->wino.m)
+        return model_wino_scratch_floats(cv, batch);
     if (conv_is_pointwise(cv))
         return 0;
     size_t rows = (size_t)batch * cv->out.h * cv->out.w;
@@ -119,8 +148,12 @@ static void fill_bias(float *y, size_t count, uint32_t out, const float *b)
 }
 
 void model_conv_forward(const model_conv *cv, const float *x, uint32_t n, const float *w,
-                        const float *b, int relu, float *y, float *scratch)
+                        const float *b, int relu, float *y, float *saved, float *scratch)
 {
+    if (cv->wino.m) {
+        model_wino_forward(cv, x, n, w, b, relu, y, saved, scratch);
+        return;
+    }
     assert(cv->out.h == (cv->in.h + 2 * cv->pad - cv->k) / cv->stride + 1);
     assert(cv->out.w == (cv->in.w + 2 * cv->pad - cv->k) / cv->stride + 1);
     const size_t rows = (size_t)n * cv->out.h * cv->out.w, kkc = conv_kkc(cv);
@@ -144,8 +177,13 @@ void model_conv_forward(const model_conv *cv, const float *x, uint32_t n, const 
 }
 
 void model_conv_backward(const model_conv *cv, const float *x, uint32_t n, const float *w,
-                         const float *dy, float *dw, float *db, float *dx, float *scratch)
+                         const float *dy, float *dw, float *db, float *dx, const float *saved,
+                         float *scratch)
 {
+    if (cv->wino.m) {
+        model_wino_backward(cv, x, n, w, dy, dw, db, dx, saved, scratch);
+        return;
+    }
     const size_t rows = (size_t)n * cv->out.h * cv->out.w, kkc = conv_kkc(cv);
     const uint32_t Co = cv->out.c;
     const int pointwise = conv_is_pointwise(cv);
@@ -273,11 +311,36 @@ void model_avgpool_backward(const model_pool *p, uint32_t n, const float *dy, fl
 
 /* ---- group normalisation ----
  *
- * The statistics are sums over H*W*(C/groups) values (up to a few
- * thousand); they are accumulated in double so that the variance, a
- * difference of nearly equal sums for inputs far from zero, keeps its
- * precision. Two passes (mean, then squared deviations) for the same
- * reason. */
+ * NHWC keeps one pixel's channels together, so the statistics are taken
+ * per channel first (sums over the H*W pixels, vectorised over channels,
+ * float accumulators) and combined per group in double; the output is
+ * then x * scale[c] + shift[c], and the input gradient a[c] dy + b[c] x +
+ * k[c], again one vectorised pass. Two passes for the variance (mean, then
+ * squared deviations), so that it keeps its precision for inputs far from
+ * zero. */
+
+size_t model_groupnorm_stats_floats(model_shape s, uint32_t groups, uint32_t batch)
+{
+    return (size_t)batch * groups * 2 + 4 * (size_t)s.c;
+}
+
+/* s1[c] = sum over the pixels of x[p][c] (and s2[c] of (x - mean[c])^2
+ * when mean is not NULL). */
+static void gn_channel_sums(const float *x, size_t hw, uint32_t C, const float *mean, float *s1)
+{
+    memset(s1, 0, C * sizeof *s1);
+    for (size_t p = 0; p < hw; p++) {
+        const float *xp = x + p * C;
+        if (mean)
+            for (uint32_t c = 0; c < C; c++) {
+                float d = xp[c] - mean[c];
+                s1[c] += d * d;
+            }
+        else
+            for (uint32_t c = 0; c < C; c++)
+                s1[c] += xp[c];
+    }
+}
 
 void model_groupnorm_forward(model_shape s, uint32_t groups, const float *x, uint32_t n,
                              const float *gamma, const float *beta, int relu, float *y,
@@ -287,29 +350,40 @@ void model_groupnorm_forward(model_shape s, uint32_t groups, const float *x, uin
     const uint32_t C = s.c, cg = C / groups;
     const size_t hw = (size_t)s.h * s.w, size = hw * C;
     const double count = (double)hw * cg;
+    float *sum = stats + (size_t)n * groups * 2, *mean = sum + C, *scale = mean + C,
+          *shift = scale + C;
     for (uint32_t i = 0; i < n; i++) {
         const float *xi = x + i * size;
-        float *yi = y + i * size;
+        float *yi = y + i * size, *st = stats + (size_t)i * groups * 2;
+        gn_channel_sums(xi, hw, C, NULL, sum);
         for (uint32_t g = 0; g < groups; g++) {
-            const uint32_t c0 = g * cg;
-            double sum = 0, sq = 0;
-            for (size_t p = 0; p < hw; p++)
-                for (uint32_t c = c0; c < c0 + cg; c++)
-                    sum += xi[p * C + c];
-            double mean = sum / count;
-            for (size_t p = 0; p < hw; p++)
-                for (uint32_t c = c0; c < c0 + cg; c++) {
-                    double d = xi[p * C + c] - mean;
-                    sq += d * d;
-                }
-            float m = (float)mean, rstd = (float)(1.0 / sqrt(sq / count + MODEL_GN_EPS));
-            stats[((size_t)i * groups + g) * 2] = m;
-            stats[((size_t)i * groups + g) * 2 + 1] = rstd;
-            for (size_t p = 0; p < hw; p++)
-                for (uint32_t c = c0; c < c0 + cg; c++) {
-                    float v = (xi[p * C + c] - m) * rstd * gamma[c] + beta[c];
-                    yi[p * C + c] = relu && v < 0.0f ? 0.0f : v;
-                }
+            double t = 0;
+            for (uint32_t c = g * cg; c < (g + 1) * cg; c++)
+                t += sum[c];
+            st[2 * g] = (float)(t / count);
+            for (uint32_t c = g * cg; c < (g + 1) * cg; c++)
+                mean[c] = st[2 * g];
+        }
+        gn_channel_sums(xi, hw, C, mean, sum);
+        for (uint32_t g = 0; g < groups; g++) {
+            double q = 0;
+            for (uint32_t c = g * cg; c < (g + 1) * cg; c++)
+                q += sum[c];
+            float rstd = (float)(1.0 / sqrt(q / count + MODEL_GN_EPS));
+            st[2 * g + 1] = rstd;
+            for (uint32_t c = g * cg; c < (g + 1) * cg; c++) {
+                scale[c] = rstd * gamma[c];
+                shift[c] = beta[c] - st[2 * g] * scale[c];
+            }
+        }
+        for (size_t p = 0; p < hw; p++) {
+            const float *xp = xi + p * C;
+            float *yp = yi + p * C;
+            for (uint32_t c = 0; c < C; c++)
+                yp[c] = xp[c] * scale[c] + shift[c];
+            if (relu)
+                for (uint32_t c = 0; c < C; c++)
+                    yp[c] = yp[c] > 0.0f ? yp[c] : 0.0f;
         }
     }
 }
@@ -321,35 +395,48 @@ void model_groupnorm_backward(model_shape s, uint32_t groups, const float *x, ui
     const uint32_t C = s.c, cg = C / groups;
     const size_t hw = (size_t)s.h * s.w, size = hw * C;
     const double count = (double)hw * cg;
+    /* the work area behind the statistics (const: the caller's buffer) */
+    float *sdy = (float *)stats + (size_t)n * groups * 2, *sdyx = sdy + C, *ca = sdyx + C,
+          *cb = ca + C;
     memset(dgamma, 0, C * sizeof *dgamma);
     memset(dbeta, 0, C * sizeof *dbeta);
     for (uint32_t i = 0; i < n; i++) {
-        const float *xi = x + i * size, *dyi = dy + i * size;
+        const float *xi = x + i * size, *dyi = dy + i * size, *st = stats + (size_t)i * groups * 2;
+        memset(sdy, 0, C * sizeof *sdy);
+        memset(sdyx, 0, C * sizeof *sdyx);
+        for (size_t p = 0; p < hw; p++)
+            for (uint32_t c = 0; c < C; c++) {
+                sdy[c] += dyi[p * C + c];
+                sdyx[c] += dyi[p * C + c] * xi[p * C + c];
+            }
         for (uint32_t g = 0; g < groups; g++) {
-            const uint32_t c0 = g * cg;
-            const float m = stats[((size_t)i * groups + g) * 2];
-            const float rstd = stats[((size_t)i * groups + g) * 2 + 1];
-            /* with xhat = (x - m) rstd and g = dy gamma:
-             * dx = rstd (g - mean(g) - xhat mean(g xhat)) */
+            const float m = st[2 * g], rstd = st[2 * g + 1];
+            /* with xhat = (x - m) rstd: sum dy xhat = rstd (sum dy x - m sum dy) */
             double sg = 0, sgx = 0;
-            for (size_t p = 0; p < hw; p++)
-                for (uint32_t c = c0; c < c0 + cg; c++) {
-                    float xhat = (xi[p * C + c] - m) * rstd, d = dyi[p * C + c];
-                    dgamma[c] += d * xhat;
-                    dbeta[c] += d;
-                    sg += (double)d * gamma[c];
-                    sgx += (double)d * gamma[c] * xhat;
-                }
-            if (!dx)
-                continue;
-            const float mg = (float)(sg / count), mgx = (float)(sgx / count);
-            float *dxi = dx + i * size;
-            for (size_t p = 0; p < hw; p++)
-                for (uint32_t c = c0; c < c0 + cg; c++) {
-                    float xhat = (xi[p * C + c] - m) * rstd;
-                    dxi[p * C + c] = rstd * (dyi[p * C + c] * gamma[c] - mg - xhat * mgx);
-                }
+            for (uint32_t c = g * cg; c < (g + 1) * cg; c++) {
+                double dyxhat = rstd * ((double)sdyx[c] - (double)m * sdy[c]);
+                dgamma[c] += (float)dyxhat;
+                dbeta[c] += sdy[c];
+                sg += (double)gamma[c] * sdy[c];
+                sgx += (double)gamma[c] * dyxhat;
+            }
+            /* dx = rstd (dy gamma - sg/count - xhat sgx/count)
+             *    = (rstd gamma) dy + (-rstd^2 sgx/count) x + rstd (m rstd sgx - sg)/count */
+            const double mg = sg / count, mgx = sgx / count;
+            const float b = (float)(-(double)rstd * rstd * mgx);
+            const float k = (float)(rstd * ((double)m * rstd * mgx - mg));
+            for (uint32_t c = g * cg; c < (g + 1) * cg; c++) {
+                ca[c] = rstd * gamma[c];
+                cb[c] = b;
+                sdy[c] = k; /* reused: the constant term per channel */
+            }
         }
+        if (!dx)
+            continue;
+        float *dxi = dx + i * size;
+        for (size_t p = 0; p < hw; p++)
+            for (uint32_t c = 0; c < C; c++)
+                dxi[p * C + c] = ca[c] * dyi[p * C + c] + cb[c] * xi[p * C + c] + sdy[c];
     }
 }
 

@@ -42,6 +42,7 @@
 #include <stdint.h>
 
 #include "model/rng.h"
+#include "model/winograd.h"
 
 /* One image shape, per sample (NHWC). */
 typedef struct model_shape {
@@ -53,25 +54,54 @@ static inline size_t model_shape_size(model_shape s)
     return (size_t)s.h * s.w * s.c;
 }
 
-/* ---- convolution (2-D, square kernel, zero padding) ---- */
+/* ---- convolution (2-D, square kernel, zero padding) ----
+ *
+ * Two algorithms, the same function: im2col (every output pixel's window
+ * as a row of a matrix, then one sgemm with the filters) for any stride
+ * and kernel, and Winograd (model/winograd.h: 2.8x fewer multiplications
+ * for 5x5, 4x fewer for 3x3) for stride-1 3x3 and 5x5 convolutions. */
+
+typedef enum model_conv_algo {
+    MODEL_CONV_AUTO = 0, /* Winograd where it applies and pays, else im2col */
+    MODEL_CONV_IM2COL,
+    MODEL_CONV_WINOGRAD, /* where it applies (stride 1, K 3 or 5), else im2col */
+} model_conv_algo;
+
+/* Winograd pays once the GEMMs have some depth: over one input channel
+ * its transforms cost more than the products they save (measured,
+ * docs/BENCHMARKS.md "cnn"). */
+#define MODEL_WINO_CIN_MIN 4u
 
 typedef struct model_conv {
     model_shape in, out; /* out.h = (in.h + 2 pad - k) / stride + 1, likewise w */
     uint32_t k, stride, pad;
+    model_wino wino; /* wino.m > 0: Winograd F(m x m, k x k); 0: im2col */
 } model_conv;
 
-/* Floats of scratch that forward and backward need for n <= batch samples. */
+/* Fill cv for `in` images, out_c filters of k x k, stride and zero
+ * padding (the caller checked that the kernel fits), choosing the
+ * algorithm as algo says. */
+void model_conv_plan(model_conv *cv, model_shape in, uint32_t out_c, uint32_t k, uint32_t stride,
+                     uint32_t pad, model_conv_algo algo);
+
+/* Floats that forward must hand to backward (Winograd's transformed
+ * filters and input tiles; 0 for im2col), and floats of scratch that each
+ * call needs, for n <= batch samples. */
+size_t model_conv_saved_floats(const model_conv *cv, uint32_t batch);
 size_t model_conv_scratch_floats(const model_conv *cv, uint32_t batch);
 
 /* y (n x out) = conv(x (n x in), w) + b; b may be NULL (no bias); relu
- * fuses a ReLU. scratch: model_conv_scratch_floats. */
+ * fuses a ReLU. saved: model_conv_saved_floats, read by the backward of
+ * the same batch; scratch: model_conv_scratch_floats. */
 void model_conv_forward(const model_conv *cv, const float *x, uint32_t n, const float *w,
-                        const float *b, int relu, float *y, float *scratch);
+                        const float *b, int relu, float *y, float *saved, float *scratch);
 
-/* Given dy (n x out, through the ReLU already): dw (Cout x K*K*Cin), db
- * (Cout; NULL when there is no bias) and, if dx is not NULL, dx (n x in). */
+/* Given dy (n x out, through the ReLU already) and the saved state of the
+ * forward on the same x and w: dw (Cout x K*K*Cin), db (Cout; NULL when
+ * there is no bias) and, if dx is not NULL, dx (n x in). */
 void model_conv_backward(const model_conv *cv, const float *x, uint32_t n, const float *w,
-                         const float *dy, float *dw, float *db, float *dx, float *scratch);
+                         const float *dy, float *dw, float *db, float *dx, const float *saved,
+                         float *scratch);
 
 /* ---- pooling (square window, no padding) ---- */
 
@@ -98,12 +128,16 @@ void model_avgpool_backward(const model_pool *p, uint32_t n, const float *dy, fl
 /* Per sample and per group of C/groups consecutive channels: mean and
  * variance over the group's H*W*(C/groups) values, then
  * y = (x - mean) / sqrt(var + MODEL_GN_EPS) * gamma[c] + beta[c].
- * stats (n x groups x 2) keeps mean and 1/sqrt(var + eps) for backward. */
+ * stats (model_groupnorm_stats_floats) keeps mean and 1/sqrt(var + eps)
+ * per sample and group (n x groups x 2) for backward, then per-channel
+ * work space. */
 #define MODEL_GN_EPS 1e-5f /* PyTorch's default */
+size_t model_groupnorm_stats_floats(model_shape s, uint32_t groups, uint32_t batch);
 void model_groupnorm_forward(model_shape s, uint32_t groups, const float *x, uint32_t n,
                              const float *gamma, const float *beta, int relu, float *y,
                              float *stats);
-/* dgamma, dbeta (C each) and dx (n x shape; may be NULL). */
+/* dgamma, dbeta (C each) and dx (n x shape; may be NULL); stats as the
+ * forward left them (its work space is reused). */
 void model_groupnorm_backward(model_shape s, uint32_t groups, const float *x, uint32_t n,
                               const float *gamma, const float *stats, const float *dy,
                               float *dgamma, float *dbeta, float *dx);

@@ -21,7 +21,7 @@ struct model_net {
     float *grads;
     /* workspace, sized for batch_max at create */
     float *act[MODEL_OPS_MAX];    /* act[l]: output of layer l, batch x out size */
-    float *aux[MODEL_OPS_MAX];    /* dropout mask (batch x size), groupnorm stats */
+    float *aux[MODEL_OPS_MAX];    /* dropout mask, groupnorm stats, conv saved state */
     uint32_t *arg[MODEL_OPS_MAX]; /* max pooling: the chosen input of each output */
     float *delta[2];              /* batch x largest layer: back-propagated gradient */
     float *scratch;               /* convolution im2col chunk */
@@ -51,14 +51,10 @@ static size_t net_aux_floats(const model_op *op, uint32_t batch)
     if (op->kind == MODEL_OP_DROPOUT)
         return (size_t)batch * model_shape_size(op->out);
     if (op->kind == MODEL_OP_GROUPNORM)
-        return (size_t)batch * op->groups * 2;
+        return model_groupnorm_stats_floats(op->in, op->groups, batch);
+    if (op->kind == MODEL_OP_CONV)
+        return model_conv_saved_floats(&op->conv, batch);
     return 0;
-}
-
-static model_conv net_conv(const model_op *op)
-{
-    return (model_conv){
-        .in = op->in, .out = op->out, .k = op->k, .stride = op->stride, .pad = op->pad};
 }
 
 static model_pool net_pool(const model_op *op)
@@ -90,8 +86,7 @@ static int net_workspace(const model_arch *a, uint32_t batch, size_t *widest, si
         if (out > *widest)
             *widest = out;
         if (op->kind == MODEL_OP_CONV) {
-            model_conv cv = net_conv(op);
-            size_t s = model_conv_scratch_floats(&cv, batch);
+            size_t s = model_conv_scratch_floats(&op->conv, batch);
             *scratch = s > *scratch ? s : *scratch;
         }
     }
@@ -306,12 +301,10 @@ static void forward(model_net *net, const float *x, uint32_t n, int train)
             model_dense_forward(op->in.c, op->out.c, in, n, p + op->w_off, p + op->b_off, op->relu,
                                 y);
             break;
-        case MODEL_OP_CONV: {
-            model_conv cv = net_conv(op);
-            model_conv_forward(&cv, in, n, p + op->w_off, op->b_count ? p + op->b_off : NULL,
-                               op->relu, y, net->scratch);
+        case MODEL_OP_CONV:
+            model_conv_forward(&op->conv, in, n, p + op->w_off, op->b_count ? p + op->b_off : NULL,
+                               op->relu, y, net->aux[l], net->scratch);
             break;
-        }
         case MODEL_OP_GROUPNORM:
             model_groupnorm_forward(op->in, op->groups, in, n, p + op->w_off, p + op->b_off,
                                     op->relu, y, net->aux[l]);
@@ -364,12 +357,10 @@ static void backward_op(model_net *net, uint32_t l, const float *in, uint32_t n,
         model_dense_backward(op->in.c, op->out.c, in, n, p + op->w_off, dy, net->ones,
                              g + op->w_off, g + op->b_off, dx);
         break;
-    case MODEL_OP_CONV: {
-        model_conv cv = net_conv(op);
-        model_conv_backward(&cv, in, n, p + op->w_off, dy, g + op->w_off,
-                            op->b_count ? g + op->b_off : NULL, dx, net->scratch);
+    case MODEL_OP_CONV:
+        model_conv_backward(&op->conv, in, n, p + op->w_off, dy, g + op->w_off,
+                            op->b_count ? g + op->b_off : NULL, dx, net->aux[l], net->scratch);
         break;
-    }
     case MODEL_OP_GROUPNORM:
         model_groupnorm_backward(op->in, op->groups, in, n, p + op->w_off, net->aux[l], dy,
                                  g + op->w_off, g + op->b_off, dx);

@@ -207,7 +207,8 @@ static int spec_conv(model_arch *a, const char **p, model_shape *cur, char *why,
     op->k = k;
     op->stride = s;
     op->pad = pad;
-    op->out = (model_shape){(cur->h + 2 * pad - k) / s + 1, (cur->w + 2 * pad - k) / s + 1, n};
+    model_conv_plan(&op->conv, *cur, n, k, s, pad, MODEL_CONV_AUTO);
+    op->out = op->conv.out;
     spec_params(a, op, (size_t)n * k * k * cur->c, g ? 0 : n);
     *cur = op->out;
     if (!g) {

@@ -60,12 +60,13 @@ typedef struct model_op {
     model_op_kind kind;
     model_shape in, out; /* dense: in/out as 1 x 1 x width */
     uint32_t k, stride, pad, groups;
-    float rate;     /* dropout */
-    int relu;       /* a ReLU fused onto the output */
-    size_t w_off;   /* weights (conv, dense) or gamma (groupnorm) */
-    size_t w_count; /* 0 when the op has no parameters */
-    size_t b_off;   /* bias or beta */
-    size_t b_count; /* 0 when there is none */
+    float rate;      /* dropout */
+    int relu;        /* a ReLU fused onto the output */
+    model_conv conv; /* convolution: shapes and the chosen algorithm */
+    size_t w_off;    /* weights (conv, dense) or gamma (groupnorm) */
+    size_t w_count;  /* 0 when the op has no parameters */
+    size_t b_off;    /* bias or beta */
+    size_t b_count;  /* 0 when there is none */
 } model_op;
 
 typedef struct model_arch {

@@ -200,17 +200,18 @@ static void run(lcase *c, const float *x, const float *w, const float *b, float 
                 float *dx, float *dw, float *db, model_rng *rng)
 {
     const model_pool pl = {.in = c->cv.in, .out = c->cv.out, .k = c->cv.k, .stride = c->cv.stride};
-    float *scratch = NULL;
+    float *scratch = NULL, *saved = NULL;
     uint32_t *arg = NULL;
     float *stats = NULL;
     float *ones = NULL;
     switch (c->k) {
     case K_CONV:
         scratch = malloc((model_conv_scratch_floats(&c->cv, c->n) + 1) * sizeof *scratch);
-        model_conv_forward(&c->cv, x, c->n, w, c->bias ? b : NULL, c->relu, y, scratch);
+        saved = malloc((model_conv_saved_floats(&c->cv, c->n) + 1) * sizeof *saved);
+        model_conv_forward(&c->cv, x, c->n, w, c->bias ? b : NULL, c->relu, y, saved, scratch);
         if (c->relu)
             model_relu_backward(y, dy, c->ny, dy);
-        model_conv_backward(&c->cv, x, c->n, w, dy, dw, c->bias ? db : NULL, dx, scratch);
+        model_conv_backward(&c->cv, x, c->n, w, dy, dw, c->bias ? db : NULL, dx, saved, scratch);
         break;
     case K_MAXPOOL:
         arg = malloc(c->ny * sizeof *arg);
@@ -224,7 +225,7 @@ static void run(lcase *c, const float *x, const float *w, const float *b, float 
         model_avgpool_backward(&pl, c->n, dy, dx);
         break;
     case K_GN:
-        stats = malloc((size_t)c->n * c->groups * 2 * sizeof *stats);
+        stats = malloc(model_groupnorm_stats_floats(c->cv.in, c->groups, c->n) * sizeof *stats);
         model_groupnorm_forward(c->cv.in, c->groups, x, c->n, w, b, c->relu, y, stats);
         if (c->relu)
             model_relu_backward(y, dy, c->ny, dy);
@@ -249,6 +250,7 @@ static void run(lcase *c, const float *x, const float *w, const float *b, float 
         break;
     }
     free(scratch);
+    free(saved);
     free(arg);
     free(stats);
     free(ones);
@@ -260,10 +262,21 @@ static void fill(float *v, size_t n, model_rng *r, double sd)
         v[i] = (float)(sd * model_rng_normal(r));
 }
 
-/* Relative error of an analytic float gradient against a numerical one. */
-static double rel_err(double num, double ana)
+/* Relative error of an analytic float gradient against a numerical one.
+ * scale is the largest analytic value of the set: float32 sums (sgemm,
+ * and more so Winograd's transforms, whose error is relative to the
+ * largest terms) carry an absolute error of ~1e-6 of it. */
+static double rel_err(double num, double ana, double scale)
 {
-    return fabs(num - ana) / (1e-4 + fabs(num) + fabs(ana));
+    return fabs(num - ana) / (1e-4 + fabs(num) + fabs(ana) + 0.02 * scale);
+}
+
+static double max_abs(const float *v, size_t n)
+{
+    double m = 0;
+    for (size_t i = 0; i < n; i++)
+        m = fmax(m, fabs(v[i]));
+    return m;
 }
 
 /* Forward against the reference; every input and parameter gradient
@@ -300,6 +313,7 @@ static void check(lcase *c, uint64_t seed)
             fail_msg("%s seed %llu: y[%zu] = %g, reference %g", c->name, (unsigned long long)seed,
                      j, y[j], yd[j]);
     const double eps = 1e-6;
+    const double sx = max_abs(dx, c->nx), sp = max_abs(dp, np);
     size_t bad = 0, kinks = 0, total = c->nx + np;
     double worst = 0;
     for (size_t v = 0; v < total; v++) {
@@ -316,7 +330,7 @@ static void check(lcase *c, uint64_t seed)
         }
         double num = (lp - lm) / (2 * eps);
         double ana = v < c->nx ? dx[v] : dp[v - c->nx];
-        double e = rel_err(num, ana);
+        double e = rel_err(num, ana, v < c->nx ? sx : sp);
         worst = e > worst ? e : worst;
         if (e > 1e-3 && bad++ < 3)
             printf("# %s: %s %zu: numerical %g, analytic %g\n", c->name,
@@ -338,11 +352,25 @@ static void check(lcase *c, uint64_t seed)
     free(c->mask);
 }
 
+static model_conv conv_algo(uint32_t h, uint32_t w, uint32_t cin, uint32_t cout, uint32_t k,
+                            uint32_t stride, uint32_t pad, model_conv_algo algo)
+{
+    model_conv cv;
+    model_conv_plan(&cv, (model_shape){h, w, cin}, cout, k, stride, pad, algo);
+    return cv;
+}
+
 static model_conv conv(uint32_t h, uint32_t w, uint32_t cin, uint32_t cout, uint32_t k,
                        uint32_t stride, uint32_t pad)
 {
-    model_conv cv = {.in = {h, w, cin}, .k = k, .stride = stride, .pad = pad};
-    cv.out = (model_shape){(h + 2 * pad - k) / stride + 1, (w + 2 * pad - k) / stride + 1, cout};
+    return conv_algo(h, w, cin, cout, k, stride, pad, MODEL_CONV_IM2COL);
+}
+
+static model_conv wino(uint32_t h, uint32_t w, uint32_t cin, uint32_t cout, uint32_t k,
+                       uint32_t pad)
+{
+    model_conv cv = conv_algo(h, w, cin, cout, k, 1, pad, MODEL_CONV_WINOGRAD);
+    assert_true(cv.wino.m > 0);
     return cv;
 }
 
@@ -366,6 +394,13 @@ static void conv_gradients(void **state)
          .relu = 1},
         {"conv 1x1 (pointwise)", K_CONV, 2, .cv = conv(3, 4, 5, 3, 1, 1, 0), .bias = 1},
         {"conv 1x1 stride 2", K_CONV, 1, .cv = conv(5, 5, 2, 3, 1, 2, 0), .bias = 1},
+        /* Winograd: tiles cropped at the right and bottom edges (7 is not
+         * a multiple of 4 or 2), padding 0, 1, 2, more than one tile row */
+        {"winograd F(4,3) same, bias, relu", K_CONV, 2, .cv = wino(7, 6, 3, 4, 3, 1), .bias = 1,
+         .relu = 1},
+        {"winograd F(4,3) valid", K_CONV, 1, .cv = wino(9, 7, 2, 3, 3, 0)},
+        {"winograd F(2,5) same", K_CONV, 2, .cv = wino(7, 5, 3, 2, 5, 2), .bias = 1},
+        {"winograd F(2,5) pad 1", K_CONV, 1, .cv = wino(6, 8, 2, 3, 5, 1), .relu = 1},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         check(&cases[i], seed + i);
@@ -457,7 +492,7 @@ static void softmax_xent_gradient(void **state)
             continue;
         }
         double num = (l[0] - l[1]) / 2e-6;
-        if (rel_err(num, dz[v]) > 1e-3)
+        if (rel_err(num, dz[v], 0) > 1e-3)
             fail_msg("dz[%d] = %g, numerical %g", v, dz[v], num);
     }
     if (fabs(loss - want) > 1e-5 * (1 + want))
@@ -499,19 +534,22 @@ static void dropout_statistics_and_determinism(void **state)
     free(m2);
 }
 
-/* Convolution of a batch larger than one im2col chunk (chunk borders fall
- * inside an image) equals the convolution of each image alone; the
- * weight gradient of the batch is the sum of the per-image ones. */
-static void conv_chunks_equal_per_image(void **state)
+/* Convolution of a batch larger than one chunk (im2col rows or Winograd
+ * tiles; chunk borders fall inside an image) equals the convolution of
+ * each image alone; the weight gradient of the batch is the sum of the
+ * per-image ones. */
+static void conv_chunks_case(model_conv_algo algo, uint32_t k, uint64_t seed)
 {
-    (void)state;
     enum { N = 24 };
-    model_conv cv = conv(14, 14, 64, 8, 3, 1, 1); /* K*K*Cin = 576: ~1820 rows a chunk */
+    model_conv cv = conv_algo(14, 14, 64, 8, k, 1, k / 2, algo);
     size_t in = model_shape_size(cv.in), out = model_shape_size(cv.out);
-    size_t nw = (size_t)8 * 576;
-    assert_true(model_conv_scratch_floats(&cv, N) < (size_t)N * out * 576); /* chunked */
+    size_t nw = (size_t)8 * k * k * 64;
+    /* im2col: K*K*Cin = 576, ~1820 rows a chunk; Winograd: 36 * 72 floats
+     * a tile, ~200 tiles a chunk, 49 or 16 tiles an image */
+    assert_true(model_conv_scratch_floats(&cv, N) < model_conv_scratch_floats(&cv, 2) * N / 2);
+    float *saved = malloc((model_conv_saved_floats(&cv, N) + 1) * sizeof *saved);
     model_rng r;
-    model_rng_seed(&r, test_seed(37), 0);
+    model_rng_seed(&r, seed, 0);
     float *x = malloc(N * in * sizeof *x), *w = malloc(nw * sizeof *w), b[8];
     float *y = malloc(N * out * sizeof *y), *y1 = malloc(out * sizeof *y1);
     float *dy = malloc(N * out * sizeof *dy), *dx = malloc(N * in * sizeof *dx);
@@ -523,15 +561,23 @@ static void conv_chunks_equal_per_image(void **state)
     fill(w, nw, &r, 0.1);
     fill(b, 8, &r, 0.1);
     fill(dy, N * out, &r, 1.0);
-    model_conv_forward(&cv, x, N, w, b, 0, y, scratch);
-    model_conv_backward(&cv, x, N, w, dy, dw, db, dx, scratch);
+    model_conv_forward(&cv, x, N, w, b, 0, y, saved, scratch);
+    model_conv_backward(&cv, x, N, w, dy, dw, db, dx, saved, scratch);
     for (uint32_t i = 0; i < N; i++) {
-        model_conv_forward(&cv, x + i * in, 1, w, b, 0, y1, scratch);
-        model_conv_backward(&cv, x + i * in, 1, w, dy + i * out, dw1, db1, dx1, scratch);
+        model_conv_forward(&cv, x + i * in, 1, w, b, 0, y1, saved, scratch);
+        model_conv_backward(&cv, x + i * in, 1, w, dy + i * out, dw1, db1, dx1, saved, scratch);
+        /* the same arithmetic in another chunking (and sgemm on other
+         * shapes): equal to rounding, which Winograd's transforms make
+         * relative to the largest value */
+        const float ys = (float)max_abs(y1, out), xs = (float)max_abs(dx1, in);
         for (size_t j = 0; j < out; j++)
-            assert_true(fabsf(y1[j] - y[i * out + j]) <= 1e-5f * (1 + fabsf(y1[j])));
+            if (fabsf(y1[j] - y[i * out + j]) > 1e-5f * ys)
+                fail_msg("algo %d k %u image %u: y[%zu] %g alone, %g in the batch", (int)algo, k, i,
+                         j, y1[j], y[i * out + j]);
         for (size_t j = 0; j < in; j++)
-            assert_true(fabsf(dx1[j] - dx[i * in + j]) <= 1e-5f * (1 + fabsf(dx1[j])));
+            if (fabsf(dx1[j] - dx[i * in + j]) > 1e-5f * xs)
+                fail_msg("algo %d k %u image %u: dx[%zu] %g alone, %g in the batch", (int)algo, k,
+                         i, j, dx1[j], dx[i * in + j]);
         for (size_t j = 0; j < nw; j++)
             dws[j] += dw1[j];
     }
@@ -549,6 +595,78 @@ static void conv_chunks_equal_per_image(void **state)
     free(dw1);
     free(dws);
     free(scratch);
+    free(saved);
+}
+
+static void conv_chunks_equal_per_image(void **state)
+{
+    (void)state;
+    uint64_t seed = test_seed(37);
+    conv_chunks_case(MODEL_CONV_IM2COL, 3, seed);
+    conv_chunks_case(MODEL_CONV_WINOGRAD, 3, seed + 1);
+    conv_chunks_case(MODEL_CONV_WINOGRAD, 5, seed + 2);
+}
+
+/* Winograd and im2col compute the same function and gradients on the
+ * default CNN's second convolution (float32 rounding apart: the relative
+ * error is printed; it must stay below 1e-4 of the values' scale). */
+static void winograd_matches_im2col(void **state)
+{
+    (void)state;
+    enum { N = 3 };
+    static const uint32_t ks[] = {3, 5};
+    model_rng r;
+    uint64_t seed = test_seed(38);
+    model_rng_seed(&r, seed, 0);
+    for (int q = 0; q < 2; q++) {
+        uint32_t k = ks[q];
+        model_conv ci = conv_algo(14, 14, 32, 64, k, 1, k / 2, MODEL_CONV_IM2COL);
+        model_conv cw = conv_algo(14, 14, 32, 64, k, 1, k / 2, MODEL_CONV_AUTO);
+        assert_true(cw.wino.m > 0 && ci.wino.m == 0);
+        size_t in = N * model_shape_size(ci.in), out = N * model_shape_size(ci.out);
+        size_t nw = (size_t)64 * k * k * 32;
+        float *x = malloc(in * sizeof *x), *w = malloc(nw * sizeof *w), b[64];
+        float *y[2], *dx[2], *dw[2], db[2][64], *dy = malloc(out * sizeof *dy);
+        fill(x, in, &r, 1.0);
+        fill(w, nw, &r, sqrt(2.0 / (k * k * 32)));
+        fill(b, 64, &r, 0.1);
+        fill(dy, out, &r, 1.0);
+        for (int a = 0; a < 2; a++) {
+            const model_conv *cv = a ? &cw : &ci;
+            float *scratch = malloc((model_conv_scratch_floats(cv, N) + 1) * sizeof(float));
+            float *saved = malloc((model_conv_saved_floats(cv, N) + 1) * sizeof(float));
+            y[a] = malloc(out * sizeof(float));
+            dx[a] = malloc(in * sizeof(float));
+            dw[a] = malloc(nw * sizeof(float));
+            model_conv_forward(cv, x, N, w, b, 0, y[a], saved, scratch);
+            model_conv_backward(cv, x, N, w, dy, dw[a], db[a], dx[a], saved, scratch);
+            free(scratch);
+            free(saved);
+        }
+        const float *va[] = {y[0], dx[0], dw[0], db[0]}, *vb[] = {y[1], dx[1], dw[1], db[1]};
+        const size_t len[] = {out, in, nw, 64};
+        static const char *const what[] = {"y", "dx", "dw", "db"};
+        for (int v = 0; v < 4; v++) {
+            double scale = 0, worst = 0;
+            for (size_t j = 0; j < len[v]; j++)
+                scale = fmax(scale, fabs(va[v][j]));
+            for (size_t j = 0; j < len[v]; j++)
+                worst = fmax(worst, fabs(va[v][j] - vb[v][j]) / scale);
+            printf("# winograd F(%u,%u) %s: max error %.2g of the largest value\n", cw.wino.m, k,
+                   what[v], worst);
+            if (worst > 1e-4)
+                fail_msg("seed %llu k %u: %s differs by %g", (unsigned long long)seed, k, what[v],
+                         worst);
+        }
+        for (int a = 0; a < 2; a++) {
+            free(y[a]);
+            free(dx[a]);
+            free(dw[a]);
+        }
+        free(x);
+        free(w);
+        free(dy);
+    }
 }
 
 /* ---- nets ---- */
@@ -753,7 +871,7 @@ static void net_gradcheck(const char *spec, uint32_t dim, uint32_t classes, uint
         if (fabs(fp[j] - probs[j]) > 1e-5)
             fail_msg("%s: probability %zu = %g, reference %g", spec, j, fp[j], probs[j]);
     const float *g = model_net_grads(net);
-    const double eps = 1e-6;
+    const double eps = 1e-6, gscale = max_abs(g, np);
     size_t bad = 0, kinks = 0;
     double worst = 0;
     for (size_t i = 0; i < np; i++) {
@@ -767,7 +885,7 @@ static void net_gradcheck(const char *spec, uint32_t dim, uint32_t classes, uint
             kinks++;
             continue;
         }
-        double e = rel_err((lp - lm) / (2 * eps), g[i]);
+        double e = rel_err((lp - lm) / (2 * eps), g[i], gscale);
         worst = e > worst ? e : worst;
         bad += e > 1e-3;
     }
@@ -932,6 +1050,7 @@ int main(void)
         cmocka_unit_test(softmax_xent_gradient),
         cmocka_unit_test(dropout_statistics_and_determinism),
         cmocka_unit_test(conv_chunks_equal_per_image),
+        cmocka_unit_test(winograd_matches_im2col),
         cmocka_unit_test(spec_grammar),
         cmocka_unit_test(net_gradients_match_finite_differences),
         cmocka_unit_test(dropout_in_training_only),
