@@ -7,7 +7,13 @@
  * Fashion-MNIST when installed, else random pixels (the arithmetic is the
  * same). Each run times STEPS steps after a warm-up; the median of RUNS
  * runs is printed in samples/s with min..max beside it, as
- * "samples_per_s=N" (bench/extra_torch.sh parses that line).
+ * "samples_per_s=N" (bench/extra_torch.sh parses that line), and the same
+ * from the process's CPU time, "cpu_samples_per_s=N": time-slicing by
+ * other processes on a shared machine inflates wall time but not CPU
+ * time (a busy sibling hyperthread still slows both).
+ *
+ * Any spec works (e.g. "cnn", the default CNN); bench/extra_torch_cnn.sh
+ * runs it against PyTorch.
  *
  *   make bench  or  build/bench/bench_train [runs] [steps] [spec]
  */
@@ -30,6 +36,13 @@ static double now_s(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static double cpu_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
@@ -82,13 +95,15 @@ int main(int argc, char **argv)
     float *x = model_net_input_buffer(net);
     uint16_t *y = model_net_label_buffer(net);
     uint32_t at = 0;
-    double t[RUNS_MAX];
+    double t[RUNS_MAX], c[RUNS_MAX];
     const int warmup = steps / 3 < WARMUP_MAX ? steps / 3 : WARMUP_MAX;
     for (int run = 0; run < runs; run++) {
-        double t0 = 0;
+        double t0 = 0, c0 = 0;
         for (int s = 0; s < warmup + steps; s++) {
-            if (s == warmup)
+            if (s == warmup) {
                 t0 = now_s();
+                c0 = cpu_s();
+            }
             if (at + BATCH > train.count)
                 at = 0;
             model_data_gather(&train, &norm, order + at, BATCH, x, y);
@@ -97,13 +112,17 @@ int main(int argc, char **argv)
                 return 1;
         }
         t[run] = now_s() - t0;
+        c[run] = cpu_s() - c0;
     }
     qsort(t, (size_t)runs, sizeof *t, cmp_d);
+    qsort(c, (size_t)runs, sizeof *c, cmp_d);
     double n = (double)steps * BATCH;
     printf("bench_train model=%s params=%zu batch=%d blas_threads=1 data=%s runs=%d steps=%d\n",
            spec, model_net_param_count(net), BATCH, source, runs, steps);
     printf("  samples_per_s=%.0f  (min %.0f .. max %.0f)  step_us=%.1f\n", n / t[runs / 2],
            n / t[runs - 1], n / t[0], t[runs / 2] / steps * 1e6);
+    printf("  cpu_samples_per_s=%.0f  (min %.0f .. max %.0f)  cpu_step_us=%.1f\n", n / c[runs / 2],
+           n / c[runs - 1], n / c[0], c[runs / 2] / steps * 1e6);
     printf("  command: build/bench/bench_train %d %d %s\n", runs, steps, spec);
     free(order);
     model_sgd_free(&sgd);

@@ -11,7 +11,8 @@ pixels loaded once as a uint8 tensor (random pixels if the files are absent);
 each step gathers a shuffled mini-batch, converts to float /255 (murmur's
 "unit" normalisation), forward, cross-entropy, backward, optimizer step -- the
 per-step work of bench/bench_train.c. Prints the parameter count (it must
-equal murmur's) and the median of RUNS runs as samples_per_s=N.
+equal murmur's) and the median of RUNS runs as samples_per_s=N (wall clock)
+and cpu_samples_per_s=N (process CPU time, as bench_train).
 
     /usr/bin/python3 bench/torch_cnn.py [runs] [steps] [spec]
 """
@@ -114,12 +115,13 @@ def main():
     loss_fn = torch.nn.CrossEntropyLoss()
     order = torch.randperm(x_all.shape[0])
     at = 0
-    times = []
+    times, cpu = [], []
     for _ in range(runs):
-        t0 = 0.0
+        t0 = c0 = 0.0
         for s in range(warmup + steps):
             if s == warmup:
                 t0 = time.perf_counter()
+                c0 = time.process_time()
             if at + BATCH > x_all.shape[0]:
                 at = 0
             idx = order[at:at + BATCH]
@@ -131,13 +133,18 @@ def main():
             loss.backward()
             opt.step()
         times.append(time.perf_counter() - t0)
+        cpu.append(time.process_time() - c0)
     times.sort()
+    cpu.sort()
     med = times[runs // 2]
     n = steps * BATCH
     print(f"torch_cnn torch={torch.__version__} threads={torch.get_num_threads()} data={source} "
           f"spec={spec} params={params} runs={runs} steps={steps}")
     print(f"  samples_per_s={n / med:.0f}  (min {n / times[-1]:.0f} .. max {n / times[0]:.0f})  "
           f"step_us={med / steps * 1e6:.1f}")
+    cmed = cpu[runs // 2]
+    print(f"  cpu_samples_per_s={n / cmed:.0f}  (min {n / cpu[-1]:.0f} .. max {n / cpu[0]:.0f})  "
+          f"cpu_step_us={cmed / steps * 1e6:.1f}")
 
 
 if __name__ == "__main__":

@@ -17,10 +17,11 @@
  * depends only on the layer's shape, so the summation order of dW (one
  * sgemm per chunk, accumulated) is fixed: results are deterministic.
  *
- * 1 M floats = 4 MB: measured fastest of 64 K .. 4 M floats on the default
- * CNN (docs/BENCHMARKS.md, "cnn"); sgemm wants many rows per call, im2col
- * wants the chunk in cache, and at 4 MB the L3 holds it. */
-#define CONV_CHUNK_FLOATS (1u << 20)
+ * 256 K floats = 1 MB, the L2 of one core here: of 64 K, 256 K, 1 M and
+ * 4 M floats it was fastest on a stride-2 5x5 convolution over 32
+ * channels (docs/BENCHMARKS.md, "cnn"; 64 K..1 M within 10%, 4 M 20%
+ * slower). */
+#define CONV_CHUNK_FLOATS (1u << 18)
 
 static size_t conv_kkc(const model_conv *cv)
 {
@@ -36,7 +37,9 @@ static int conv_is_pointwise(const model_conv *cv)
 
 static size_t conv_chunk_rows(const model_conv *cv, size_t rows)
 {
-    size_t r = CONV_CHUNK_FLOATS / conv_kkc(cv);
+    /* the chunk's rows of col and of the output both count: with a small
+     * window (K*Cin = 9 on the first layer) the output dominates */
+    size_t r = CONV_CHUNK_FLOATS / (conv_kkc(cv) + cv->out.c);
     if (r < 1)
         r = 1;
     return r < rows ? r : rows;
@@ -56,8 +59,8 @@ void model_conv_plan(model_conv *cv, model_shape in, uint32_t out_c, uint32_t k,
      * float32 error stays near direct convolution's */
     uint32_t m = k == 3 ? 4 : k == 5 ? 2 : 0;
     int fits = stride == 1 && m;
-    if (algo == MODEL_CONV_IM2COL || !fits ||
-        (algo == MODEL_CONV_AUTO && in.c < MODEL_WINO_CIN_MIN))
+    uint32_t cin_min = k == 3 ? MODEL_WINO_CIN_MIN_K3 : MODEL_WINO_CIN_MIN_K5;
+    if (algo == MODEL_CONV_IM2COL || !fits || (algo == MODEL_CONV_AUTO && in.c < cin_min))
         return;
     int rc = model_wino_init(&cv->wino, m, k);
     assert(rc == 0);
@@ -79,6 +82,21 @@ size_t model_conv_scratch_floats(const model_conv *cv, uint32_t batch)
     return conv_chunk_rows(cv, rows) * conv_kkc(cv);
 }
 
+/* dst[0..m) = src[0..m): runs are K*Cin floats, often a handful (3 for a
+ * 3x3 window on one channel), where a call to memcpy costs more than the
+ * copy. */
+static void im2col_copy(float *restrict dst, const float *restrict src, size_t m)
+{
+    for (size_t j = 0; j < m; j++)
+        dst[j] = src[j];
+}
+
+static void im2col_zero(float *dst, size_t m)
+{
+    for (size_t j = 0; j < m; j++)
+        dst[j] = 0.0f;
+}
+
 /* col[0 .. count) rows of the im2col matrix from output row r0 on. A
  * window row (fixed ky, kx = 0..K-1) is K*Cin contiguous floats of x
  * (NHWC), so it is copied in one run when it lies inside the image and
@@ -98,15 +116,14 @@ static void im2col(const model_conv *cv, const float *x, size_t r0, size_t count
         for (uint32_t ky = 0; ky < K; ky++, dst += kc) {
             long iy = y0 + ky;
             if (iy < 0 || iy >= (long)H || xb <= xa) {
-                memset(dst, 0, kc * sizeof *dst);
+                im2col_zero(dst, kc);
                 continue;
             }
-            if (xa > 0)
-                memset(dst, 0, (size_t)xa * C * sizeof *dst);
-            memcpy(dst + xa * C, img + ((size_t)iy * W + (size_t)(x0 + xa)) * C,
-                   (size_t)(xb - xa) * C * sizeof *dst);
+            im2col_zero(dst, (size_t)xa * C);
+            im2col_copy(dst + xa * C, img + ((size_t)iy * W + (size_t)(x0 + xa)) * C,
+                        (size_t)(xb - xa) * C);
             if (xb < (long)K)
-                memset(dst + xb * C, 0, (size_t)(K - xb) * C * sizeof *dst);
+                im2col_zero(dst + xb * C, (size_t)(K - xb) * C);
         }
     }
 }
@@ -168,11 +185,18 @@ void model_conv_forward(const model_conv *cv, const float *x, uint32_t n, const 
             col = scratch;
         }
         float *yr = y + r0 * Co;
-        fill_bias(yr, m, Co, b);
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)m, (int)Co, (int)kkc, 1.0f, col,
-                    (int)kkc, w, (int)kkc, 1.0f, yr, (int)Co);
-        if (relu)
-            model_relu_forward(yr, m * Co, yr);
+                    (int)kkc, w, (int)kkc, 0.0f, yr, (int)Co);
+        /* bias and ReLU in one pass over the chunk while it is in cache */
+        for (size_t r = 0; r < m; r++) {
+            float *o = yr + r * Co;
+            if (b)
+                for (uint32_t c = 0; c < Co; c++)
+                    o[c] += b[c];
+            if (relu)
+                for (uint32_t c = 0; c < Co; c++)
+                    o[c] = o[c] > 0.0f ? o[c] : 0.0f;
+        }
     }
 }
 
@@ -220,39 +244,51 @@ void model_conv_backward(const model_conv *cv, const float *x, uint32_t n, const
 
 /* ---- pooling ---- */
 
+/* One output pixel of max pooling: the maximum over the window positions
+ * at offsets off[0..nw) (relative to x) of each channel, and its index.
+ * restrict and a mask instead of a branch let the compiler vectorise over
+ * channels; the branchy loop it made before mispredicted on real data
+ * (5.1 -> 1.0 ms on the default CNN's first pooling, bench_conv). */
+static void maxpool_pixel(const float *restrict x, const size_t *restrict off, uint32_t nw,
+                          uint32_t C, uint32_t base, float *restrict y, uint32_t *restrict arg)
+{
+    for (uint32_t c = 0; c < C; c++) {
+        y[c] = x[off[0] + c];
+        arg[c] = base + (uint32_t)off[0] + c;
+    }
+    for (uint32_t k = 1; k < nw; k++) {
+        const float *xk = x + off[k];
+        const uint32_t ak = base + (uint32_t)off[k];
+        for (uint32_t c = 0; c < C; c++) {
+            /* a mask, not a branch: GCC vectorises this form */
+            float v = xk[c], b = y[c];
+            uint32_t m = -(uint32_t)(v > b);
+            y[c] = v > b ? v : b;
+            arg[c] = (arg[c] & ~m) | ((ak + c) & m);
+        }
+    }
+}
+
 void model_maxpool_forward(const model_pool *p, const float *x, uint32_t n, int relu, float *y,
                            uint32_t *arg)
 {
     const uint32_t C = p->in.c, K = p->k;
     const size_t in_size = model_shape_size(p->in);
+    size_t off[MODEL_POOL_WINDOW_MAX];
+    assert((size_t)K * K <= MODEL_POOL_WINDOW_MAX);
+    for (uint32_t ky = 0; ky < K; ky++)
+        for (uint32_t kx = 0; kx < K; kx++)
+            off[ky * K + kx] = ((size_t)ky * p->in.w + kx) * C;
     for (uint32_t i = 0; i < n; i++)
         for (uint32_t oy = 0; oy < p->out.h; oy++)
             for (uint32_t ox = 0; ox < p->out.w; ox++) {
                 size_t o = (((size_t)i * p->out.h + oy) * p->out.w + ox) * C;
-                float *yo = y + o;
-                uint32_t *ao = arg + o;
-                for (uint32_t ky = 0; ky < K; ky++)
-                    for (uint32_t kx = 0; kx < K; kx++) {
-                        size_t at =
-                            i * in_size +
-                            ((size_t)(oy * p->stride + ky) * p->in.w + ox * p->stride + kx) * C;
-                        const float *xi = x + at;
-                        if (ky == 0 && kx == 0) {
-                            for (uint32_t c = 0; c < C; c++) {
-                                yo[c] = xi[c];
-                                ao[c] = (uint32_t)(at + c);
-                            }
-                            continue;
-                        }
-                        for (uint32_t c = 0; c < C; c++) {
-                            int more = xi[c] > yo[c];
-                            yo[c] = more ? xi[c] : yo[c];
-                            ao[c] = more ? (uint32_t)(at + c) : ao[c];
-                        }
-                    }
+                size_t at =
+                    i * in_size + ((size_t)oy * p->stride * p->in.w + (size_t)ox * p->stride) * C;
+                maxpool_pixel(x + at, off, K * K, C, (uint32_t)at, y + o, arg + o);
                 if (relu)
                     for (uint32_t c = 0; c < C; c++)
-                        yo[c] = yo[c] > 0.0f ? yo[c] : 0.0f;
+                        y[o + c] = y[o + c] > 0.0f ? y[o + c] : 0.0f;
             }
 }
 
@@ -450,8 +486,12 @@ void model_relu_forward(const float *x, size_t count, float *y)
 
 void model_relu_backward(const float *y, const float *dy, size_t count, float *dx)
 {
-    for (size_t i = 0; i < count; i++)
-        dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+    /* both loads unconditional: GCC vectorises this form, not a
+     * conditional load of dy */
+    for (size_t i = 0; i < count; i++) {
+        float d = dy[i], v = y[i];
+        dx[i] = v > 0.0f ? d : 0.0f;
+    }
 }
 
 void model_dropout_forward(const float *x, size_t count, float rate, model_rng *rng, float *y,

@@ -67,10 +67,13 @@ typedef enum model_conv_algo {
     MODEL_CONV_WINOGRAD, /* where it applies (stride 1, K 3 or 5), else im2col */
 } model_conv_algo;
 
-/* Winograd pays once the GEMMs have some depth: over one input channel
- * its transforms cost more than the products they save (measured,
- * docs/BENCHMARKS.md "cnn"). */
-#define MODEL_WINO_CIN_MIN 4u
+/* Winograd pays once its sgemms have some depth: over few input channels
+ * its transforms cost more than the products they save. Measured on 28x28
+ * images to 32 channels, forward + backward (docs/BENCHMARKS.md, "cnn"):
+ * 3x3 breaks even at 8 input channels, 5x5 (whose F(2x2) tiles save less)
+ * at about 12; above that Winograd wins, 1.5x at 16 channels for 3x3. */
+#define MODEL_WINO_CIN_MIN_K3 8u
+#define MODEL_WINO_CIN_MIN_K5 16u
 
 typedef struct model_conv {
     model_shape in, out; /* out.h = (in.h + 2 pad - k) / stride + 1, likewise w */
@@ -109,6 +112,8 @@ typedef struct model_pool {
     model_shape in, out; /* out.h = (in.h - k) / stride + 1, likewise w; out.c = in.c */
     uint32_t k, stride;
 } model_pool;
+
+#define MODEL_POOL_WINDOW_MAX 4096u /* K*K of a pooling window (K <= 64) */
 
 /* Max pooling; arg (n x out) records, for each output, the index of the
  * chosen input within the batch (the first maximum in window order); relu

@@ -10,8 +10,9 @@
  * per-chunk data (the M or dM and dV matrices of the chunk's tiles), so a
  * chunk stays in the L2/L3 cache between its transform and its products;
  * each chunk is alpha^2 sgemm calls, so a chunk too small pays the calls'
- * overhead. 512 K floats (2 MB): fastest of 128 K .. 4 M floats on the
- * default CNN (docs/BENCHMARKS.md, "cnn"). The chunking depends only on the
+ * overhead. 512 K floats (2 MB): of 128 K, 512 K, 2 M and 8 M floats the
+ * fastest on the 5x5 convolution of 32 to 64 channels (docs/BENCHMARKS.md,
+ * "cnn"; 2 M and 8 M were 25-65% slower). The chunking depends only on the
  * layer's shape, so the summation order of dU is fixed. */
 #define WINO_CHUNK_FLOATS (1u << 19)
 
@@ -144,95 +145,98 @@ static inline __attribute__((always_inline)) void lc_run(const wino_lc *l, float
 {
     switch (l->n) {
     case 1: {
-            const float c0 = l->c[0], *s0 = l->s[0];
-            for (size_t e = 0; e < len; e++)
-                o[e] = c0 * s0[e];
-            return;
-        }
+        const float c0 = l->c[0], *s0 = l->s[0];
+        for (size_t e = 0; e < len; e++)
+            o[e] = c0 * s0[e];
+        return;
+    }
     case 2: {
-            const float c0 = l->c[0], *s0 = l->s[0];
-            const float c1 = l->c[1], *restrict s1 = l->s[1];
-            for (size_t e = 0; e < len; e++)
-                o[e] = c0 * s0[e] + c1 * s1[e];
-            return;
-        }
+        const float c0 = l->c[0], *s0 = l->s[0];
+        const float c1 = l->c[1], *restrict s1 = l->s[1];
+        for (size_t e = 0; e < len; e++)
+            o[e] = c0 * s0[e] + c1 * s1[e];
+        return;
+    }
     case 3: {
-            const float c0 = l->c[0], *s0 = l->s[0];
-            const float c1 = l->c[1], *restrict s1 = l->s[1];
-            const float c2 = l->c[2], *restrict s2 = l->s[2];
-            for (size_t e = 0; e < len; e++)
-                o[e] = c0 * s0[e] + c1 * s1[e] + c2 * s2[e];
-            return;
-        }
+        const float c0 = l->c[0], *s0 = l->s[0];
+        const float c1 = l->c[1], *restrict s1 = l->s[1];
+        const float c2 = l->c[2], *restrict s2 = l->s[2];
+        for (size_t e = 0; e < len; e++)
+            o[e] = c0 * s0[e] + c1 * s1[e] + c2 * s2[e];
+        return;
+    }
     case 4: {
-            const float c0 = l->c[0], *s0 = l->s[0];
-            const float c1 = l->c[1], *restrict s1 = l->s[1];
-            const float c2 = l->c[2], *restrict s2 = l->s[2];
-            const float c3 = l->c[3], *restrict s3 = l->s[3];
-            for (size_t e = 0; e < len; e++)
-                o[e] = c0 * s0[e] + c1 * s1[e] + c2 * s2[e] + c3 * s3[e];
-            return;
-        }
+        const float c0 = l->c[0], *s0 = l->s[0];
+        const float c1 = l->c[1], *restrict s1 = l->s[1];
+        const float c2 = l->c[2], *restrict s2 = l->s[2];
+        const float c3 = l->c[3], *restrict s3 = l->s[3];
+        for (size_t e = 0; e < len; e++)
+            o[e] = c0 * s0[e] + c1 * s1[e] + c2 * s2[e] + c3 * s3[e];
+        return;
+    }
     case 5: {
-            const float c0 = l->c[0], *s0 = l->s[0];
-            const float c1 = l->c[1], *restrict s1 = l->s[1];
-            const float c2 = l->c[2], *restrict s2 = l->s[2];
-            const float c3 = l->c[3], *restrict s3 = l->s[3];
-            const float c4 = l->c[4], *restrict s4 = l->s[4];
-            for (size_t e = 0; e < len; e++)
-                o[e] = c0 * s0[e] + c1 * s1[e] + c2 * s2[e] + c3 * s3[e] + c4 * s4[e];
-            return;
-        }
+        const float c0 = l->c[0], *s0 = l->s[0];
+        const float c1 = l->c[1], *restrict s1 = l->s[1];
+        const float c2 = l->c[2], *restrict s2 = l->s[2];
+        const float c3 = l->c[3], *restrict s3 = l->s[3];
+        const float c4 = l->c[4], *restrict s4 = l->s[4];
+        for (size_t e = 0; e < len; e++)
+            o[e] = c0 * s0[e] + c1 * s1[e] + c2 * s2[e] + c3 * s3[e] + c4 * s4[e];
+        return;
+    }
     case 6: {
-            const float c0 = l->c[0], *s0 = l->s[0];
-            const float c1 = l->c[1], *restrict s1 = l->s[1];
-            const float c2 = l->c[2], *restrict s2 = l->s[2];
-            const float c3 = l->c[3], *restrict s3 = l->s[3];
-            const float c4 = l->c[4], *restrict s4 = l->s[4];
-            const float c5 = l->c[5], *restrict s5 = l->s[5];
-            for (size_t e = 0; e < len; e++)
-                o[e] = c0 * s0[e] + c1 * s1[e] + c2 * s2[e] + c3 * s3[e] + c4 * s4[e] + c5 * s5[e];
-            return;
-        }
+        const float c0 = l->c[0], *s0 = l->s[0];
+        const float c1 = l->c[1], *restrict s1 = l->s[1];
+        const float c2 = l->c[2], *restrict s2 = l->s[2];
+        const float c3 = l->c[3], *restrict s3 = l->s[3];
+        const float c4 = l->c[4], *restrict s4 = l->s[4];
+        const float c5 = l->c[5], *restrict s5 = l->s[5];
+        for (size_t e = 0; e < len; e++)
+            o[e] = c0 * s0[e] + c1 * s1[e] + c2 * s2[e] + c3 * s3[e] + c4 * s4[e] + c5 * s5[e];
+        return;
+    }
     case 7: {
-            const float c0 = l->c[0], *s0 = l->s[0];
-            const float c1 = l->c[1], *restrict s1 = l->s[1];
-            const float c2 = l->c[2], *restrict s2 = l->s[2];
-            const float c3 = l->c[3], *restrict s3 = l->s[3];
-            const float c4 = l->c[4], *restrict s4 = l->s[4];
-            const float c5 = l->c[5], *restrict s5 = l->s[5];
-            const float c6 = l->c[6], *restrict s6 = l->s[6];
-            for (size_t e = 0; e < len; e++)
-                o[e] = c0 * s0[e] + c1 * s1[e] + c2 * s2[e] + c3 * s3[e] + c4 * s4[e] + c5 * s5[e] + c6 * s6[e];
-            return;
-        }
+        const float c0 = l->c[0], *s0 = l->s[0];
+        const float c1 = l->c[1], *restrict s1 = l->s[1];
+        const float c2 = l->c[2], *restrict s2 = l->s[2];
+        const float c3 = l->c[3], *restrict s3 = l->s[3];
+        const float c4 = l->c[4], *restrict s4 = l->s[4];
+        const float c5 = l->c[5], *restrict s5 = l->s[5];
+        const float c6 = l->c[6], *restrict s6 = l->s[6];
+        for (size_t e = 0; e < len; e++)
+            o[e] = c0 * s0[e] + c1 * s1[e] + c2 * s2[e] + c3 * s3[e] + c4 * s4[e] + c5 * s5[e] +
+                   c6 * s6[e];
+        return;
+    }
     case 8: {
-            const float c0 = l->c[0], *s0 = l->s[0];
-            const float c1 = l->c[1], *restrict s1 = l->s[1];
-            const float c2 = l->c[2], *restrict s2 = l->s[2];
-            const float c3 = l->c[3], *restrict s3 = l->s[3];
-            const float c4 = l->c[4], *restrict s4 = l->s[4];
-            const float c5 = l->c[5], *restrict s5 = l->s[5];
-            const float c6 = l->c[6], *restrict s6 = l->s[6];
-            const float c7 = l->c[7], *restrict s7 = l->s[7];
-            for (size_t e = 0; e < len; e++)
-                o[e] = c0 * s0[e] + c1 * s1[e] + c2 * s2[e] + c3 * s3[e] + c4 * s4[e] + c5 * s5[e] + c6 * s6[e] + c7 * s7[e];
-            return;
-        }
+        const float c0 = l->c[0], *s0 = l->s[0];
+        const float c1 = l->c[1], *restrict s1 = l->s[1];
+        const float c2 = l->c[2], *restrict s2 = l->s[2];
+        const float c3 = l->c[3], *restrict s3 = l->s[3];
+        const float c4 = l->c[4], *restrict s4 = l->s[4];
+        const float c5 = l->c[5], *restrict s5 = l->s[5];
+        const float c6 = l->c[6], *restrict s6 = l->s[6];
+        const float c7 = l->c[7], *restrict s7 = l->s[7];
+        for (size_t e = 0; e < len; e++)
+            o[e] = c0 * s0[e] + c1 * s1[e] + c2 * s2[e] + c3 * s3[e] + c4 * s4[e] + c5 * s5[e] +
+                   c6 * s6[e] + c7 * s7[e];
+        return;
+    }
     case 9: {
-            const float c0 = l->c[0], *s0 = l->s[0];
-            const float c1 = l->c[1], *restrict s1 = l->s[1];
-            const float c2 = l->c[2], *restrict s2 = l->s[2];
-            const float c3 = l->c[3], *restrict s3 = l->s[3];
-            const float c4 = l->c[4], *restrict s4 = l->s[4];
-            const float c5 = l->c[5], *restrict s5 = l->s[5];
-            const float c6 = l->c[6], *restrict s6 = l->s[6];
-            const float c7 = l->c[7], *restrict s7 = l->s[7];
-            const float c8 = l->c[8], *restrict s8 = l->s[8];
-            for (size_t e = 0; e < len; e++)
-                o[e] = c0 * s0[e] + c1 * s1[e] + c2 * s2[e] + c3 * s3[e] + c4 * s4[e] + c5 * s5[e] + c6 * s6[e] + c7 * s7[e] + c8 * s8[e];
-            return;
-        }
+        const float c0 = l->c[0], *s0 = l->s[0];
+        const float c1 = l->c[1], *restrict s1 = l->s[1];
+        const float c2 = l->c[2], *restrict s2 = l->s[2];
+        const float c3 = l->c[3], *restrict s3 = l->s[3];
+        const float c4 = l->c[4], *restrict s4 = l->s[4];
+        const float c5 = l->c[5], *restrict s5 = l->s[5];
+        const float c6 = l->c[6], *restrict s6 = l->s[6];
+        const float c7 = l->c[7], *restrict s7 = l->s[7];
+        const float c8 = l->c[8], *restrict s8 = l->s[8];
+        for (size_t e = 0; e < len; e++)
+            o[e] = c0 * s0[e] + c1 * s1[e] + c2 * s2[e] + c3 * s3[e] + c4 * s4[e] + c5 * s5[e] +
+                   c6 * s6[e] + c7 * s7[e] + c8 * s8[e];
+        return;
+    }
     default:
         memset(o, 0, len * sizeof *o);
     }
@@ -290,8 +294,8 @@ WINO_CLONES static void wino_weights_adjoint(const model_conv *cv, const wino_di
 }
 
 /* Where tile t lies: its sample and the input row/column of its corner. */
-static void wino_tile(const model_conv *cv, const wino_dims *d, size_t t, size_t *sample,
-                      long *y0, long *x0)
+static void wino_tile(const model_conv *cv, const wino_dims *d, size_t t, size_t *sample, long *y0,
+                      long *x0)
 {
     size_t per = (size_t)d->th * d->tw, q = t % per;
     *sample = t / per;
@@ -455,8 +459,8 @@ void model_wino_forward(const model_conv *cv, const float *x, uint32_t n, const 
             wino_input(cv, &d, x, t, v + t * d.A2 * d.ci, t1, t2);
         for (uint32_t xi = 0; xi < d.A2; xi++) /* M_xi = V_xi U_xi^T */
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)tc, (int)d.co, (int)d.ci,
-                        1.0f, v + t0 * d.A2 * d.ci + xi * d.ci, vs,
-                        u + (size_t)xi * d.co * d.ci, (int)d.ci, 0.0f, mc + xi * d.co, ms);
+                        1.0f, v + t0 * d.A2 * d.ci + xi * d.ci, vs, u + (size_t)xi * d.co * d.ci,
+                        (int)d.ci, 0.0f, mc + xi * d.co, ms);
         for (size_t t = t0; t < t0 + tc; t++)
             wino_output(cv, &d, mc + (t - t0) * d.A2 * d.co, t, b, relu, y, t1);
     }
@@ -469,9 +473,9 @@ void model_wino_backward(const model_conv *cv, const float *x, uint32_t n, const
     const wino_dims d = wino_dims_of(cv, n);
     const size_t cmax = d.ci > d.co ? d.ci : d.co;
     float *t1 = scratch, *t2 = scratch + (size_t)d.A2 * cmax;
-    float *dmc = t2 + (size_t)d.A2 * cmax;        /* chunk x alpha^2 x Cout */
-    float *dvc = dmc + d.chunk * d.A2 * d.co;     /* chunk x alpha^2 x Cin */
-    float *du = dvc + d.chunk * d.A2 * d.ci;      /* alpha^2 x Cout x Cin */
+    float *dmc = t2 + (size_t)d.A2 * cmax;    /* chunk x alpha^2 x Cout */
+    float *dvc = dmc + d.chunk * d.A2 * d.co; /* chunk x alpha^2 x Cin */
+    float *du = dvc + d.chunk * d.A2 * d.ci;  /* alpha^2 x Cout x Cin */
     const float *u = saved, *v = saved + (size_t)d.A2 * d.co * d.ci;
     const int vs = (int)(d.A2 * d.ci), ms = (int)(d.A2 * d.co);
     (void)x;

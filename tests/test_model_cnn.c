@@ -684,10 +684,10 @@ static size_t param_count(const char *spec, uint32_t dim, uint32_t classes)
 static void spec_grammar(void **state)
 {
     (void)state;
-    /* the default: 784 = 28x28x1; c32k5g8 (no bias) 32*25 + gamma, beta
-     * 2*32; p2 -> 14x14; c64k5g8 64*800 + 2*64; p2 -> 7x7x64 = 3136;
-     * f512 3136*512 + 512; d0.5; output 512*10 + 10 */
-    size_t want = 32 * 25 + 64 + 64 * 800 + 128 + 3136 * 512 + 512 + 5130;
+    /* the default: 784 = 28x28x1; c32k3g8 (no bias) 32*9 + gamma, beta
+     * 2*32; p2 -> 14x14; c64k3g8 64*288 + 2*64; p2 -> 7x7x64 = 3136;
+     * f256 3136*256 + 256; d0.5; output 256*10 + 10 */
+    size_t want = 32 * 9 + 64 + 64 * 288 + 128 + 3136 * 256 + 256 + 2570;
     assert_int_equal(param_count("cnn", 784, 10), want);
     assert_int_equal(param_count(MODEL_CNN_DEFAULT, 784, 10), want);
     /* the example: biases, no group norm */
