@@ -95,8 +95,8 @@ static void layer_backward(const model_op *op, const float *in, layer_buf *b, co
         model_relu_backward(b->y, dy, (size_t)BATCH * model_shape_size(op->out), dy);
     switch (op->kind) {
     case MODEL_OP_DENSE:
-        model_dense_backward(op->in.c, op->out.c, in, BATCH, p + op->w_off, dy, ones,
-                             g + op->w_off, g + op->b_off, dx);
+        model_dense_backward(op->in.c, op->out.c, in, BATCH, p + op->w_off, dy, ones, g + op->w_off,
+                             g + op->b_off, dx);
         break;
     case MODEL_OP_CONV:
         model_conv_backward(&op->conv, in, BATCH, p + op->w_off, dy, g + op->w_off,
@@ -127,8 +127,8 @@ static void layer_backward(const model_op *op, const float *in, layer_buf *b, co
 
 static const char *op_name(const model_op *op)
 {
-    static const char *const names[] = {"dense", "conv", "groupnorm", "maxpool", "avgpool",
-                                        "dropout"};
+    static const char *const names[] = {"dense",   "conv",    "groupnorm",
+                                        "maxpool", "avgpool", "dropout"};
     if (op->kind == MODEL_OP_CONV)
         return op->conv.wino.m ? (op->k == 3 ? "conv F(4,3)" : "conv F(2,5)") : "conv im2col";
     return names[op->kind];

@@ -83,4 +83,35 @@ awk 'BEGIN { srand(5); print "label,a,b,c,d";
 acc=$(sed -n 's/^final .*test_accuracy=\([0-9.]*\).*/\1/p' "$tmp/csv.out")
 grep -q 'norm=feature' "$tmp/csv.out" || fail "CSV default normalisation should be feature"
 awk -v a="$acc" 'BEGIN { exit !(a >= 0.99) }' || fail "separable CSV reached only $acc"
+
+# cnn: the default CNN (and its default of 15 epochs), deterministic for a
+# seed with dropout; spec errors name the item and the rule; a CSV whose
+# features are not a square image needs its shape; a colour image input
+cnn="--model cnn --limit 192 --test-limit 200 --seed 4"
+"$bin" train $cnn >"$tmp/cnn1"
+"$bin" train $cnn >"$tmp/cnn2"
+strip "$tmp/cnn1" >"$tmp/cnn1.s"
+strip "$tmp/cnn2" >"$tmp/cnn2.s"
+cmp -s "$tmp/cnn1.s" "$tmp/cnn2.s" || { diff "$tmp/cnn1.s" "$tmp/cnn2.s"; fail "cnn: same seed, different output"; }
+grep -q '^train model=cnn params=824554 .* epochs=15 ' "$tmp/cnn1" || fail "cnn default: $(head -n 1 "$tmp/cnn1")"
+[ "$(grep -c '^epoch=' "$tmp/cnn1")" -eq 15 ] || fail "cnn: want 15 epochs by default"
+"$bin" train --model cnn --epochs 1 --limit 64 --test-limit 64 | grep -q ' epochs=1 ' || fail "cnn: --epochs ignored"
+set +e
+"$bin" train --model cnn:c8k3g3,p2 --limit 100 2>"$tmp/err" >/dev/null; st=$?
+[ $st -eq 2 ] && grep -q "at 'c8k3g3': 3 groups do not divide 8 filters" "$tmp/err" || fail "cnn bad groups: status $st, $(cat "$tmp/err")"
+"$bin" train --model cnn:c8k3,p40 --limit 100 2>"$tmp/err" >/dev/null; st=$?
+[ $st -eq 2 ] && grep -q "window 40 does not fit the 28x28 input" "$tmp/err" || fail "cnn window: status $st, $(cat "$tmp/err")"
+set -e
+# 2 x 2 x 3 "images" (channel-major): class = which channel is bright
+awk 'BEGIN { srand(6); print "label,f1,f2,f3,f4,f5,f6,f7,f8,f9,f10,f11,f12";
+  for (i = 0; i < 1500; i++) { y = i % 3; printf "%d", y;
+    for (c = 0; c < 3; c++) for (p = 0; p < 4; p++) printf ",%.3f", (c == y) + 0.3 * rand();
+    printf "\n" } }' >"$tmp/rgb.csv"
+set +e
+"$bin" train --data "$tmp/rgb.csv" --model cnn 2>"$tmp/err" >/dev/null; st=$?
+[ $st -eq 2 ] && grep -q "12 input features are not a square image" "$tmp/err" || fail "cnn on 12 features: status $st, $(cat "$tmp/err")"
+set -e
+"$bin" train --data "$tmp/rgb.csv" --model cnn:i3x2x2,c4k1,f8 --epochs 3 --seed 1 >"$tmp/rgb.out"
+acc=$(sed -n 's/^final .*test_accuracy=\([0-9.]*\).*/\1/p' "$tmp/rgb.out")
+awk -v a="$acc" 'BEGIN { exit !(a >= 0.99) }' || fail "3-channel CSV through a cnn reached only $acc"
 echo "train_cli: ok"
