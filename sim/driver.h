@@ -1,35 +1,22 @@
-/* sim/driver — a deterministic driver for sans-IO protocol objects.
+/* sim/driver — a small facade over the simulator's engine (sim/engine.h)
+ * for tests that drive sans-IO objects with a constant latency.
  *
- * The first piece of the simulator: it owns a virtual clock, the event queue
- * (sim/evq), one seeded model_rng stream per agent (agent i uses stream i of
- * the seed; the network uses stream `agents`), and in-memory delivery of the
- * frames the objects produce. Any object with the sans-IO shape of
- * docs/ARCHITECTURE.md plugs in through a table of function pointers
- * (sim_node_ops), so the mixer, membership and later the whole gossip node can
- * be driven by the same code.
+ * It is the engine (same event queue, delivery, rounds and timed modes,
+ * trace hash), configured from a few numbers: every frame sent at t arrives
+ * at t + latency_us in timed mode (links are FIFO); rounds mode delivers the
+ * frames of a round one at a time in a seeded order (FIFO per link), then
+ * advances the clock by round_us and runs due timers (their frames wait for
+ * the next round). Agent i uses stream i of the seed; delivery order and
+ * the rounds-mode loss draws use stream `agents`; the network's loss its
+ * own stream.
  *
- * Two modes:
- *   SIM_MODE_TIMED   continuous time: a frame sent at t arrives at
- *                    t + latency_us (so links are FIFO); ticks run at each
- *                    object's deadline; sim_driver_run_until advances time.
- *   SIM_MODE_ROUNDS  synchronous rounds: sim_driver_run_round delivers every
- *                    queued frame, and every frame those deliveries cause, one
- *                    at a time in a seeded random order (but FIFO per link),
- *                    at the current time; then time advances by round_us and
- *                    due ticks run (their frames wait for the next round).
+ * Faults: loss (each frame dropped with probability `loss` when it is
+ * sent), a drop filter callback (at delivery), and crash of an agent at a
+ * time (it stops receiving, ticking and sending for good).
  *
- * Faults: loss (each frame dropped with probability `loss`, drawn from the
- * network stream when it is sent), a drop filter callback, and crash of an
- * agent at a time (it stops receiving, ticking and sending for good).
- *
- * Determinism: every choice comes from the seed and events are ordered by
- * (time, seq); the trace hash (FNV-1a 64 over time, sender, receiver and bytes
- * of every delivered frame) is the same for the same seed, bit for bit.
- *
- * Limits: at most agents_max agents (SIM_DRIVER_AGENTS_MAX) and
- * inflight_max frames queued at once (a send beyond it is dropped and
- * counted as overflow). Frames are copied into driver-owned memory (the sim
- * may use malloc; the core may not).
+ * Limits: at most SIM_DRIVER_AGENTS_MAX agents; the event queue holds at
+ * most 4 inflight_max + 4 agents events (a run beyond it stops and counts
+ * the overflow).
  */
 #ifndef SIM_DRIVER_H
 #define SIM_DRIVER_H
@@ -41,23 +28,12 @@
 #include "gossip/types.h"
 #include "gossip/wire.h"
 #include "model/rng.h"
+#include "sim/engine.h"
 
 #define SIM_DRIVER_AGENTS_MAX       GOSSIP_MEMBERS_MAX
 #define SIM_DRIVER_INFLIGHT_DEFAULT 65536u
 
-/* The sans-IO shape; node is the object, passed back unchanged. */
-typedef struct sim_node_ops {
-    int (*recv)(void *node, uint64_t from, const gossip_header *h, const uint8_t *payload,
-                size_t len, gossip_time_us now);
-    int (*tick)(void *node, gossip_time_us now);
-    int (*poll_send)(void *node, gossip_send *out, gossip_time_us now);
-    gossip_time_us (*deadline)(const void *node);
-} sim_node_ops;
-
-/* Ready-made table for gossip_mix (gossip/mix.h). */
-extern const sim_node_ops sim_ops_mix;
-
-typedef enum sim_mode { SIM_MODE_TIMED = 0, SIM_MODE_ROUNDS } sim_mode;
+/* sim_node_ops, sim_ops_mix and sim_mode come from sim/engine.h. */
 
 typedef struct sim_driver_config {
     uint32_t agents; /* 1..SIM_DRIVER_AGENTS_MAX */
@@ -66,7 +42,7 @@ typedef struct sim_driver_config {
     gossip_time_us latency_us; /* timed mode: one-way delay of every frame */
     double loss;               /* probability a frame is dropped, [0, 1] */
     gossip_time_us round_us;   /* rounds mode: virtual time per round */
-    size_t inflight_max;       /* 0 = SIM_DRIVER_INFLIGHT_DEFAULT */
+    size_t inflight_max;       /* bounds the queue; 0 = SIM_DRIVER_INFLIGHT_DEFAULT */
 } sim_driver_config;
 
 typedef struct sim_driver_stats {
@@ -74,7 +50,7 @@ typedef struct sim_driver_stats {
     uint64_t delivered;  /* frames handed to recv */
     uint64_t dropped;    /* lost by the loss model or the filter */
     uint64_t dead;       /* addressed to a crashed or unknown agent */
-    uint64_t overflow;   /* refused because inflight_max frames were queued */
+    uint64_t overflow;   /* 1 once the event queue was full (the run stopped) */
     uint64_t rejected;   /* recv returned an error */
     uint64_t bad_header; /* did not decode as a frame */
     uint64_t bytes_delivered;

@@ -18,12 +18,14 @@
 #include "model/optim.h"
 #include "model/rng.h"
 #include "sim/compute.h"
-#include "sim/evq.h"
+#include "sim/engine.h"
 #include "sim/faults.h"
 #include "sim/netmodel.h"
 #include "sim/plot.h"
 
-enum { EV_DELIVER = 1, EV_TICK, EV_STEP, EV_FAULT, EV_SAMPLE };
+enum { EV_STEP = SIM_EV_USER, EV_FAULT, EV_SAMPLE };
+
+#define NOW(r) sim_engine_now((r)->e)
 
 /* Generator salts (streams) of the runner's own draws; agents use streams
  * 0..agents-1 of the seed. */
@@ -36,43 +38,17 @@ enum { EV_DELIVER = 1, EV_TICK, EV_STEP, EV_FAULT, EV_SAMPLE };
 #define SYNTH_TEST  2000u
 #define SYNTH_CLASS 10u
 
-typedef struct frame {
-    struct frame *gprev, *gnext; /* every live frame, freed at the end */
-    struct frame *lprev, *lnext; /* rounds mode: older/newer pending frame on the same link */
-    uint32_t from, to;
-    uint32_t pidx; /* rounds mode: index in the pending array */
-    uint32_t len;
-    uint8_t bytes[];
-} frame;
-
-/* One directed link of a sender. Rounds mode: f is the newest pending
- * frame. Timed mode: a link is one FIFO stream (as a TCP connection): one
- * frame at a time is in transfer (busy), the others wait in head..f (linked
- * by lnext) and start when the one before has left the links. */
-typedef struct link_tail {
-    uint32_t to;
-    uint32_t busy;
-    frame *f;
-    frame *head;
-} link_tail;
-
 typedef struct agent {
     gossip_mix *mix;
-    float *x; /* the model vector (for networks: the net's parameters) */
-    model_rng rng;
-    gossip_env env;
-    uint8_t alive, present, mixing;
-    uint32_t inc; /* incarnation: stale step/tick events are ignored */
-    gossip_time_us tick_at, mix_start;
-    uint64_t steps, mixes, aborted, bytes_sent, bytes_recv;
+    float *x;       /* the model vector (for networks: the net's parameters) */
+    model_rng *rng; /* the engine's stream of this agent */
+    uint8_t present, mixing;
+    gossip_time_us mix_start;
+    uint64_t steps, mixes, aborted;
     double loss; /* loss of the last local step */
     model_net *net;
     model_sgd sgd;
     uint32_t *rows, nrows, cursor;
-    link_tail *tails;
-    uint32_t ntails, captails;
-    uint32_t *tix; /* hash index of tails by `to` (slot = tail index + 1), or NULL */
-    uint32_t tixcap;
     /* membership.mode = swim: the agent's protocol core; mix is its mixer */
     gossip_node *node;
     uint8_t ready; /* the node has an agreed model (READY): it may mix */
@@ -91,22 +67,17 @@ typedef struct runner {
     int timed;
     int swim; /* membership.mode = swim */
     sim_agent_state *a;
-    sim_evq q;
-    sim_net *net;
+    sim_engine *e;
     sim_compute *comp;
     sim_fault_list faults;
     size_t next_fault; /* rounds mode */
     gossip_mix_config mcfg;
-    model_rng order, state, mrng;
+    model_rng state, mrng;
     gossip_env renv; /* the runner's env (placement scratch) */
     gossip_time_us now, end_us;
-    uint64_t hash, events, epoch;
-    frame *live; /* list of live frames */
-    frame **pending;
-    size_t npending, cappending;
-    uint32_t *group; /* partition groups (rounds mode), NULL = none */
-    double loss_p;
-    uint64_t messages, lost, mix_done, mix_aborted, crashes, restarts, transfers;
+    uint64_t epoch;
+    uint32_t *group; /* partition groups, NULL = none */
+    uint64_t mix_done, mix_aborted, crashes, restarts, transfers;
     double mix_time_sum, mix_time_max;
     uint64_t *ids;
     /* models */
@@ -135,7 +106,9 @@ typedef struct runner {
     int out_open;
     uint64_t rows;
     double target_time, last_acc, last_loss, last_cd;
-    double mem_per_agent; /* heap bytes allocated by agent setup, per agent */
+    double mem_per_agent;    /* heap bytes allocated by agent setup, per agent */
+    uint64_t last_sample_us; /* timed mode: time of the last sample */
+    double *matrix;          /* latency matrix until the engine copied it */
     /* progress */
     const sim_run_opts *opts;
     struct timespec t0, last_print;
@@ -183,32 +156,6 @@ static double wall_since(const struct timespec *t0)
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (double)(t.tv_sec - t0->tv_sec) + 1e-9 * (double)(t.tv_nsec - t0->tv_nsec);
-}
-
-/* ---- trace hash ---------------------------------------------------------- */
-
-static inline uint64_t hmix(uint64_t h, uint64_t v)
-{
-    h ^= v;
-    h *= 0x9E3779B97F4A7C15ULL;
-    return h ^ (h >> 29);
-}
-
-static uint64_t hbytes(uint64_t h, const uint8_t *p, size_t n)
-{
-    h = hmix(h, n);
-    while (n >= 8) {
-        uint64_t w = 0;
-        for (int k = 0; k < 8; k++)
-            w |= (uint64_t)p[k] << (8 * k);
-        h = hmix(h, w);
-        p += 8;
-        n -= 8;
-    }
-    uint64_t w = 0;
-    for (size_t k = 0; k < n; k++)
-        w |= (uint64_t)p[k] << (8 * k);
-    return hmix(h, w);
 }
 
 /* ---- env ------------------------------------------------------------------ */
@@ -363,7 +310,7 @@ static int agent_model_init(runner *r, uint32_t i)
         if (!g->x)
             return fail(r, SIM_RUN_ENOMEM, "out of memory (agent vectors)");
         for (uint32_t j = 0; j < r->dim; j++)
-            g->x[j] = sc->model.kind == SIM_MODEL_CONSENSUS ? (float)model_rng_normal(&g->rng) : 0;
+            g->x[j] = sc->model.kind == SIM_MODEL_CONSENSUS ? (float)model_rng_normal(g->rng) : 0;
         return 0;
     }
     char spec[64], msg[MODEL_MSG_MAX];
@@ -391,7 +338,7 @@ static int agent_model_init(runner *r, uint32_t i)
         return fail(r, SIM_RUN_ENOMEM, "out of memory (agent data)");
     for (uint32_t k = 0; k < g->nrows; k++)
         g->rows[k] = i + k * r->n;
-    model_data_shuffle(g->rows, g->nrows, &g->rng);
+    model_data_shuffle(g->rows, g->nrows, g->rng);
     if (r->dim == 0)
         r->dim = (uint32_t)model_net_param_count(g->net);
     return 0;
@@ -403,18 +350,19 @@ static void local_step(runner *r, uint32_t i)
     sim_agent_state *g = &r->a[i];
     const sim_scenario *sc = r->sc;
     g->steps++;
-    r->hash = hmix(hmix(r->hash, r->now), 0x57E9000000000000ULL | i);
+    sim_engine_trace(r->e, NOW(r));
+    sim_engine_trace(r->e, 0x57E9000000000000ULL | i);
     if (sc->model.kind == SIM_MODEL_QUADRATIC) {
         const float *b = r->quad_b + (size_t)i * r->dim;
         float lr = (float)sc->model.lr;
         for (uint32_t j = 0; j < r->dim; j++) {
-            float gr = g->x[j] - b[j] + (float)(QUAD_NOISE * model_rng_normal(&g->rng));
+            float gr = g->x[j] - b[j] + (float)(QUAD_NOISE * model_rng_normal(g->rng));
             g->x[j] -= lr * gr;
         }
     } else if (is_net(r)) {
         uint32_t batch = sc->model.batch < g->nrows ? sc->model.batch : g->nrows;
         if (g->cursor + batch > g->nrows) {
-            model_data_shuffle(g->rows, g->nrows, &g->rng);
+            model_data_shuffle(g->rows, g->nrows, g->rng);
             g->cursor = 0;
         }
         float *xb = model_net_input_buffer(g->net);
@@ -453,159 +401,42 @@ static void agent_eval(runner *r, uint32_t i, double *loss, double *acc)
     }
 }
 
-/* ---- frames -------------------------------------------------------------- */
-
-static void frame_unlink(runner *r, frame *f)
-{
-    if (f->gprev)
-        f->gprev->gnext = f->gnext;
-    else
-        r->live = f->gnext;
-    if (f->gnext)
-        f->gnext->gprev = f->gprev;
-}
-
-static void frame_free(runner *r, frame *f)
-{
-    frame_unlink(r, f);
-    free(f);
-}
-
-/* The link from -> to of the sender's table, created when missing (NULL
- * when out of memory). */
-/* Past this many links a sender finds its link tails through a hash index
- * (timed mode with random peers: every agent ends up with a link to most
- * others, and a linear scan per frame was a quarter of the run time). */
-#define TAILS_INDEX_MIN 16u
-
-static uint32_t tail_hash(uint32_t to, uint32_t cap)
-{
-    return (uint32_t)(((uint64_t)to * 0x9E3779B97F4A7C15ULL) >> 32) & (cap - 1);
-}
-
-/* (Re)build the index for the current tails; 0 or -1 (out of memory). */
-static int tails_index(sim_agent_state *s)
-{
-    uint32_t cap = 64;
-    while (cap < 2 * s->captails)
-        cap *= 2;
-    uint32_t *ix = calloc(cap, sizeof *ix);
-    if (!ix)
-        return -1;
-    for (uint32_t k = 0; k < s->ntails; k++) {
-        uint32_t h = tail_hash(s->tails[k].to, cap);
-        while (ix[h])
-            h = (h + 1) & (cap - 1);
-        ix[h] = k + 1;
-    }
-    free(s->tix);
-    s->tix = ix;
-    s->tixcap = cap;
-    return 0;
-}
-
-static link_tail *link_get(runner *r, uint32_t from, uint32_t to)
-{
-    sim_agent_state *s = &r->a[from];
-    if (s->tix) {
-        for (uint32_t h = tail_hash(to, s->tixcap); s->tix[h]; h = (h + 1) & (s->tixcap - 1))
-            if (s->tails[s->tix[h] - 1].to == to)
-                return &s->tails[s->tix[h] - 1];
-    } else {
-        for (uint32_t k = 0; k < s->ntails; k++)
-            if (s->tails[k].to == to)
-                return &s->tails[k];
-    }
-    if (s->ntails == s->captails) {
-        uint32_t nc = s->captails ? 2 * s->captails : 4;
-        link_tail *nt = realloc(s->tails, nc * sizeof *nt);
-        if (!nt)
-            return NULL;
-        s->tails = nt;
-        s->captails = nc;
-    }
-    link_tail *t = &s->tails[s->ntails++];
-    *t = (link_tail){.to = to};
-    if (s->ntails >= TAILS_INDEX_MIN) {
-        if (!s->tix || 2 * s->captails > s->tixcap) {
-            if (tails_index(s) != 0)
-                return NULL;
-        } else {
-            uint32_t h = tail_hash(to, s->tixcap);
-            while (s->tix[h])
-                h = (h + 1) & (s->tixcap - 1);
-            s->tix[h] = s->ntails;
-        }
-    }
-    return t;
-}
-
-static int pending_push(runner *r, frame *f)
-{
-    if (r->npending == r->cappending) {
-        size_t nc = r->cappending ? 2 * r->cappending : 1024;
-        frame **p = realloc(r->pending, nc * sizeof *p);
-        if (!p)
-            return -1;
-        r->pending = p;
-        r->cappending = nc;
-    }
-    link_tail *t = link_get(r, f->from, f->to);
-    if (!t)
-        return -1;
-    f->lprev = t->f;
-    f->lnext = NULL;
-    if (t->f)
-        t->f->lnext = f;
-    t->f = f;
-    f->pidx = (uint32_t)r->npending;
-    r->pending[r->npending++] = f;
-    return 0;
-}
-
-/* Remove f (the oldest frame of its link) from the pending set. */
-static void pending_remove(runner *r, frame *f)
-{
-    frame *last = r->pending[--r->npending];
-    r->pending[f->pidx] = last;
-    last->pidx = f->pidx;
-    if (f->lnext) {
-        f->lnext->lprev = NULL;
-    } else {
-        sim_agent_state *s = &r->a[f->from];
-        for (uint32_t k = 0; k < s->ntails; k++)
-            if (s->tails[k].to == f->to) {
-                s->tails[k] = s->tails[--s->ntails];
-                free(s->tix); /* indices moved: rebuilt when needed */
-                s->tix = NULL;
-                break;
-            }
-    }
-}
+/* ---- the agents on the engine --------------------------------------------- */
 
 static void schedule(runner *r, uint64_t t, uint32_t kind, uint32_t agent, uint64_t a, uint64_t b,
                      void *ptr)
 {
-    sim_event ev = {.time_us = t, .kind = kind, .agent = agent, .a = a, .b = b, .ptr = ptr};
-    if (sim_evq_push(&r->q, &ev) != 0)
-        fail(r, SIM_RUN_EFULL, "event queue full at %zu events (t = %.6f s)", sim_evq_len(&r->q),
-             (double)r->now / 1e6);
+    sim_engine_schedule(r->e, t, kind, agent, a, b, ptr);
+}
+
+static int alive(const runner *r, uint32_t i)
+{
+    return sim_engine_alive(r->e, i);
+}
+
+static uint32_t inc(const runner *r, uint32_t i)
+{
+    return sim_engine_incarnation(r->e, i);
+}
+
+static int failed(runner *r)
+{
+    if (!r->failed && sim_engine_failed(r->e))
+        fail(r, sim_engine_failed(r->e) == SIM_ENGINE_ENOMEM ? SIM_RUN_ENOMEM : SIM_RUN_EFULL, "%s",
+             sim_engine_error(r->e));
+    return r->failed;
 }
 
 static void check_done(runner *r, uint32_t i);
 
 /* The agent's protocol object: its node (swim) or its mixer (oracle). */
-static gossip_time_us agent_deadline(const sim_agent_state *g)
+static void agent_attach(runner *r, uint32_t i)
 {
-    return g->node ? gossip_node_deadline(g->node) : gossip_mix_deadline(g->mix);
-}
-
-static void agent_tick(sim_agent_state *g, gossip_time_us now)
-{
+    sim_agent_state *g = &r->a[i];
     if (g->node)
-        (void)gossip_node_tick(g->node, now);
+        sim_engine_set_node(r->e, i, &sim_ops_node, g->node);
     else
-        (void)gossip_mix_tick(g->mix, now);
+        sim_engine_set_node(r->e, i, &sim_ops_mix, g->mix);
 }
 
 /* Swim: install a transferred (or the agent's own) model once the node has
@@ -630,158 +461,20 @@ static void node_model(runner *r, sim_agent_state *g)
     g->ready = 1;
 }
 
-/* Timed mode: put frame f on the network at time t; the link is busy while
- * a flow carries it. */
-static void link_send(runner *r, link_tail *t, frame *f, uint64_t at)
+static void hook_prepare(void *ctx, uint32_t i)
 {
-    sim_net_delivery d;
-    int fate = sim_net_send(r->net, f->from, f->to, f->len, (uint64_t)(uintptr_t)f, at, &d);
-    if (fate == SIM_NET_DELIVER) {
-        schedule(r, d.deliver_us, EV_DELIVER, f->to, 0, 0, f);
-    } else if (fate == SIM_NET_QUEUED) {
-        t->busy = 1;
-    } else if (fate == SIM_NET_LOST) {
-        r->lost++;
-        frame_free(r, f);
-    } else {
-        frame_free(r, f);
-        fail(r, SIM_RUN_EFULL, "network: %s", sim_net_strerror(fate));
-    }
+    runner *r = ctx;
+    node_model(r, &r->a[i]);
 }
 
-/* Timed mode: the flow of a frame from -> to left the links at `at`: start
- * the next frame waiting on that link (frames of a crashed sender are
- * dropped). */
-static void link_done(runner *r, uint32_t from, uint32_t to, uint64_t at)
+static void hook_after(void *ctx, uint32_t i)
 {
-    link_tail *t = link_get(r, from, to);
-    if (!t) {
-        fail(r, SIM_RUN_ENOMEM, "out of memory (links)");
-        return;
-    }
-    t->busy = 0;
-    while (t->head && !t->busy && !r->failed) {
-        frame *f = t->head;
-        t->head = f->lnext;
-        if (!t->head)
-            t->f = NULL;
-        if (!r->a[from].alive) {
-            r->lost++;
-            frame_free(r, f);
-            continue;
-        }
-        link_send(r, t, f, at);
-    }
+    check_done(ctx, i);
 }
 
-/* Pull every frame agent i's mixer has to send and route it; reschedule
- * its tick (timed mode). */
 static void drain(runner *r, uint32_t i)
 {
-    sim_agent_state *g = &r->a[i];
-    if (!g->alive || !g->mix)
-        return;
-    gossip_send s;
-    node_model(r, g);
-    while ((g->node ? gossip_node_poll_send(g->node, &s, r->now)
-                    : gossip_mix_poll_send(g->mix, &s, r->now)) == 1) {
-        r->messages++;
-        g->bytes_sent += s.len;
-        uint64_t to64 = s.dest - 1;
-        if (s.dest == 0 && s.dest_addr && strncmp(s.dest_addr, "sim://", 6) == 0) {
-            char *end = NULL;
-            unsigned long v = strtoul(s.dest_addr + 6, &end, 10);
-            to64 = end && *end == '\0' ? v : UINT64_MAX;
-        } else if (s.dest == 0) {
-            to64 = UINT64_MAX;
-        }
-        if (to64 >= r->n || to64 == i) {
-            r->lost++;
-            continue;
-        }
-        uint32_t to = (uint32_t)to64;
-        if (!r->timed) {
-            /* Loss is drawn for every frame so the stream advances alike. */
-            int lost = r->loss_p > 0 && model_rng_uniform_double(&r->order) < r->loss_p;
-            if (lost || (r->group && r->group[i] != r->group[to])) {
-                r->lost++;
-                continue;
-            }
-        }
-        frame *f = malloc(sizeof *f + s.len);
-        if (!f) {
-            fail(r, SIM_RUN_ENOMEM, "out of memory (frames)");
-            return;
-        }
-        f->from = i;
-        f->to = to;
-        f->len = (uint32_t)s.len;
-        memcpy(f->bytes, s.frame, s.len);
-        f->gprev = NULL;
-        f->gnext = r->live;
-        if (r->live)
-            r->live->gprev = f;
-        r->live = f;
-        if (!r->timed) {
-            if (pending_push(r, f) != 0) {
-                frame_free(r, f);
-                fail(r, SIM_RUN_ENOMEM, "out of memory (pending frames)");
-                return;
-            }
-            continue;
-        }
-        link_tail *t = link_get(r, i, to);
-        if (!t) {
-            frame_free(r, f);
-            fail(r, SIM_RUN_ENOMEM, "out of memory (links)");
-            return;
-        }
-        f->lnext = NULL;
-        if (t->busy) {
-            if (t->head)
-                t->f->lnext = f;
-            else
-                t->head = f;
-            t->f = f;
-            continue;
-        }
-        link_send(r, t, f, r->now);
-        if (r->failed)
-            return;
-    }
-    if (r->timed) {
-        gossip_time_us dl = agent_deadline(g);
-        if (dl != GOSSIP_TIME_NEVER && dl < g->tick_at) {
-            g->tick_at = dl;
-            schedule(r, dl > r->now ? dl : r->now, EV_TICK, i, dl, g->inc, NULL);
-        }
-    }
-}
-
-static void deliver(runner *r, frame *f)
-{
-    sim_agent_state *to = &r->a[f->to];
-    if (to->alive && to->mix) {
-        gossip_header h;
-        r->hash = hmix(hmix(hmix(r->hash, r->now), f->from), f->to);
-        r->hash = hbytes(r->hash, f->bytes, f->len);
-        to->bytes_recv += f->len;
-        if (gossip_header_decode(f->bytes, f->len, &h) == GOSSIP_OK) {
-            if (to->node)
-                (void)gossip_node_recv(to->node, (uint64_t)f->from + 1, &h,
-                                       f->bytes + GOSSIP_HEADER_SIZE, f->len - GOSSIP_HEADER_SIZE,
-                                       r->now);
-            else
-                (void)gossip_mix_recv(to->mix, (uint64_t)f->from + 1, &h,
-                                      f->bytes + GOSSIP_HEADER_SIZE, f->len - GOSSIP_HEADER_SIZE,
-                                      r->now);
-        }
-        drain(r, f->to);
-        check_done(r, f->to);
-    } else {
-        r->lost++;
-    }
-    frame_free(r, f);
+    sim_engine_drain(r->e, i);
 }
 
 static uint64_t step_us(runner *r, uint32_t i)
@@ -799,7 +492,7 @@ static void check_done(runner *r, uint32_t i)
     if (gossip_mix_take(g->mix, g->x, &outcome) != GOSSIP_OK)
         return;
     g->mixing = 0;
-    double dt = (double)(r->now - g->mix_start) / 1e6;
+    double dt = (double)(NOW(r) - g->mix_start) / 1e6;
     if (outcome == GOSSIP_OK) {
         g->mixes++;
         r->mix_done++;
@@ -811,17 +504,17 @@ static void check_done(runner *r, uint32_t i)
         r->mix_aborted++;
     }
     if (r->timed)
-        schedule(r, r->now + step_us(r, i), EV_STEP, i, 0, g->inc, NULL);
+        schedule(r, NOW(r) + step_us(r, i), EV_STEP, i, 0, inc(r, i), NULL);
 }
 
 /* Begin a mixing round on agent i. Returns 1 if it started. */
 static int mix_begin(runner *r, uint32_t i)
 {
     sim_agent_state *g = &r->a[i];
-    if (r->n < 2 || (r->swim && !g->ready) || gossip_mix_start(g->mix, g->x, r->now) != GOSSIP_OK)
+    if (r->n < 2 || (r->swim && !g->ready) || gossip_mix_start(g->mix, g->x, NOW(r)) != GOSSIP_OK)
         return 0;
     g->mixing = 1;
-    g->mix_start = r->now;
+    g->mix_start = NOW(r);
     drain(r, i);
     check_done(r, i);
     return 1;
@@ -835,7 +528,7 @@ static void violate(runner *r, const char *fmt, ...)
     if (!r->opts->check)
         return;
     if (r->violations++ == 0) {
-        int k = snprintf(r->violation, sizeof r->violation, "t=%.6f s: ", (double)r->now / 1e6);
+        int k = snprintf(r->violation, sizeof r->violation, "t=%.6f s: ", (double)NOW(r) / 1e6);
         if (k < 0 || (size_t)k >= sizeof r->violation)
             k = 0;
         va_list ap;
@@ -854,7 +547,7 @@ static void check_invariants(runner *r)
         return;
     for (uint32_t i = 0; i < r->n; i++) {
         sim_agent_state *g = &r->a[i];
-        if (!g->alive || !g->mix)
+        if (!alive(r, i) || !g->mix)
             continue;
         for (uint32_t j = 0; j < r->dim; j++)
             if (!isfinite(g->x[j])) {
@@ -878,7 +571,7 @@ static uint32_t shards_under_replicated(const runner *r)
 {
     uint32_t live = 0, bad = 0;
     for (uint32_t i = 0; i < r->n; i++)
-        live += r->a[i].alive;
+        live += alive(r, i);
     uint32_t want = r->width < live ? r->width : live;
     for (uint32_t s = 0; s < r->nshards; s++) {
         if (r->shard_lost[s])
@@ -886,7 +579,7 @@ static uint32_t shards_under_replicated(const runner *r)
         const shard_holder *h = r->holders + (size_t)s * 2 * r->width;
         uint32_t ready = 0;
         for (uint32_t j = 0; j < r->nhold[s]; j++)
-            ready += r->a[h[j].agent].alive && h[j].ready_us <= r->now;
+            ready += alive(r, h[j].agent) && h[j].ready_us <= NOW(r);
         bad += ready < want;
     }
     return bad;
@@ -929,7 +622,7 @@ static void shards_update(runner *r)
         return;
     uint32_t live = 0;
     for (uint32_t i = 0; i < r->n; i++)
-        if (r->a[i].alive)
+        if (alive(r, i))
             r->ids[live++] = (uint64_t)i + 1;
     uint32_t w2 = 2 * r->width;
     /* Drop holders that are down; a shard with no complete live copy is lost. */
@@ -940,21 +633,21 @@ static void shards_update(runner *r)
         uint32_t k = 0, ready = 0, had = 0;
         /* Every listed holder was up until this event (each crash updates). */
         for (uint32_t j = 0; j < r->nhold[s]; j++)
-            had += h[j].ready_us <= r->now;
+            had += h[j].ready_us <= NOW(r);
         if (had >= r->width)
             r->hfail[s] = 0;
         for (uint32_t j = 0; j < r->nhold[s]; j++)
-            if (r->a[h[j].agent].alive) {
+            if (alive(r, h[j].agent)) {
                 h[k++] = h[j];
-                ready += h[j].ready_us <= r->now;
-            } else if (h[j].ready_us <= r->now && r->hfail[s] < UINT8_MAX) {
+                ready += h[j].ready_us <= NOW(r);
+            } else if (h[j].ready_us <= NOW(r) && r->hfail[s] < UINT8_MAX) {
                 r->hfail[s]++;
             }
         r->nhold[s] = (uint8_t)k;
         if (!ready) {
             r->shard_lost[s] = 1;
             r->shards_lost++;
-            r->hash = hmix(r->hash, 0x5A4D000000000000ULL | s);
+            sim_engine_trace(r->e, 0x5A4D000000000000ULL | s);
             if (r->hfail[s] < r->width)
                 violate(r, "shard %u lost after %u holder failure(s) with shards.replication = %u",
                         s, (unsigned)r->hfail[s], r->width);
@@ -982,12 +675,12 @@ static void shards_update(runner *r)
         uint32_t k = 0, all_ready = 1;
         for (uint32_t j = 0; j < width; j++) {
             uint32_t ag = (uint32_t)(r->prow[(size_t)s * width + j] - 1);
-            uint64_t ready = r->now + r->copy_us;
+            uint64_t ready = NOW(r) + r->copy_us;
             for (uint32_t m = 0; m < r->nhold[s]; m++)
                 if (h[m].agent == ag && h[m].ready_us < ready)
                     ready = h[m].ready_us;
             nh[k++] = (shard_holder){ag, ready};
-            all_ready &= ready <= r->now;
+            all_ready &= ready <= NOW(r);
         }
         /* Former holders keep (and serve) their copy until the new ones have it. */
         if (!all_ready)
@@ -995,7 +688,7 @@ static void shards_update(runner *r)
                 int in = 0;
                 for (uint32_t j = 0; j < width; j++)
                     in |= nh[j].agent == h[m].agent;
-                if (!in && h[m].ready_us <= r->now)
+                if (!in && h[m].ready_us <= NOW(r))
                     nh[k++] = h[m];
             }
         memcpy(h, nh, k * sizeof *h);
@@ -1009,14 +702,14 @@ static void view_change(runner *r)
     r->epoch++;
     uint32_t live = 0;
     for (uint32_t i = 0; i < r->n; i++)
-        if (r->a[i].alive)
+        if (alive(r, i))
             r->ids[live++] = (uint64_t)i + 1;
     gossip_view v = {.epoch = r->epoch, .n = live, .ids = r->ids};
     for (uint32_t i = 0; i < r->n && !r->swim; i++)
-        if (r->a[i].alive && r->a[i].mix)
-            (void)gossip_mix_set_view(r->a[i].mix, &v, r->now);
+        if (alive(r, i) && r->a[i].mix)
+            (void)gossip_mix_set_view(r->a[i].mix, &v, NOW(r));
     for (uint32_t i = 0; i < r->n && !r->failed; i++)
-        if (r->a[i].alive && r->a[i].mix) {
+        if (alive(r, i) && r->a[i].mix) {
             drain(r, i);
             if (r->timed)
                 check_done(r, i);
@@ -1027,7 +720,7 @@ static void view_change(runner *r)
 static int snapshot_model(void *ctx, float *out, uint32_t dim, uint64_t *round)
 {
     const sim_agent_state *g = ctx;
-    if (!g->alive || !g->ready || dim != g->dim)
+    if (!g->node || !g->ready || dim != g->dim) /* a down agent has no node */
         return -1;
     memcpy(out, g->x, (size_t)dim * sizeof *out);
     *round = g->mixes;
@@ -1056,7 +749,7 @@ static int agent_node_create(runner *r, uint32_t i, int fetch)
     c.fetch_model = fetch;
     g->dim = r->dim;
     g->ready = 0;
-    int rc = gossip_node_create(&g->node, &g->env, &c);
+    int rc = gossip_node_create(&g->node, sim_engine_env(r->e, i), &c);
     if (rc)
         return fail(r, rc == GOSSIP_ENOMEM ? SIM_RUN_ENOMEM : SIM_RUN_EINVAL, "node: %s",
                     gossip_strerror(rc));
@@ -1072,21 +765,23 @@ static void agent_node_join(runner *r, uint32_t i)
     size_t ns = 0;
     uint32_t live = 0;
     for (uint32_t k = 0; k < r->n; k++)
-        live += r->a[k].alive && r->a[k].node && k != i;
+        live += alive(r, k) && r->a[k].node && k != i;
     for (size_t t = 0; t < 3 && live; t++) {
         uint64_t pick = model_rng_below(&r->state, live);
         for (uint32_t k = 0; k < r->n; k++)
-            if (r->a[k].alive && r->a[k].node && k != i && pick-- == 0) {
+            if (alive(r, k) && r->a[k].node && k != i && pick-- == 0) {
                 seeds[ns++] = r->a[k].addr;
                 break;
             }
     }
     if (ns)
-        (void)gossip_node_join(r->a[i].node, seeds, ns, r->now);
+        (void)gossip_node_join(r->a[i].node, seeds, ns, NOW(r));
 }
 
-static void agent_core_destroy(sim_agent_state *g)
+static void agent_core_destroy(runner *r, uint32_t i)
 {
+    sim_agent_state *g = &r->a[i];
+    sim_engine_set_node(r->e, i, NULL, NULL);
     if (g->node)
         gossip_node_destroy(g->node);
     else if (g->mix)
@@ -1102,35 +797,34 @@ static int agent_mix_create(runner *r, uint32_t i)
         return agent_node_create(r, i, 0);
     gossip_mix_config c = r->mcfg;
     c.self = (uint64_t)i + 1;
-    int rc = gossip_mix_create(&r->a[i].mix, &r->a[i].env, &c);
+    int rc = gossip_mix_create(&r->a[i].mix, sim_engine_env(r->e, i), &c);
     if (rc)
         return fail(r, rc == GOSSIP_ENOMEM ? SIM_RUN_ENOMEM : SIM_RUN_EINVAL, "mixer: %s",
                     gossip_strerror(rc));
     return 0;
 }
 
-/* Start (or restart) agent i at r->now. */
+/* Start (or restart) agent i at NOW(r). */
 static void agent_up(runner *r, uint32_t i, int restart)
 {
     sim_agent_state *g = &r->a[i];
-    if (g->alive)
+    if (alive(r, i))
         return;
-    agent_core_destroy(g);
+    agent_core_destroy(r, i);
     if (r->swim ? agent_node_create(r, i, 1) : agent_mix_create(r, i))
         return;
+    agent_attach(r, i);
     if (r->swim && r->seen_epoch) /* a new process numbers its views from 1 */
         r->seen_epoch[i] = 0;
-    g->alive = 1;
+    sim_engine_up(r->e, i);
     g->present = 1;
     g->mixing = 0;
-    g->tick_at = GOSSIP_TIME_NEVER;
-    g->inc++;
     /* State transfer: copy the model of a live agent drawn from the seed
      * (swim: the node pulls it from its peers, gossip/xfer, and the agent
      * keeps its last vector as its checkpoint until then). */
     uint32_t live = 0;
     for (uint32_t k = 0; k < r->n; k++)
-        live += r->a[k].alive && k != i;
+        live += alive(r, k) && k != i;
     if (r->swim) {
         agent_node_join(r, i);
         live = 0;
@@ -1138,7 +832,7 @@ static void agent_up(runner *r, uint32_t i, int restart)
     if (live) {
         uint64_t pick = model_rng_below(&r->state, live);
         for (uint32_t k = 0; k < r->n; k++)
-            if (r->a[k].alive && k != i && pick-- == 0) {
+            if (alive(r, k) && k != i && pick-- == 0) {
                 memcpy(g->x, r->a[k].x, (size_t)r->dim * sizeof *g->x);
                 break;
             }
@@ -1146,24 +840,25 @@ static void agent_up(runner *r, uint32_t i, int restart)
     if (g->net && !r->swim)
         model_sgd_reset(&g->sgd);
     r->restarts += restart;
-    r->hash = hmix(hmix(r->hash, r->now), 0x0F00000000000000ULL | i);
+    sim_engine_trace(r->e, NOW(r));
+    sim_engine_trace(r->e, 0x0F00000000000000ULL | i);
     view_change(r);
     if (r->timed)
-        schedule(r, r->now + step_us(r, i), EV_STEP, i, 0, g->inc, NULL);
+        schedule(r, NOW(r) + step_us(r, i), EV_STEP, i, 0, inc(r, i), NULL);
 }
 
 static void agent_down(runner *r, uint32_t i)
 {
     sim_agent_state *g = &r->a[i];
-    if (!g->alive)
+    if (!alive(r, i))
         return;
-    g->alive = 0;
+    sim_engine_down(r->e, i);
     g->mixing = 0;
-    g->inc++;
     r->crashes++;
     if (r->swim) /* the process is gone, with its protocol state */
-        agent_core_destroy(g);
-    r->hash = hmix(hmix(r->hash, r->now), 0xC000000000000000ULL | i);
+        agent_core_destroy(r, i);
+    sim_engine_trace(r->e, NOW(r));
+    sim_engine_trace(r->e, 0xC000000000000000ULL | i);
     view_change(r);
 }
 
@@ -1178,7 +873,8 @@ static void apply_fault(runner *r, const sim_fault *ft)
 static void apply_fault_kind(runner *r, const sim_fault *ft)
 {
     const uint32_t *t = r->faults.targets + ft->first;
-    r->hash = hmix(hmix(r->hash, ft->time_us), ft->kind);
+    sim_engine_trace(r->e, ft->time_us);
+    sim_engine_trace(r->e, ft->kind);
     switch (ft->kind) {
     case SIM_FAULT_CRASH:
         for (uint32_t k = 0; k < ft->count; k++)
@@ -1202,24 +898,21 @@ static void apply_fault_kind(runner *r, const sim_fault *ft)
         memset(r->group, 0, r->n * sizeof *r->group);
         for (uint32_t k = 0; k < ft->count; k++)
             r->group[t[k]] = r->faults.groups[ft->first + k];
-        if (r->timed && sim_net_set_partition(r->net, r->group) != SIM_NET_OK)
+        if (sim_engine_set_partition(r->e, r->group) != SIM_ENGINE_OK)
             fail(r, SIM_RUN_ENOMEM, "out of memory (partition)");
         break;
     }
     case SIM_FAULT_HEAL:
         free(r->group);
         r->group = NULL;
-        if (r->timed)
-            sim_net_set_partition(r->net, NULL);
+        sim_engine_set_partition(r->e, NULL);
         break;
     case SIM_FAULT_LOSS_START:
     case SIM_FAULT_LOSS_END: {
         double p = r->sc->network.loss;
         if (ft->kind == SIM_FAULT_LOSS_START && ft->value > p)
             p = ft->value;
-        r->loss_p = p;
-        if (r->timed)
-            sim_net_set_loss(r->net, p);
+        sim_engine_set_loss(r->e, p);
         break;
     }
     case SIM_FAULT_SLOW:
@@ -1255,10 +948,11 @@ static void sample(runner *r, uint64_t rounds)
     int per = r->sc->output.per_agent && r->out_open;
     for (uint32_t i = 0; i < r->n; i++) {
         sim_agent_state *g = &r->a[i];
-        sent += g->bytes_sent;
-        recv += g->bytes_recv;
-        vecs[i] = g->alive ? g->x : NULL;
-        if (!g->alive)
+        uint64_t gs = sim_engine_bytes_sent(r->e, i), gr = sim_engine_bytes_recv(r->e, i);
+        sent += gs;
+        recv += gr;
+        vecs[i] = alive(r, i) ? g->x : NULL;
+        if (!alive(r, i))
             continue;
         live++;
         double l, a;
@@ -1268,8 +962,7 @@ static void sample(runner *r, uint64_t rounds)
         if (isfinite(a))
             as += a, na++;
         if (per) {
-            sim_series_row row = {(double)r->now / 1e6, round_now(r, rounds), i, l, a, NAN,
-                                  g->bytes_sent,        g->bytes_recv};
+            sim_series_row row = {(double)NOW(r) / 1e6, round_now(r, rounds), i, l, a, NAN, gs, gr};
             if (sim_output_row(&r->out, &row) != 0)
                 fail(r, SIM_RUN_EIO, "%s: write error", r->out.path);
         }
@@ -1282,9 +975,9 @@ static void sample(runner *r, uint64_t rounds)
     if (r->rows == 0)
         r->first_cd = cd;
     if (isnan(r->target_time) && isfinite(r->last_acc) && r->last_acc >= r->sc->run.target_accuracy)
-        r->target_time = (double)r->now / 1e6;
+        r->target_time = (double)NOW(r) / 1e6;
     if (r->out_open) {
-        sim_series_row row = {(double)r->now / 1e6,
+        sim_series_row row = {(double)NOW(r) / 1e6,
                               round_now(r, rounds),
                               SIM_AGENT_ALL,
                               r->last_loss,
@@ -1300,7 +993,8 @@ static void sample(runner *r, uint64_t rounds)
 
 static void progress(runner *r, uint64_t rounds)
 {
-    if (r->opts->quiet || (r->events & 4095) != 0)
+    uint64_t events = sim_engine_get_stats(r->e)->events;
+    if (r->opts->quiet || (events & 4095) != 0)
         return;
     double p = r->opts->progress_s > 0 ? r->opts->progress_s : 5.0;
     if (wall_since(&r->last_print) < p)
@@ -1309,22 +1003,63 @@ static void progress(runner *r, uint64_t rounds)
     double w = wall_since(&r->t0);
     FILE *f = r->opts->progress ? r->opts->progress : stderr;
     if (r->timed)
-        fprintf(f, "sim: t=%.3f/%.3f s  events %llu (%.3g/s)  wall %.1f s\n", (double)r->now / 1e6,
-                r->sc->run.duration_s, (unsigned long long)r->events, r->events / w, w);
+        fprintf(f, "sim: t=%.3f/%.3f s  events %llu (%.3g/s)  wall %.1f s\n", (double)NOW(r) / 1e6,
+                r->sc->run.duration_s, (unsigned long long)events, events / w, w);
     else
         fprintf(f, "sim: round %llu/%u  events %llu (%.3g/s)  wall %.1f s\n",
-                (unsigned long long)rounds, r->sc->run.rounds, (unsigned long long)r->events,
-                r->events / w, w);
+                (unsigned long long)rounds, r->sc->run.rounds, (unsigned long long)events,
+                events / w, w);
     fflush(f);
 }
 
 /* ---- main loops ---------------------------------------------------------- */
 
+/* Timed mode: the host's events (steps, faults, samples). */
+static void hook_event(void *ctx, const sim_event *ev)
+{
+    runner *r = ctx;
+    sim_agent_state *g = &r->a[ev->agent];
+    switch (ev->kind) {
+    case EV_STEP:
+        if (!alive(r, ev->agent) || inc(r, ev->agent) != ev->b)
+            break;
+        if (r->swim && !g->ready) { /* joining: no agreed model yet */
+            schedule(r, NOW(r) + step_us(r, ev->agent), EV_STEP, ev->agent, 0, ev->b, NULL);
+            break;
+        }
+        local_step(r, ev->agent);
+        if (g->steps % r->sc->mixing.interval_steps != 0 || !mix_begin(r, ev->agent))
+            schedule(r, NOW(r) + step_us(r, ev->agent), EV_STEP, ev->agent, 0, ev->b, NULL);
+        break;
+    case EV_FAULT:
+        apply_fault(r, &r->faults.events[ev->a]);
+        break;
+    case EV_SAMPLE: {
+        uint64_t every = ev->a;
+        sample(r, 0);
+        check_invariants(r);
+        r->last_sample_us = NOW(r);
+        if (NOW(r) + every <= r->end_us)
+            schedule(r, NOW(r) + every, EV_SAMPLE, 0, every, 0, NULL);
+        break;
+    }
+    default:
+        break;
+    }
+}
+
+static int timed_stop(void *ctx)
+{
+    runner *r = ctx;
+    progress(r, 0);
+    return r->failed;
+}
+
 static void run_timed(runner *r)
 {
     for (uint32_t i = 0; i < r->n; i++)
-        if (r->a[i].alive)
-            schedule(r, step_us(r, i), EV_STEP, i, 0, r->a[i].inc, NULL);
+        if (alive(r, i))
+            schedule(r, step_us(r, i), EV_STEP, i, 0, inc(r, i), NULL);
     for (size_t k = 0; k < r->faults.len; k++)
         if (r->faults.events[k].time_us <= r->end_us)
             schedule(r, r->faults.events[k].time_us, EV_FAULT, 0, k, 0, NULL);
@@ -1332,90 +1067,27 @@ static void run_timed(runner *r)
     if (every == 0)
         every = 1;
     if (every <= r->end_us)
-        schedule(r, every, EV_SAMPLE, 0, 0, 0, NULL);
+        schedule(r, every, EV_SAMPLE, 0, every, 0, NULL);
     sample(r, 0);
-    uint64_t last_sample = 0;
-    sim_net_delivery d;
-    while (!r->failed) {
-        uint64_t tq = sim_evq_peek_time(&r->q);
-        uint64_t tn = sim_net_next_completion(r->net);
-        if (tn <= tq && tn <= r->end_us) {
-            if (sim_net_advance(r->net, tn) != SIM_NET_OK) {
-                fail(r, SIM_RUN_EFULL, "network: time error");
-                break;
-            }
-            while (sim_net_pop(r->net, &d) && !r->failed) {
-                schedule(r, d.deliver_us, EV_DELIVER, d.dst, 0, 0, (void *)(uintptr_t)d.tag);
-                link_done(r, d.src, d.dst, tn);
-            }
-            continue;
-        }
-        if (tq > r->end_us)
-            break;
-        sim_event ev;
-        sim_evq_pop(&r->q, &ev);
-        r->now = ev.time_us;
-        r->events++;
-        sim_agent_state *g = &r->a[ev.agent];
-        switch (ev.kind) {
-        case EV_DELIVER:
-            deliver(r, ev.ptr);
-            break;
-        case EV_TICK:
-            if (g->alive && g->inc == ev.b && g->tick_at == ev.a) {
-                g->tick_at = GOSSIP_TIME_NEVER;
-                agent_tick(g, r->now);
-                drain(r, ev.agent);
-                check_done(r, ev.agent);
-            }
-            break;
-        case EV_STEP:
-            if (!g->alive || g->inc != ev.b)
-                break;
-            if (r->swim && !g->ready) { /* joining: no agreed model yet */
-                schedule(r, r->now + step_us(r, ev.agent), EV_STEP, ev.agent, 0, g->inc, NULL);
-                break;
-            }
-            local_step(r, ev.agent);
-            if (g->steps % r->sc->mixing.interval_steps != 0 || !mix_begin(r, ev.agent))
-                schedule(r, r->now + step_us(r, ev.agent), EV_STEP, ev.agent, 0, g->inc, NULL);
-            break;
-        case EV_FAULT:
-            apply_fault(r, &r->faults.events[ev.a]);
-            break;
-        case EV_SAMPLE:
-            sample(r, 0);
-            check_invariants(r);
-            last_sample = r->now;
-            if (r->now + every <= r->end_us)
-                schedule(r, r->now + every, EV_SAMPLE, 0, 0, 0, NULL);
-            break;
-        }
-        progress(r, 0);
-    }
-    if (r->failed)
+    r->last_sample_us = 0;
+    if (!r->failed)
+        sim_engine_run_until(r->e, r->end_us, timed_stop, r);
+    if (failed(r))
         return;
-    r->now = r->end_us;
-    if (last_sample != r->end_us)
+    if (r->last_sample_us != r->end_us)
         sample(r, 0);
 }
 
 static void deliver_pending(runner *r)
 {
-    while (r->npending && !r->failed) {
-        frame *f = r->pending[model_rng_below(&r->order, r->npending)];
-        while (f->lprev)
-            f = f->lprev;
-        pending_remove(r, f);
-        r->events++;
-        deliver(r, f);
-    }
+    if (!r->failed)
+        sim_engine_deliver_pending(r->e);
 }
 
 static void collect_done(runner *r)
 {
     for (uint32_t i = 0; i < r->n; i++)
-        if (r->a[i].alive)
+        if (alive(r, i))
             check_done(r, i);
 }
 
@@ -1426,9 +1098,9 @@ static uint64_t run_rounds(runner *r)
     sample(r, 0);
     uint64_t last_sample = 0;
     for (uint32_t round = 0; round < r->sc->run.rounds && !r->failed; round++) {
-        while (r->next_fault < r->faults.len && r->faults.events[r->next_fault].time_us <= r->now &&
+        while (r->next_fault < r->faults.len && r->faults.events[r->next_fault].time_us <= NOW(r) &&
                !r->failed) {
-            r->events++;
+            sim_engine_count(r->e, 1);
             apply_fault(r, &r->faults.events[r->next_fault++]);
         }
         deliver_pending(r); /* frames caused by view changes */
@@ -1436,50 +1108,49 @@ static uint64_t run_rounds(runner *r)
         uint64_t longest = 0;
         for (uint32_t i = 0; i < r->n && !r->failed; i++) {
             sim_agent_state *g = &r->a[i];
-            if (!g->alive || g->mixing || (r->swim && !g->ready))
+            if (!alive(r, i) || g->mixing || (r->swim && !g->ready))
                 continue;
             uint64_t t = 0;
             for (uint32_t k = 0; k < r->sc->mixing.interval_steps; k++) {
                 t += step_us(r, i);
                 local_step(r, i);
-                r->events++;
+                sim_engine_count(r->e, 1);
             }
             if (t > longest)
                 longest = t;
         }
         for (uint32_t i = 0; i < r->n && !r->failed; i++)
-            if (r->a[i].alive && !r->a[i].mixing)
+            if (alive(r, i) && !r->a[i].mixing)
                 mix_begin(r, i);
         deliver_pending(r);
         if (longest) {
-            r->now += longest;
+            sim_engine_set_now(r->e, NOW(r) + longest);
         } else {
             /* Nobody computed (every live agent waits in a mixing round, or
              * nobody is up): jump to the next deadline or fault instead of
              * spinning rounds at one microsecond each. */
             uint64_t next = UINT64_MAX;
             for (uint32_t i = 0; i < r->n; i++)
-                if (r->a[i].alive && r->a[i].mix) {
-                    gossip_time_us d = agent_deadline(&r->a[i]);
+                if (alive(r, i) && r->a[i].mix) {
+                    gossip_time_us d = sim_engine_deadline(r->e, i);
                     if (d != GOSSIP_TIME_NEVER && d < next)
                         next = d;
                 }
             if (r->next_fault < r->faults.len && r->faults.events[r->next_fault].time_us < next)
                 next = r->faults.events[r->next_fault].time_us;
-            r->now = next != UINT64_MAX && next > r->now ? next : r->now + 1;
+            sim_engine_set_now(r->e, next != UINT64_MAX && next > NOW(r) ? next : NOW(r) + 1);
         }
         collect_done(r);
         /* Timers due by the end of the round (timeouts of lost exchanges). */
         for (uint32_t i = 0; i < r->n && !r->failed; i++) {
-            sim_agent_state *g = &r->a[i];
-            if (g->alive && g->mix && agent_deadline(g) <= r->now) {
-                r->events++;
-                agent_tick(g, r->now);
-                drain(r, i);
+            if (alive(r, i) && r->a[i].mix && sim_engine_deadline(r->e, i) <= NOW(r)) {
+                sim_engine_count(r->e, 1);
+                sim_engine_tick_now(r->e, i);
             }
         }
         deliver_pending(r);
         collect_done(r);
+        failed(r);
         check_invariants(r);
         rounds++;
         if (rounds % every == 0) {
@@ -1488,7 +1159,7 @@ static uint64_t run_rounds(runner *r)
         }
         progress(r, rounds);
     }
-    if (!r->failed && last_sample != rounds)
+    if (!failed(r) && last_sample != rounds)
         sample(r, rounds);
     return rounds;
 }
@@ -1509,11 +1180,8 @@ static int setup(runner *r)
     r->timed = sc->run.mode == SIM_RUN_TIMED;
     r->swim = sc->membership.mode == SIM_MEMBERSHIP_SWIM;
     r->end_us = (uint64_t)llround(sc->run.duration_s * 1e6);
-    r->hash = 0xcbf29ce484222325ULL ^ sc->run.seed;
-    r->loss_p = sc->network.loss;
     r->target_time = NAN;
     r->last_acc = r->last_loss = r->last_cd = NAN;
-    model_rng_seed(&r->order, sc->run.seed, SALT_ORDER);
     model_rng_seed(&r->state, sc->run.seed, SALT_STATE);
     model_rng_seed(&r->mrng, sc->run.seed, SALT_MODEL);
     r->renv = (gossip_env){env_alloc, env_free, model_rng_callback, NULL, &r->mrng};
@@ -1530,23 +1198,16 @@ static int setup(runner *r)
     if (sc->shards.count > GOSSIP_PLACEMENT_SHARDS_MAX)
         return fail(r, SIM_RUN_EINVAL, "shards.count = %u: placement supports at most %u",
                     sc->shards.count, GOSSIP_PLACEMENT_SHARDS_MAX);
-    if (sim_evq_init(&r->q, 1024, (size_t)1 << 26) != 0)
-        return fail(r, SIM_RUN_ENOMEM, "out of memory (event queue)");
-
     /* Models of the network, compute and faults. */
     sim_net_config nc;
     sim_scenario_net_config(sc, &nc);
-    double *matrix = NULL;
     if (nc.latency_kind == SIM_NET_LAT_MATRIX) {
-        int rc = sim_net_load_matrix(sc->network.latency_file, r->n, &matrix, msg, sizeof msg);
+        int rc = sim_net_load_matrix(sc->network.latency_file, r->n, &r->matrix, msg, sizeof msg);
         if (rc)
             return fail(r, SIM_RUN_EIO, "%s", msg);
-        nc.matrix_ms = matrix;
+        nc.matrix_ms = r->matrix;
     }
-    int rc = sim_net_create(&r->net, &nc);
-    free(matrix);
-    if (rc)
-        return fail(r, SIM_RUN_EINVAL, "network model: %s", sim_net_strerror(rc));
+    int rc;
     sim_compute_config cc;
     sim_scenario_compute_config(sc, &cc);
     if ((rc = sim_compute_create(&r->comp, &cc)))
@@ -1560,19 +1221,36 @@ static int setup(runner *r)
     free(lines);
     if (rc)
         return fail(r, SIM_RUN_EFAULTS, "faults: %s", msg);
-
     if (models_init(r))
         return r->failed;
+
+    /* The engine: agent i is node id i + 1 with stream i of the seed. */
     size_t heap0 = heap_in_use();
+    sim_engine_config ec = {
+        .agents = r->n,
+        .seed = sc->run.seed,
+        .mode = r->timed ? SIM_MODE_TIMED : SIM_MODE_ROUNDS,
+        .order_stream = SALT_ORDER,
+        .loss = sc->network.loss,
+        .net = &nc,
+        .hooks = {.ctx = r, .prepare = hook_prepare, .after = hook_after, .event = hook_event},
+    };
+    rc = sim_engine_create(&r->e, &ec);
+    free(r->matrix);
+    r->matrix = NULL;
+    if (rc == SIM_ENGINE_ENOMEM)
+        return fail(r, SIM_RUN_ENOMEM, "out of memory (engine)");
+    if (rc) /* run.agents is checked above: the network's parameters */
+        return fail(r, SIM_RUN_EINVAL, "network model: %s", sim_net_strerror(SIM_NET_EINVAL));
     r->a = calloc(r->n, sizeof *r->a);
     r->ids = calloc(r->n, sizeof *r->ids);
     if (!r->a || !r->ids)
         return fail(r, SIM_RUN_ENOMEM, "out of memory (agents)");
     for (uint32_t i = 0; i < r->n; i++) {
         sim_agent_state *g = &r->a[i];
-        model_rng_seed(&g->rng, sc->run.seed, i);
-        g->env = (gossip_env){env_alloc, env_free, model_rng_callback, NULL, &g->rng};
-        g->tick_at = GOSSIP_TIME_NEVER;
+        g->rng = sim_engine_rng(r->e, i);
+        if (sim_engine_set_id(r->e, i, (uint64_t)i + 1) != SIM_ENGINE_OK)
+            return fail(r, SIM_RUN_EINVAL, "engine: agent ids");
         if (agent_model_init(r, i))
             return r->failed;
     }
@@ -1596,7 +1274,9 @@ static int setup(runner *r)
             continue;
         if (agent_mix_create(r, i))
             return r->failed;
-        r->a[i].alive = r->a[i].present = 1;
+        agent_attach(r, i);
+        sim_engine_up(r->e, i);
+        r->a[i].present = 1;
     }
 
     /* Shards: ids from the seed; copy time of one shard at the bandwidth. */
@@ -1628,16 +1308,16 @@ static int setup(runner *r)
     r->copy_us = 0;
     view_change(r);
     r->copy_us = copy;
-    if (r->failed)
+    if (failed(r))
         return r->failed;
     /* Swim: every agent joins through up to 3 others; membership spreads
      * from there (the first views are partial, as in a real start). */
     for (uint32_t i = 0; i < r->n && r->swim && !r->failed; i++)
-        if (r->a[i].alive) {
+        if (alive(r, i)) {
             agent_node_join(r, i);
             drain(r, i);
         }
-    if (r->failed)
+    if (failed(r))
         return r->failed;
     size_t heap1 = heap_in_use();
     r->mem_per_agent = heap1 > heap0 ? (double)(heap1 - heap0) / r->n : 0;
@@ -1646,13 +1326,10 @@ static int setup(runner *r)
 
 static void teardown(runner *r)
 {
-    while (r->live)
-        frame_free(r, r->live);
-    sim_evq_free(&r->q);
     if (r->a)
         for (uint32_t i = 0; i < r->n; i++) {
             sim_agent_state *g = &r->a[i];
-            agent_core_destroy(g);
+            agent_core_destroy(r, i);
             if (g->net) {
                 model_net_destroy(g->net);
                 model_sgd_free(&g->sgd);
@@ -1660,12 +1337,10 @@ static void teardown(runner *r)
                 free(g->x);
             }
             free(g->rows);
-            free(g->tails);
-            free(g->tix);
         }
+    sim_engine_destroy(r->e);
     free(r->a);
     free(r->ids);
-    free(r->pending);
     free(r->group);
     free(r->quad_b);
     free(r->quad_mean);
@@ -1681,8 +1356,8 @@ static void teardown(runner *r)
     free(r->seen_epoch);
     free(r->prow);
     sim_fault_list_free(&r->faults);
-    sim_net_destroy(r->net);
     sim_compute_destroy(r->comp);
+    free(r->matrix);
 }
 
 int sim_run(const sim_scenario *sc, const sim_run_opts *opts, sim_summary *out, char *err,
@@ -1730,17 +1405,18 @@ int sim_run(const sim_scenario *sc, const sim_run_opts *opts, sim_summary *out, 
     }
     if (!r->failed) {
         out->seed = sc->run.seed;
-        out->trace_hash = r->hash;
-        out->events = r->events;
+        out->trace_hash = sim_engine_trace_hash(r->e);
+        out->events = sim_engine_get_stats(r->e)->events;
         out->wall_s = wall_since(&r->t0);
-        out->sim_time_s = (double)r->now / 1e6;
+        out->sim_time_s = (double)NOW(r) / 1e6;
         out->rounds = r->timed ? round_now(r, 0) : rounds;
         uint64_t steps = 0, total = 0, maxb = 0;
         for (uint32_t i = 0; i < r->n; i++) {
+            uint64_t b = sim_engine_bytes_sent(r->e, i);
             steps += r->a[i].steps;
-            total += r->a[i].bytes_sent;
-            if (r->a[i].bytes_sent > maxb)
-                maxb = r->a[i].bytes_sent;
+            total += b;
+            if (b > maxb)
+                maxb = b;
         }
         out->steps_total = steps;
         out->bytes_total = total;
@@ -1751,8 +1427,8 @@ int sim_run(const sim_scenario *sc, const sim_run_opts *opts, sim_summary *out, 
         out->shards_lost = r->shards_lost;
         out->agents = r->n;
         out->final_loss = r->last_loss;
-        out->messages = r->messages;
-        out->messages_lost = r->lost;
+        out->messages = sim_engine_get_stats(r->e)->sent;
+        out->messages_lost = sim_engine_get_stats(r->e)->lost;
         out->memory_per_agent_bytes = r->mem_per_agent;
         if (opts->label)
             snprintf(out->label, sizeof out->label, "%s", opts->label);
@@ -1769,7 +1445,7 @@ int sim_run(const sim_scenario *sc, const sim_run_opts *opts, sim_summary *out, 
         (void)sim_summary_add(out, "shard_copy_s", (double)r->copy_us / 1e6);
         uint32_t live = 0;
         for (uint32_t i = 0; i < r->n; i++)
-            live += r->a[i].alive;
+            live += alive(r, i);
         (void)sim_summary_add(out, "agents_live_final", live);
         (void)sim_summary_add(out, "shards_under_replicated_final", shards_under_replicated(r));
         (void)sim_summary_add(out, "consensus_distance_initial", r->first_cd);
@@ -1786,13 +1462,13 @@ int sim_run(const sim_scenario *sc, const sim_run_opts *opts, sim_summary *out, 
             /* Live agents whose SWIM view is not exactly the live set. */
             uint32_t off = 0;
             for (uint32_t i = 0; i < r->n; i++) {
-                if (!r->a[i].alive || !r->a[i].node)
+                if (!alive(r, i) || !r->a[i].node)
                     continue;
                 gossip_view v;
                 gossip_node_view(r->a[i].node, &v);
                 int same = v.n == live;
                 for (uint32_t k = 0; k < v.n && same; k++)
-                    same = v.ids[k] >= 1 && v.ids[k] <= r->n && r->a[v.ids[k] - 1].alive;
+                    same = v.ids[k] >= 1 && v.ids[k] <= r->n && alive(r, (uint32_t)(v.ids[k] - 1));
                 off += !same;
             }
             (void)sim_summary_add(out, "views_wrong_final", off);
@@ -1814,7 +1490,7 @@ int sim_run(const sim_scenario *sc, const sim_run_opts *opts, sim_summary *out, 
     if (rc)
         snprintf(err, errlen, "%s", r->err);
     else if (!opts->quiet) {
-        fprintf(log, "TRACE_HASH=%016llx\n", (unsigned long long)r->hash);
+        fprintf(log, "TRACE_HASH=%016llx\n", (unsigned long long)sim_engine_trace_hash(r->e));
         fflush(log);
     }
     teardown(r);

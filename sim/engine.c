@@ -1,0 +1,825 @@
+/* sim/engine — see engine.h for the model and the contracts. */
+#include "sim/engine.h"
+
+#include <assert.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { EV_DELIVER = 1, EV_TICK = 2 };
+
+_Static_assert(EV_TICK < SIM_EV_USER, "engine events below the host's");
+
+typedef struct frame {
+    struct frame *gprev, *gnext; /* every live frame, freed at the end */
+    struct frame *lprev, *lnext; /* rounds mode: older/newer pending frame on the same link */
+    uint32_t from, to;
+    uint32_t pidx; /* rounds mode: index in the pending array */
+    uint32_t len;
+    uint64_t extra; /* timed mode: host delay added at delivery */
+    uint8_t bytes[];
+} frame;
+
+/* One directed link of a sender. Rounds mode: f is the newest pending
+ * frame. Timed mode: a link is one FIFO stream (as a TCP connection): one
+ * frame at a time is in transfer (busy), the others wait in head..f (linked
+ * by lnext) and start when the one before has left the links. */
+typedef struct link_tail {
+    uint32_t to;
+    uint32_t busy;
+    frame *f;
+    frame *head;
+} link_tail;
+
+typedef struct agent {
+    uint64_t id;
+    const sim_node_ops *ops;
+    void *node;
+    uint8_t alive;
+    uint32_t inc; /* incarnation: stale tick (and host) events are ignored */
+    gossip_time_us tick_at;
+    uint64_t bytes_sent, bytes_recv;
+    link_tail *tails;
+    uint32_t ntails, captails;
+    uint32_t *tix; /* hash index of tails by `to` (slot = tail index + 1), or NULL */
+    uint32_t tixcap;
+    model_rng rng;
+    gossip_env env;
+} agent;
+
+typedef struct id_entry {
+    uint64_t id;
+    uint32_t index;
+} id_entry;
+
+struct sim_engine {
+    sim_engine_config cfg;
+    uint32_t n;
+    int timed;
+    agent *a;
+    id_entry *by_id; /* sorted by id when ids_sorted, nids entries */
+    uint32_t nids;
+    int ids_sorted;
+    sim_evq q;
+    sim_net *net;
+    model_rng order;
+    gossip_time_us now;
+    uint64_t hash;
+    frame *live;
+    frame **pending;
+    size_t npending, cappending;
+    uint32_t *group; /* rounds mode partition groups, NULL = none */
+    double loss_p;
+    sim_engine_stats stats;
+    int failed;
+    char err[256];
+};
+
+/* ---- errors and hash ------------------------------------------------------ */
+
+const char *sim_engine_strerror(int err)
+{
+    switch (err) {
+    case SIM_ENGINE_OK:
+        return "ok";
+    case SIM_ENGINE_EINVAL:
+        return "invalid argument";
+    case SIM_ENGINE_ENOMEM:
+        return "out of memory";
+    case SIM_ENGINE_EFULL:
+        return "event queue or network full";
+    default:
+        return "unknown error";
+    }
+}
+
+static void fail(sim_engine *e, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void fail(sim_engine *e, int code, const char *fmt, ...)
+{
+    if (e->failed)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->err, sizeof e->err, fmt, ap);
+    va_end(ap);
+    e->failed = code;
+}
+
+int sim_engine_failed(const sim_engine *e)
+{
+    return e->failed;
+}
+
+const char *sim_engine_error(const sim_engine *e)
+{
+    return e->err;
+}
+
+static inline uint64_t hmix(uint64_t h, uint64_t v)
+{
+    h ^= v;
+    h *= 0x9E3779B97F4A7C15ULL;
+    return h ^ (h >> 29);
+}
+
+static uint64_t hbytes(uint64_t h, const uint8_t *p, size_t n)
+{
+    h = hmix(h, n);
+    while (n >= 8) {
+        uint64_t w = 0;
+        for (int k = 0; k < 8; k++)
+            w |= (uint64_t)p[k] << (8 * k);
+        h = hmix(h, w);
+        p += 8;
+        n -= 8;
+    }
+    uint64_t w = 0;
+    for (size_t k = 0; k < n; k++)
+        w |= (uint64_t)p[k] << (8 * k);
+    return hmix(h, w);
+}
+
+void sim_engine_trace(sim_engine *e, uint64_t v)
+{
+    e->hash = hmix(e->hash, v);
+}
+
+uint64_t sim_engine_trace_hash(const sim_engine *e)
+{
+    return e->hash;
+}
+
+void sim_engine_count(sim_engine *e, uint64_t n)
+{
+    e->stats.events += n;
+}
+
+/* ---- env ------------------------------------------------------------------ */
+
+static void *env_alloc(void *ctx, size_t size)
+{
+    (void)ctx;
+    return malloc(size ? size : 1);
+}
+
+static void env_free(void *ctx, void *p)
+{
+    (void)ctx;
+    free(p);
+}
+
+/* ---- create and destroy ----------------------------------------------------- */
+
+int sim_engine_create(sim_engine **out, const sim_engine_config *cfg)
+{
+    *out = NULL;
+    if (!cfg || cfg->agents == 0 || cfg->agents > SIM_ENGINE_AGENTS_MAX ||
+        !(cfg->loss >= 0 && cfg->loss <= 1) || (cfg->net && cfg->net->agents != cfg->agents))
+        return SIM_ENGINE_EINVAL;
+    sim_engine *e = calloc(1, sizeof *e);
+    if (!e)
+        return SIM_ENGINE_ENOMEM;
+    e->cfg = *cfg;
+    e->cfg.net = NULL;
+    e->n = cfg->agents;
+    e->timed = cfg->mode == SIM_MODE_TIMED;
+    e->loss_p = cfg->loss;
+    e->hash = 0xcbf29ce484222325ULL ^ cfg->seed;
+    model_rng_seed(&e->order, cfg->seed, cfg->order_stream);
+    size_t emax = cfg->events_max ? cfg->events_max : SIM_ENGINE_EVENTS_DEFAULT;
+    e->a = calloc(e->n, sizeof *e->a);
+    e->by_id = calloc(e->n, sizeof *e->by_id);
+    int rc = SIM_ENGINE_ENOMEM;
+    if (!e->a || !e->by_id || sim_evq_init(&e->q, 1024, emax) != 0)
+        goto fail;
+    if (e->timed) {
+        sim_net_config nc;
+        if (cfg->net) {
+            nc = *cfg->net;
+        } else {
+            nc = (sim_net_config){.agents = e->n, .seed = cfg->seed, .loss = cfg->loss};
+        }
+        int nrc = sim_net_create(&e->net, &nc);
+        if (nrc) {
+            rc = nrc == SIM_NET_ENOMEM ? SIM_ENGINE_ENOMEM : SIM_ENGINE_EINVAL;
+            goto fail;
+        }
+    }
+    for (uint32_t i = 0; i < e->n; i++) {
+        agent *g = &e->a[i];
+        model_rng_seed(&g->rng, cfg->seed, i);
+        g->env = (gossip_env){env_alloc, env_free, model_rng_callback, NULL, &g->rng};
+        g->tick_at = GOSSIP_TIME_NEVER;
+    }
+    e->ids_sorted = 1;
+    *out = e;
+    return SIM_ENGINE_OK;
+fail:
+    sim_engine_destroy(e);
+    return rc;
+}
+
+void sim_engine_destroy(sim_engine *e)
+{
+    if (!e)
+        return;
+    while (e->live) {
+        frame *f = e->live;
+        e->live = f->gnext;
+        free(f);
+    }
+    sim_evq_free(&e->q);
+    if (e->a)
+        for (uint32_t i = 0; i < e->n; i++) {
+            free(e->a[i].tails);
+            free(e->a[i].tix);
+        }
+    free(e->a);
+    free(e->by_id);
+    free(e->pending);
+    free(e->group);
+    sim_net_destroy(e->net);
+    free(e);
+}
+
+/* ---- agents ----------------------------------------------------------------- */
+
+static int cmp_id(const void *a, const void *b)
+{
+    uint64_t x = ((const id_entry *)a)->id, y = ((const id_entry *)b)->id;
+    return x < y ? -1 : x > y;
+}
+
+int sim_engine_set_id(sim_engine *e, uint32_t i, uint64_t id)
+{
+    if (i >= e->n || id == 0)
+        return SIM_ENGINE_EINVAL;
+    if (e->a[i].id == id)
+        return SIM_ENGINE_OK;
+    if (e->a[i].id != 0)
+        return SIM_ENGINE_EINVAL; /* an agent keeps its id */
+    /* The common case, id = index + 1, needs no table entry search. */
+    if (!e->ids_sorted)
+        qsort(e->by_id, e->nids, sizeof *e->by_id, cmp_id);
+    e->ids_sorted = 1;
+    uint32_t lo = 0, hi = e->nids;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (e->by_id[mid].id < id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo < e->nids && e->by_id[lo].id == id)
+        return SIM_ENGINE_EINVAL;
+    e->a[i].id = id;
+    e->by_id[e->nids++] = (id_entry){id, i};
+    e->ids_sorted = e->nids == 1 || e->by_id[e->nids - 2].id < id;
+    return SIM_ENGINE_OK;
+}
+
+void sim_engine_set_node(sim_engine *e, uint32_t i, const sim_node_ops *ops, void *node)
+{
+    assert(i < e->n);
+    e->a[i].ops = node ? ops : NULL;
+    e->a[i].node = ops ? node : NULL;
+}
+
+void *sim_engine_node(const sim_engine *e, uint32_t i)
+{
+    return i < e->n ? e->a[i].node : NULL;
+}
+
+void sim_engine_up(sim_engine *e, uint32_t i)
+{
+    assert(i < e->n);
+    e->a[i].alive = 1;
+    e->a[i].tick_at = GOSSIP_TIME_NEVER;
+    e->a[i].inc++;
+}
+
+void sim_engine_down(sim_engine *e, uint32_t i)
+{
+    assert(i < e->n);
+    e->a[i].alive = 0;
+    e->a[i].inc++;
+}
+
+int sim_engine_alive(const sim_engine *e, uint32_t i)
+{
+    return i < e->n && e->a[i].alive;
+}
+
+uint32_t sim_engine_incarnation(const sim_engine *e, uint32_t i)
+{
+    return i < e->n ? e->a[i].inc : 0;
+}
+
+uint64_t sim_engine_id(const sim_engine *e, uint32_t i)
+{
+    return i < e->n ? e->a[i].id : 0;
+}
+
+uint32_t sim_engine_agents(const sim_engine *e)
+{
+    return e->n;
+}
+
+const gossip_env *sim_engine_env(sim_engine *e, uint32_t i)
+{
+    return i < e->n ? &e->a[i].env : NULL;
+}
+
+model_rng *sim_engine_rng(sim_engine *e, uint32_t i)
+{
+    return i < e->n ? &e->a[i].rng : NULL;
+}
+
+gossip_time_us sim_engine_now(const sim_engine *e)
+{
+    return e->now;
+}
+
+void sim_engine_set_now(sim_engine *e, gossip_time_us now)
+{
+    assert(now >= e->now);
+    e->now = now;
+}
+
+sim_mode sim_engine_mode(const sim_engine *e)
+{
+    return e->cfg.mode;
+}
+
+sim_net *sim_engine_net(sim_engine *e)
+{
+    return e->net;
+}
+
+uint64_t sim_engine_bytes_sent(const sim_engine *e, uint32_t i)
+{
+    return i < e->n ? e->a[i].bytes_sent : 0;
+}
+
+uint64_t sim_engine_bytes_recv(const sim_engine *e, uint32_t i)
+{
+    return i < e->n ? e->a[i].bytes_recv : 0;
+}
+
+const sim_engine_stats *sim_engine_get_stats(const sim_engine *e)
+{
+    return &e->stats;
+}
+
+gossip_time_us sim_engine_deadline(const sim_engine *e, uint32_t i)
+{
+    const agent *g = &e->a[i];
+    return g->ops ? g->ops->deadline(g->node) : GOSSIP_TIME_NEVER;
+}
+
+size_t sim_engine_pending(const sim_engine *e)
+{
+    return e->npending;
+}
+
+/* Index of the agent a frame goes to, or UINT32_MAX. */
+static uint32_t resolve(const sim_engine *e, const gossip_send *s)
+{
+    if (s->dest == 0) {
+        if (s->dest_addr && strncmp(s->dest_addr, "sim://", 6) == 0) {
+            char *end = NULL;
+            unsigned long v = strtoul(s->dest_addr + 6, &end, 10);
+            if (end && end != s->dest_addr + 6 && *end == '\0' && v < e->n)
+                return (uint32_t)v;
+        }
+        return UINT32_MAX;
+    }
+    if (s->dest - 1 < e->n && e->a[s->dest - 1].id == s->dest) /* id = index + 1 */
+        return (uint32_t)(s->dest - 1);
+    if (!e->ids_sorted) {
+        qsort(((sim_engine *)e)->by_id, e->nids, sizeof *e->by_id, cmp_id);
+        ((sim_engine *)e)->ids_sorted = 1;
+    }
+    uint32_t lo = 0, hi = e->nids;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (e->by_id[mid].id < s->dest)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < e->nids && e->by_id[lo].id == s->dest ? e->by_id[lo].index : UINT32_MAX;
+}
+
+/* ---- frames and links ------------------------------------------------------- */
+
+static void frame_free(sim_engine *e, frame *f)
+{
+    if (f->gprev)
+        f->gprev->gnext = f->gnext;
+    else
+        e->live = f->gnext;
+    if (f->gnext)
+        f->gnext->gprev = f->gprev;
+    free(f);
+}
+
+static void lose(sim_engine *e, uint64_t *cause)
+{
+    e->stats.lost++;
+    (*cause)++;
+}
+
+/* Past this many links a sender finds its link tails through a hash index
+ * (timed mode with random peers: every agent ends up with a link to most
+ * others, and a linear scan per frame was a quarter of the run time). */
+#define TAILS_INDEX_MIN 16u
+
+static uint32_t tail_hash(uint32_t to, uint32_t cap)
+{
+    return (uint32_t)(((uint64_t)to * 0x9E3779B97F4A7C15ULL) >> 32) & (cap - 1);
+}
+
+/* (Re)build the index for the current tails; 0 or -1 (out of memory). */
+static int tails_index(agent *s)
+{
+    uint32_t cap = 64;
+    while (cap < 2 * s->captails)
+        cap *= 2;
+    uint32_t *ix = calloc(cap, sizeof *ix);
+    if (!ix)
+        return -1;
+    for (uint32_t k = 0; k < s->ntails; k++) {
+        uint32_t h = tail_hash(s->tails[k].to, cap);
+        while (ix[h])
+            h = (h + 1) & (cap - 1);
+        ix[h] = k + 1;
+    }
+    free(s->tix);
+    s->tix = ix;
+    s->tixcap = cap;
+    return 0;
+}
+
+/* The link from -> to of the sender's table, created when missing (NULL
+ * when out of memory). */
+static link_tail *link_get(sim_engine *e, uint32_t from, uint32_t to)
+{
+    agent *s = &e->a[from];
+    if (s->tix) {
+        for (uint32_t h = tail_hash(to, s->tixcap); s->tix[h]; h = (h + 1) & (s->tixcap - 1))
+            if (s->tails[s->tix[h] - 1].to == to)
+                return &s->tails[s->tix[h] - 1];
+    } else {
+        for (uint32_t k = 0; k < s->ntails; k++)
+            if (s->tails[k].to == to)
+                return &s->tails[k];
+    }
+    if (s->ntails == s->captails) {
+        uint32_t nc = s->captails ? 2 * s->captails : 4;
+        link_tail *nt = realloc(s->tails, nc * sizeof *nt);
+        if (!nt)
+            return NULL;
+        s->tails = nt;
+        s->captails = nc;
+    }
+    link_tail *t = &s->tails[s->ntails++];
+    *t = (link_tail){.to = to};
+    if (s->ntails >= TAILS_INDEX_MIN) {
+        if (!s->tix || 2 * s->captails > s->tixcap) {
+            if (tails_index(s) != 0)
+                return NULL;
+        } else {
+            uint32_t h = tail_hash(to, s->tixcap);
+            while (s->tix[h])
+                h = (h + 1) & (s->tixcap - 1);
+            s->tix[h] = s->ntails;
+        }
+    }
+    return t;
+}
+
+static int pending_push(sim_engine *e, frame *f)
+{
+    if (e->npending == e->cappending) {
+        size_t nc = e->cappending ? 2 * e->cappending : 1024;
+        frame **p = realloc(e->pending, nc * sizeof *p);
+        if (!p)
+            return -1;
+        e->pending = p;
+        e->cappending = nc;
+    }
+    link_tail *t = link_get(e, f->from, f->to);
+    if (!t)
+        return -1;
+    f->lprev = t->f;
+    f->lnext = NULL;
+    if (t->f)
+        t->f->lnext = f;
+    t->f = f;
+    f->pidx = (uint32_t)e->npending;
+    e->pending[e->npending++] = f;
+    return 0;
+}
+
+/* Remove f (the oldest frame of its link) from the pending set. */
+static void pending_remove(sim_engine *e, frame *f)
+{
+    frame *last = e->pending[--e->npending];
+    e->pending[f->pidx] = last;
+    last->pidx = f->pidx;
+    if (f->lnext) {
+        f->lnext->lprev = NULL;
+    } else {
+        agent *s = &e->a[f->from];
+        for (uint32_t k = 0; k < s->ntails; k++)
+            if (s->tails[k].to == f->to) {
+                s->tails[k] = s->tails[--s->ntails];
+                free(s->tix); /* indices moved: rebuilt when needed */
+                s->tix = NULL;
+                break;
+            }
+    }
+}
+
+static void push(sim_engine *e, gossip_time_us t, uint32_t kind, uint32_t agent_i, uint64_t a,
+                 uint64_t b, void *ptr)
+{
+    sim_event ev = {.time_us = t, .kind = kind, .agent = agent_i, .a = a, .b = b, .ptr = ptr};
+    if (sim_evq_push(&e->q, &ev) != 0)
+        fail(e, SIM_ENGINE_EFULL, "event queue full at %zu events (t = %.6f s)", sim_evq_len(&e->q),
+             (double)e->now / 1e6);
+}
+
+void sim_engine_schedule(sim_engine *e, gossip_time_us t, uint32_t kind, uint32_t agent_i,
+                         uint64_t a, uint64_t b, void *ptr)
+{
+    assert(kind >= SIM_EV_USER);
+    push(e, t, kind, agent_i, a, b, ptr);
+}
+
+/* Timed mode: put frame f on the network at time t; the link is busy while
+ * a flow carries it. */
+static void link_send(sim_engine *e, link_tail *t, frame *f, uint64_t at)
+{
+    sim_net_delivery d;
+    int fate = sim_net_send(e->net, f->from, f->to, f->len, (uint64_t)(uintptr_t)f, at, &d);
+    if (fate == SIM_NET_DELIVER) {
+        push(e, d.deliver_us + f->extra, EV_DELIVER, f->to, 0, 0, f);
+    } else if (fate == SIM_NET_QUEUED) {
+        t->busy = 1;
+    } else if (fate == SIM_NET_LOST) {
+        lose(e, &e->stats.dropped);
+        frame_free(e, f);
+    } else {
+        frame_free(e, f);
+        fail(e, SIM_ENGINE_EFULL, "network: %s", sim_net_strerror(fate));
+    }
+}
+
+/* Timed mode: the flow of a frame from -> to left the links at `at`: start
+ * the next frame waiting on that link (frames of a crashed sender are
+ * dropped). */
+static void link_done(sim_engine *e, uint32_t from, uint32_t to, uint64_t at)
+{
+    link_tail *t = link_get(e, from, to);
+    if (!t) {
+        fail(e, SIM_ENGINE_ENOMEM, "out of memory (links)");
+        return;
+    }
+    t->busy = 0;
+    while (t->head && !t->busy && !e->failed) {
+        frame *f = t->head;
+        t->head = f->lnext;
+        if (!t->head)
+            t->f = NULL;
+        if (!e->a[from].alive) {
+            lose(e, &e->stats.dead);
+            frame_free(e, f);
+            continue;
+        }
+        link_send(e, t, f, at);
+    }
+}
+
+/* ---- drain, deliver, tick ----------------------------------------------------- */
+
+void sim_engine_drain(sim_engine *e, uint32_t i)
+{
+    agent *g = &e->a[i];
+    if (!g->alive || !g->ops || e->failed)
+        return;
+    if (e->cfg.hooks.prepare)
+        e->cfg.hooks.prepare(e->cfg.hooks.ctx, i);
+    if (!g->ops) /* the host took the object away */
+        return;
+    gossip_send s;
+    while (g->ops->poll_send(g->node, &s, e->now) == 1) {
+        e->stats.sent++;
+        e->stats.bytes_sent += s.len;
+        g->bytes_sent += s.len;
+        uint32_t to = resolve(e, &s);
+        if (to == UINT32_MAX || to == i) {
+            lose(e, &e->stats.unknown);
+            continue;
+        }
+        if (!e->timed) {
+            /* Loss is drawn for every frame so the stream advances alike. */
+            int lost = e->loss_p > 0 && model_rng_uniform_double(&e->order) < e->loss_p;
+            if (lost || (e->group && e->group[i] != e->group[to])) {
+                lose(e, &e->stats.dropped);
+                continue;
+            }
+        }
+        frame *f = malloc(sizeof *f + s.len);
+        if (!f) {
+            fail(e, SIM_ENGINE_ENOMEM, "out of memory (frames)");
+            return;
+        }
+        f->from = i;
+        f->to = to;
+        f->len = (uint32_t)s.len;
+        f->extra = 0;
+        memcpy(f->bytes, s.frame, s.len);
+        f->gprev = NULL;
+        f->gnext = e->live;
+        if (e->live)
+            e->live->gprev = f;
+        e->live = f;
+        if (!e->timed) {
+            if (pending_push(e, f) != 0) {
+                frame_free(e, f);
+                fail(e, SIM_ENGINE_ENOMEM, "out of memory (pending frames)");
+                return;
+            }
+            continue;
+        }
+        if (e->cfg.hooks.delay)
+            f->extra = e->cfg.hooks.delay(e->cfg.hooks.ctx, i, to);
+        link_tail *t = link_get(e, i, to);
+        if (!t) {
+            frame_free(e, f);
+            fail(e, SIM_ENGINE_ENOMEM, "out of memory (links)");
+            return;
+        }
+        f->lnext = NULL;
+        if (t->busy) {
+            if (t->head)
+                t->f->lnext = f;
+            else
+                t->head = f;
+            t->f = f;
+            continue;
+        }
+        link_send(e, t, f, e->now);
+        if (e->failed)
+            return;
+    }
+    if (e->timed) {
+        gossip_time_us dl = g->ops->deadline(g->node);
+        if (dl != GOSSIP_TIME_NEVER && dl < g->tick_at) {
+            g->tick_at = dl;
+            push(e, dl > e->now ? dl : e->now, EV_TICK, i, dl, g->inc, NULL);
+        }
+    }
+}
+
+static void deliver(sim_engine *e, frame *f)
+{
+    agent *to = &e->a[f->to];
+    if (to->alive && to->ops) {
+        gossip_header h;
+        e->hash = hmix(hmix(hmix(e->hash, e->now), f->from), f->to);
+        e->hash = hbytes(e->hash, f->bytes, f->len);
+        to->bytes_recv += f->len;
+        if (gossip_header_decode(f->bytes, f->len, &h) != GOSSIP_OK) {
+            e->stats.bad_header++;
+        } else if (e->cfg.hooks.filter &&
+                   e->cfg.hooks.filter(e->cfg.hooks.ctx, f->from, f->to, f->bytes, f->len)) {
+            lose(e, &e->stats.dropped);
+        } else {
+            e->stats.delivered++;
+            e->stats.bytes_delivered += f->len;
+            if (to->ops->recv(to->node, e->a[f->from].id, &h, f->bytes + GOSSIP_HEADER_SIZE,
+                              f->len - GOSSIP_HEADER_SIZE, e->now) != 0)
+                e->stats.rejected++;
+        }
+        sim_engine_drain(e, f->to);
+        if (e->cfg.hooks.after)
+            e->cfg.hooks.after(e->cfg.hooks.ctx, f->to);
+    } else {
+        lose(e, &e->stats.dead);
+    }
+    frame_free(e, f);
+}
+
+void sim_engine_tick_now(sim_engine *e, uint32_t i)
+{
+    agent *g = &e->a[i];
+    if (!g->alive || !g->ops)
+        return;
+    g->tick_at = GOSSIP_TIME_NEVER;
+    e->stats.ticks++;
+    (void)g->ops->tick(g->node, e->now);
+    sim_engine_drain(e, i);
+}
+
+long sim_engine_deliver_pending(sim_engine *e)
+{
+    long n = 0;
+    while (e->npending && !e->failed) {
+        frame *f = e->pending[model_rng_below(&e->order, e->npending)];
+        while (f->lprev)
+            f = f->lprev;
+        pending_remove(e, f);
+        e->stats.events++;
+        deliver(e, f);
+        n++;
+    }
+    return n;
+}
+
+long sim_engine_run_until(sim_engine *e, gossip_time_us until, int (*stop)(void *ctx), void *ctx)
+{
+    if (!e->timed)
+        return -1;
+    long n = 0;
+    sim_net_delivery d;
+    while (!e->failed) {
+        uint64_t tq = sim_evq_peek_time(&e->q);
+        uint64_t tn = sim_net_next_completion(e->net);
+        if (tn <= tq && tn <= until) {
+            if (sim_net_advance(e->net, tn) != SIM_NET_OK) {
+                fail(e, SIM_ENGINE_EFULL, "network: time error");
+                break;
+            }
+            while (sim_net_pop(e->net, &d) && !e->failed) {
+                frame *f = (frame *)(uintptr_t)d.tag;
+                push(e, d.deliver_us + f->extra, EV_DELIVER, d.dst, 0, 0, f);
+                link_done(e, d.src, d.dst, tn);
+            }
+            continue;
+        }
+        if (tq > until)
+            break;
+        sim_event ev;
+        sim_evq_pop(&e->q, &ev);
+        e->now = ev.time_us;
+        e->stats.events++;
+        n++;
+        agent *g = &e->a[ev.agent];
+        switch (ev.kind) {
+        case EV_DELIVER:
+            deliver(e, ev.ptr);
+            break;
+        case EV_TICK:
+            if (g->alive && g->ops && g->inc == ev.b && g->tick_at == ev.a) {
+                g->tick_at = GOSSIP_TIME_NEVER;
+                e->stats.ticks++;
+                (void)g->ops->tick(g->node, e->now);
+                sim_engine_drain(e, ev.agent);
+                if (e->cfg.hooks.after)
+                    e->cfg.hooks.after(e->cfg.hooks.ctx, ev.agent);
+            }
+            break;
+        default:
+            if (e->cfg.hooks.event)
+                e->cfg.hooks.event(e->cfg.hooks.ctx, &ev);
+            break;
+        }
+        if (stop && stop(ctx))
+            return n;
+    }
+    if (!e->failed && until > e->now)
+        e->now = until;
+    return n;
+}
+
+/* ---- faults ------------------------------------------------------------------- */
+
+int sim_engine_set_loss(sim_engine *e, double p)
+{
+    p = p < 0 ? 0 : p > 1 ? 1 : p;
+    e->loss_p = p;
+    if (e->net)
+        sim_net_set_loss(e->net, p);
+    return SIM_ENGINE_OK;
+}
+
+int sim_engine_set_partition(sim_engine *e, const uint32_t *group)
+{
+    if (!group) {
+        free(e->group);
+        e->group = NULL;
+        if (e->net)
+            sim_net_set_partition(e->net, NULL);
+        return SIM_ENGINE_OK;
+    }
+    if (!e->group && !(e->group = malloc(e->n * sizeof *e->group)))
+        return SIM_ENGINE_ENOMEM;
+    memcpy(e->group, group, e->n * sizeof *e->group);
+    if (e->net && sim_net_set_partition(e->net, group) != SIM_NET_OK)
+        return SIM_ENGINE_ENOMEM;
+    return SIM_ENGINE_OK;
+}
