@@ -94,7 +94,8 @@ const char *sim_engine_strerror(int err)
     }
 }
 
-static void fail(sim_engine *e, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void fail(sim_engine *e, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 static void fail(sim_engine *e, int code, const char *fmt, ...)
 {
     if (e->failed)

@@ -207,8 +207,8 @@ long sim_engine_run_until(sim_engine *e, gossip_time_us until, int (*stop)(void 
 
 /* Queue a host event (kind >= SIM_EV_USER) at time t (>= now). On a full
  * queue the engine fails (sim_engine_failed). */
-void sim_engine_schedule(sim_engine *e, gossip_time_us t, uint32_t kind, uint32_t agent,
-                         uint64_t a, uint64_t b, void *ptr);
+void sim_engine_schedule(sim_engine *e, gossip_time_us t, uint32_t kind, uint32_t agent, uint64_t a,
+                         uint64_t b, void *ptr);
 
 /* Faults. Loss probability of frames sent from now on (timed mode: the
  * network's). Partition: group[i] per agent (copied); frames between

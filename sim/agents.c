@@ -1,0 +1,291 @@
+/* sim/agents — an agent's protocol object on the engine (see sim/runner.h):
+ * a gossip_mix under the membership oracle, a whole gossip_node (SWIM, its
+ * own views, state transfer) under membership.mode = swim. Start, crash,
+ * restart and join; the oracle's views; mixing rounds begun after local
+ * steps and taken when they end. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "sim/runner.h"
+
+static void schedule(runner *r, uint64_t t, uint32_t kind, uint32_t agent, uint64_t a, uint64_t b,
+                     void *ptr)
+{
+    sim_engine_schedule(r->e, t, kind, agent, a, b, ptr);
+}
+
+static uint32_t inc(const runner *r, uint32_t i)
+{
+    return sim_engine_incarnation(r->e, i);
+}
+
+static void drain(runner *r, uint32_t i)
+{
+    sim_engine_drain(r->e, i);
+}
+
+/* The agent's protocol object: its node (swim) or its mixer (oracle). */
+static void agent_attach(runner *r, uint32_t i)
+{
+    sim_agent_state *g = &r->a[i];
+    if (g->node)
+        sim_engine_set_node(r->e, i, &sim_ops_node, g->node);
+    else
+        sim_engine_set_node(r->e, i, &sim_ops_mix, g->mix);
+}
+
+/* Swim: install a transferred (or the agent's own) model once the node has
+ * one; until then the agent neither trains nor mixes. */
+static void node_model(runner *r, sim_agent_state *g)
+{
+    if (!g->node || g->ready)
+        return;
+    gossip_node_model st = gossip_node_model_state(g->node);
+    if (st == GOSSIP_NODE_JOINING)
+        return;
+    if (st == GOSSIP_NODE_FETCHED) {
+        uint64_t round;
+        if (gossip_node_model_result(g->node, g->x, &round) != GOSSIP_OK)
+            return;
+        if (g->net)
+            model_sgd_reset(&g->sgd);
+        r->tally.transfers++;
+    }
+    if (st != GOSSIP_NODE_READY && gossip_node_model_adopt(g->node) != GOSSIP_OK)
+        return;
+    g->ready = 1;
+}
+
+void sim_agents_hook_prepare(void *ctx, uint32_t i)
+{
+    runner *r = ctx;
+    node_model(r, &r->a[i]);
+}
+
+void sim_agents_hook_after(void *ctx, uint32_t i)
+{
+    sim_agents_check_done(ctx, i);
+}
+
+uint64_t sim_agents_step_us(runner *r, uint32_t i)
+{
+    return sim_compute_step_us(r->comp, i);
+}
+
+/* Agent i's mixing round ended: take the result, go back to training. */
+void sim_agents_check_done(runner *r, uint32_t i)
+{
+    sim_agent_state *g = &r->a[i];
+    if (!g->mixing || !g->mix || gossip_mix_get_state(g->mix) != GOSSIP_MIX_DONE)
+        return;
+    int outcome = GOSSIP_OK;
+    if (gossip_mix_take(g->mix, g->x, &outcome) != GOSSIP_OK)
+        return;
+    g->mixing = 0;
+    double dt = (double)(sim_runner_now(r) - g->mix_start) / 1e6;
+    if (outcome == GOSSIP_OK) {
+        g->mixes++;
+        r->tally.mix_done++;
+        r->tally.mix_time_sum += dt;
+        if (dt > r->tally.mix_time_max)
+            r->tally.mix_time_max = dt;
+    } else {
+        g->aborted++;
+        r->tally.mix_aborted++;
+    }
+    if (r->timed)
+        schedule(r, sim_runner_now(r) + sim_agents_step_us(r, i), SIM_EV_STEP, i, 0, inc(r, i),
+                 NULL);
+}
+
+/* Begin a mixing round on agent i. Returns 1 if it started. */
+int sim_agents_mix_begin(runner *r, uint32_t i)
+{
+    sim_agent_state *g = &r->a[i];
+    if (r->n < 2 || (r->swim && !g->ready) ||
+        gossip_mix_start(g->mix, g->x, sim_runner_now(r)) != GOSSIP_OK)
+        return 0;
+    g->mixing = 1;
+    g->mix_start = sim_runner_now(r);
+    drain(r, i);
+    sim_agents_check_done(r, i);
+    return 1;
+}
+
+void sim_agents_view_change(runner *r)
+{
+    r->epoch++;
+    uint32_t live = 0;
+    for (uint32_t i = 0; i < r->n; i++)
+        if (sim_runner_alive(r, i))
+            r->ids[live++] = (uint64_t)i + 1;
+    gossip_view v = {.epoch = r->epoch, .n = live, .ids = r->ids};
+    for (uint32_t i = 0; i < r->n && !r->swim; i++)
+        if (sim_runner_alive(r, i) && r->a[i].mix)
+            (void)gossip_mix_set_view(r->a[i].mix, &v, sim_runner_now(r));
+    for (uint32_t i = 0; i < r->n && !r->failed; i++)
+        if (sim_runner_alive(r, i) && r->a[i].mix) {
+            drain(r, i);
+            if (r->timed)
+                sim_agents_check_done(r, i);
+        }
+    sim_shardsim_update(r);
+}
+
+static int snapshot_model(void *ctx, float *out, uint32_t dim, uint64_t *round)
+{
+    const sim_agent_state *g = ctx;
+    if (!g->node || !g->ready || dim != g->dim) /* a down agent has no node */
+        return -1;
+    memcpy(out, g->x, (size_t)dim * sizeof *out);
+    *round = g->mixes;
+    return 0;
+}
+
+/* Swim: agent i's protocol core; fetch: pull the model from peers first. */
+static int agent_node_create(runner *r, uint32_t i, int fetch)
+{
+    const sim_scenario *sc = r->sc;
+    sim_agent_state *g = &r->a[i];
+    snprintf(g->addr, sizeof g->addr, "sim://%u", i);
+    gossip_node_config c;
+    gossip_node_config_default(&c);
+    c.self = (uint64_t)i + 1;
+    c.self_addr = g->addr;
+    uint32_t mm = 2 * r->n + 8;
+    c.swim.members_max = mm < GOSSIP_MEMBERS_MAX ? mm : GOSSIP_MEMBERS_MAX;
+    c.swim.probe_interval_us = (gossip_time_us)llround(sc->membership.probe_interval_ms * 1e3);
+    c.swim.probe_timeout_us = (gossip_time_us)llround(sc->membership.probe_timeout_ms * 1e3);
+    c.swim.suspicion_mult = sc->membership.suspicion_mult;
+    c.swim.indirect_k = sc->membership.indirect_k;
+    c.mix = r->mcfg;
+    c.xfer.snapshot = snapshot_model;
+    c.xfer.snapshot_ctx = g;
+    c.fetch_model = fetch;
+    g->dim = r->dim;
+    g->ready = 0;
+    int rc = gossip_node_create(&g->node, sim_engine_env(r->e, i), &c);
+    if (rc)
+        return sim_runner_fail(r, rc == GOSSIP_ENOMEM ? SIM_RUN_ENOMEM : SIM_RUN_EINVAL, "node: %s",
+                               gossip_strerror(rc));
+    g->mix = gossip_node_mix(g->node);
+    return 0;
+}
+
+/* Swim: join through up to 3 live agents drawn from the seed (none: found
+ * the cluster). */
+void sim_agents_join(runner *r, uint32_t i)
+{
+    const char *seeds[3];
+    size_t ns = 0;
+    uint32_t live = 0;
+    for (uint32_t k = 0; k < r->n; k++)
+        live += sim_runner_alive(r, k) && r->a[k].node && k != i;
+    for (size_t t = 0; t < 3 && live; t++) {
+        uint64_t pick = model_rng_below(&r->state, live);
+        for (uint32_t k = 0; k < r->n; k++)
+            if (sim_runner_alive(r, k) && r->a[k].node && k != i && pick-- == 0) {
+                seeds[ns++] = r->a[k].addr;
+                break;
+            }
+    }
+    if (ns)
+        (void)gossip_node_join(r->a[i].node, seeds, ns, sim_runner_now(r));
+}
+
+void sim_agents_destroy(runner *r, uint32_t i)
+{
+    sim_agent_state *g = &r->a[i];
+    sim_engine_set_node(r->e, i, NULL, NULL);
+    if (g->node)
+        gossip_node_destroy(g->node);
+    else if (g->mix)
+        gossip_mix_destroy(g->mix);
+    g->node = NULL;
+    g->mix = NULL;
+    g->ready = 0;
+}
+
+static int agent_mix_create(runner *r, uint32_t i)
+{
+    if (r->swim)
+        return agent_node_create(r, i, 0);
+    gossip_mix_config c = r->mcfg;
+    c.self = (uint64_t)i + 1;
+    int rc = gossip_mix_create(&r->a[i].mix, sim_engine_env(r->e, i), &c);
+    if (rc)
+        return sim_runner_fail(r, rc == GOSSIP_ENOMEM ? SIM_RUN_ENOMEM : SIM_RUN_EINVAL,
+                               "mixer: %s", gossip_strerror(rc));
+    return 0;
+}
+
+/* Create agent i's protocol object and put it on the engine, up (setup). */
+int sim_agents_start(runner *r, uint32_t i)
+{
+    if (agent_mix_create(r, i))
+        return r->failed;
+    agent_attach(r, i);
+    sim_engine_up(r->e, i);
+    r->a[i].present = 1;
+    return 0;
+}
+
+/* Start (or restart) agent i at sim_runner_now(r). */
+void sim_agents_up(runner *r, uint32_t i, int restart)
+{
+    sim_agent_state *g = &r->a[i];
+    if (sim_runner_alive(r, i))
+        return;
+    sim_agents_destroy(r, i);
+    if (r->swim ? agent_node_create(r, i, 1) : agent_mix_create(r, i))
+        return;
+    agent_attach(r, i);
+    if (r->swim && r->chk.seen_epoch) /* a new process numbers its views from 1 */
+        r->chk.seen_epoch[i] = 0;
+    sim_engine_up(r->e, i);
+    g->present = 1;
+    g->mixing = 0;
+    /* State transfer: copy the model of a live agent drawn from the seed
+     * (swim: the node pulls it from its peers, gossip/xfer, and the agent
+     * keeps its last vector as its checkpoint until then). */
+    uint32_t live = 0;
+    for (uint32_t k = 0; k < r->n; k++)
+        live += sim_runner_alive(r, k) && k != i;
+    if (r->swim) {
+        sim_agents_join(r, i);
+        live = 0;
+    }
+    if (live) {
+        uint64_t pick = model_rng_below(&r->state, live);
+        for (uint32_t k = 0; k < r->n; k++)
+            if (sim_runner_alive(r, k) && k != i && pick-- == 0) {
+                memcpy(g->x, r->a[k].x, (size_t)r->dim * sizeof *g->x);
+                break;
+            }
+    }
+    if (g->net && !r->swim)
+        model_sgd_reset(&g->sgd);
+    r->tally.restarts += restart;
+    sim_engine_trace(r->e, sim_runner_now(r));
+    sim_engine_trace(r->e, 0x0F00000000000000ULL | i);
+    sim_agents_view_change(r);
+    if (r->timed)
+        schedule(r, sim_runner_now(r) + sim_agents_step_us(r, i), SIM_EV_STEP, i, 0, inc(r, i),
+                 NULL);
+}
+
+void sim_agents_down(runner *r, uint32_t i)
+{
+    sim_agent_state *g = &r->a[i];
+    if (!sim_runner_alive(r, i))
+        return;
+    sim_engine_down(r->e, i);
+    g->mixing = 0;
+    r->tally.crashes++;
+    if (r->swim) /* the process is gone, with its protocol state */
+        sim_agents_destroy(r, i);
+    sim_engine_trace(r->e, sim_runner_now(r));
+    sim_engine_trace(r->e, 0xC000000000000000ULL | i);
+    sim_agents_view_change(r);
+}

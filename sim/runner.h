@@ -1,0 +1,234 @@
+/* sim/runner — the state of one `murmur sim` run, shared by the files that
+ * make up sim/run (internal header; nothing outside sim/ includes it).
+ *
+ * One run is the engine (sim/engine.h: queue, delivery, trace hash) plus
+ * one part per concept, each in its own file with its own state:
+ *
+ *   run.c         setup and teardown, the rounds and timed main loops,
+ *                 progress lines, sim_run
+ *   models.c      what an agent trains: consensus, quadratic, a model/
+ *                 network on real or synthetic data (a table of operations
+ *                 per kind, sim_models)
+ *   agents.c      an agent's protocol object (a gossip_mix, or a whole
+ *                 gossip_node under SWIM) on the engine: start, crash,
+ *                 restart, views (the membership oracle), mixing rounds,
+ *                 state transfer (sim_agents)
+ *   inject.c      the fault list applied to agents, network and compute
+ *   shardsim.c    shard placement and copies (sim_shardsim)
+ *   invariants.c  the safety checks of opts->check (sim_checks)
+ *   report.c      samples (series.csv rows), figures and summary.json
+ *                 (sim_report)
+ *
+ * Agent i is node id i + 1 with address "sim://i" and stream i of the
+ * seed (the engine's). Times are the engine's (virtual microseconds).
+ */
+#ifndef SIM_RUNNER_H
+#define SIM_RUNNER_H
+
+#include <stdint.h>
+#include <time.h>
+
+#include "gossip/mix.h"
+#include "gossip/node.h"
+#include "gossip/placement.h"
+#include "model/data.h"
+#include "model/net.h"
+#include "model/optim.h"
+#include "model/rng.h"
+#include "sim/compute.h"
+#include "sim/engine.h"
+#include "sim/faults.h"
+#include "sim/output.h"
+#include "sim/run.h"
+#include "sim/scenario.h"
+
+/* Host event kinds on the engine (timed mode). */
+enum { SIM_EV_STEP = SIM_EV_USER, SIM_EV_FAULT, SIM_EV_SAMPLE };
+
+/* Generator salts (streams) of the runner's own draws; agents use streams
+ * 0..agents-1 of the seed. */
+#define SIM_SALT_ORDER 0x5155000000000001ULL /* rounds-mode delivery order, loss */
+#define SIM_SALT_MODEL 0x5155000000000002ULL /* initial vectors, data, placement */
+#define SIM_SALT_STATE 0x5155000000000003ULL /* state-transfer source of a restart */
+
+/* One agent, besides its engine slot. */
+typedef struct sim_agent_state {
+    gossip_mix *mix; /* its mixer (under SWIM: its node's) */
+    float *x;        /* the model vector (for networks: the net's parameters) */
+    model_rng *rng;  /* the engine's stream of this agent */
+    uint8_t present, mixing;
+    gossip_time_us mix_start;
+    uint64_t steps, mixes, aborted;
+    double loss; /* loss of the last local step */
+    model_net *net;
+    model_sgd sgd;
+    uint32_t *rows, nrows, cursor;
+    /* membership.mode = swim: the agent's protocol core; mix is its mixer */
+    gossip_node *node;
+    uint8_t ready; /* the node has an agreed model (READY): it may mix */
+    uint32_t dim;  /* for the state-transfer snapshot */
+    char addr[24]; /* "sim://<index>" */
+} sim_agent_state;
+
+typedef struct runner runner;
+
+/* models.c: what an agent trains. */
+typedef struct sim_model_ops {
+    /* Shared state (data sets, optima); sets r->dim for vector models. */
+    int (*init)(runner *r);
+    /* Agent i's model; its vector is r->a[i].x (sets r->dim for networks). */
+    int (*agent_init)(runner *r, uint32_t i);
+    /* One local step on agent i's vector (NULL: none). */
+    void (*step)(runner *r, uint32_t i);
+    /* Loss and accuracy of agent i (NaN when undefined; NULL: both NaN). */
+    void (*eval)(runner *r, uint32_t i, double *loss, double *acc);
+    void (*agent_free)(runner *r, uint32_t i);
+    void (*free)(runner *r);
+    /* Bytes of one data shard. */
+    double (*shard_bytes)(const runner *r);
+} sim_model_ops;
+
+typedef struct sim_models {
+    const sim_model_ops *ops;
+    float *quad_b;     /* quadratic: agents x dim optima */
+    double *quad_mean; /* quadratic: dim */
+    model_data train, test, eval;
+    model_norm norm;
+    int use_norm;
+} sim_models;
+
+/* shardsim.c: placement and copies of the data shards. */
+typedef struct shard_holder {
+    uint32_t agent;
+    uint64_t ready_us;
+} shard_holder;
+
+typedef struct sim_shardsim {
+    uint32_t nshards, width;
+    int placed; /* the initial placement is done */
+    uint8_t (*shard_ids)[GOSSIP_SHARD_ID_SIZE];
+    shard_holder *holders; /* nshards x 2 width */
+    uint8_t *nhold, *shard_lost;
+    uint64_t *prow;
+    uint64_t copy_us, shards_lost;
+    uint8_t *hfail;              /* holders with a complete copy lost since the shard last had r */
+    uint32_t prim_min, prim_max; /* primaries per live agent in the last placement */
+} sim_shardsim;
+
+/* invariants.c: the safety checks (opts->check). */
+typedef struct sim_checks {
+    uint64_t *seen_epoch; /* per agent: highest view epoch seen */
+    uint64_t violations;
+    char violation[SIM_VIOLATION_MAX];
+} sim_checks;
+
+/* report.c: samples and figures. */
+typedef struct sim_report {
+    sim_output out;
+    int out_open;
+    uint64_t rows;
+    double target_time, last_acc, last_loss, last_cd;
+    double first_cd;         /* consensus distance of the first sample */
+    uint64_t last_sample_us; /* timed mode: time of the last sample */
+    double mem_per_agent;    /* heap bytes allocated by agent setup, per agent */
+} sim_report;
+
+/* agents.c: counts of what happened to the agents. */
+typedef struct sim_tally {
+    uint64_t mix_done, mix_aborted, crashes, restarts, transfers;
+    double mix_time_sum, mix_time_max;
+} sim_tally;
+
+struct runner {
+    const sim_scenario *sc;
+    const sim_run_opts *opts;
+    uint32_t n, dim;
+    int timed;
+    int swim; /* membership.mode = swim */
+    sim_engine *e;
+    sim_agent_state *a;
+    sim_compute *comp;
+    sim_fault_list faults;
+    size_t next_fault; /* rounds mode */
+    gossip_mix_config mcfg;
+    model_rng state, mrng;
+    gossip_env renv; /* the runner's env (placement scratch) */
+    gossip_time_us end_us;
+    uint64_t epoch;  /* oracle view epoch */
+    uint64_t *ids;   /* scratch: live ids */
+    uint32_t *group; /* partition groups, NULL = none */
+    double *matrix;  /* latency matrix until the engine copied it */
+    sim_models m;
+    sim_shardsim sh;
+    sim_checks chk;
+    sim_report rep;
+    sim_tally tally;
+    struct timespec t0, last_print;
+    char err[512];
+    int failed;
+};
+
+/* run.c */
+int sim_runner_fail(runner *r, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* The run's error, taking over the engine's first one. */
+int sim_runner_failed(runner *r);
+
+static inline gossip_time_us sim_runner_now(const runner *r)
+{
+    return sim_engine_now(r->e);
+}
+static inline int sim_runner_alive(const runner *r, uint32_t i)
+{
+    return sim_engine_alive(r->e, i);
+}
+
+/* models.c */
+int sim_models_init(runner *r);
+int sim_models_agent_init(runner *r, uint32_t i);
+/* One local step of agent i (counted and traced). */
+void sim_models_step(runner *r, uint32_t i);
+void sim_models_eval(runner *r, uint32_t i, double *loss, double *acc);
+void sim_models_free(runner *r);
+double sim_models_shard_bytes(const runner *r);
+
+/* agents.c */
+uint64_t sim_agents_step_us(runner *r, uint32_t i);
+/* Create agent i's protocol object and put it on the engine, up. */
+int sim_agents_start(runner *r, uint32_t i);
+void sim_agents_destroy(runner *r, uint32_t i);
+/* Swim: join through up to 3 live agents drawn from the seed. */
+void sim_agents_join(runner *r, uint32_t i);
+void sim_agents_up(runner *r, uint32_t i, int restart);
+void sim_agents_down(runner *r, uint32_t i);
+/* Oracle: install the view of the live agents on every live mixer. */
+void sim_agents_view_change(runner *r);
+/* Begin a mixing round on agent i; 1 if it started. */
+int sim_agents_mix_begin(runner *r, uint32_t i);
+/* Take agent i's mixing result if its round ended. */
+void sim_agents_check_done(runner *r, uint32_t i);
+void sim_agents_hook_prepare(void *ctx, uint32_t i);
+void sim_agents_hook_after(void *ctx, uint32_t i);
+
+/* inject.c */
+void sim_inject_fault(runner *r, const sim_fault *ft);
+
+/* shardsim.c */
+int sim_shardsim_init(runner *r, const sim_net_config *nc);
+void sim_shardsim_update(runner *r);
+uint32_t sim_shardsim_under_replicated(const runner *r);
+void sim_shardsim_free(runner *r);
+
+/* invariants.c */
+int sim_checks_init(runner *r);
+void sim_checks_violate(runner *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Safety invariants at a quiet point (between rounds, a sample, a fault). */
+void sim_checks_run(runner *r);
+void sim_checks_free(runner *r);
+
+/* report.c */
+void sim_report_sample(runner *r, uint64_t rounds);
+uint64_t sim_report_round(const runner *r, uint64_t rounds);
+void sim_report_summary(runner *r, uint64_t rounds, sim_summary *out);
+
+#endif
