@@ -192,7 +192,7 @@ int sim_engine_create(sim_engine **out, const sim_engine_config *cfg)
     e->a = calloc(e->n, sizeof *e->a);
     e->by_id = calloc(e->n, sizeof *e->by_id);
     int rc = SIM_ENGINE_ENOMEM;
-    if (!e->a || !e->by_id || sim_evq_init(&e->q, 1024, emax) != 0)
+    if (!e->a || !e->by_id || sim_evq_init(&e->q, emax < 1024 ? emax : 1024, emax) != 0)
         goto fail;
     if (e->timed) {
         sim_net_config nc;

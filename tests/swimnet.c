@@ -7,16 +7,38 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { EV_TICK = 1, EV_DELIVER = 2 };
+enum { EV_JOIN = SIM_EV_USER };
 
-typedef struct swimnet_frame {
-    size_t len;
-    uint8_t data[];
-} swimnet_frame;
+static void swimnet_sync(swimnet *net)
+{
+    const sim_engine_stats *st = sim_engine_get_stats(net->e);
+    net->now = sim_engine_now(net->e);
+    net->frames_sent = st->sent;
+    net->bytes_sent = st->bytes_sent;
+    net->frames_dropped = st->lost;
+    net->frames_delivered = st->delivered;
+}
 
-static void swimnet_flush(swimnet *net, uint32_t i);
+void swimnet_flush(swimnet *net, uint32_t i)
+{
+    sim_engine_drain(net->e, i);
+    swimnet_sync(net);
+}
 
-static int swimnet_start(swimnet *net, uint32_t i, uint32_t incarnation)
+static void swimnet_join(swimnet *net, uint32_t i)
+{
+    char seeds[SWIMNET_SEEDS_MAX][GOSSIP_ADDR_MAX];
+    const char *sp[SWIMNET_SEEDS_MAX];
+    for (uint32_t k = 0; k < net->cfg.n_seeds; k++) {
+        snprintf(seeds[k], sizeof seeds[k], "sim://%u", k);
+        sp[k] = seeds[k];
+    }
+    gossip_swim_join(net->agents[i].swim, sp, net->cfg.n_seeds, sim_engine_now(net->e));
+    swimnet_flush(net, i);
+}
+
+/* A new process for agent i (joins at once when join is set). */
+static int swimnet_start(swimnet *net, uint32_t i, uint32_t incarnation, int join)
 {
     swimnet_agent *a = &net->agents[i];
     test_env_init(&a->env, net->cfg.seed);
@@ -28,16 +50,31 @@ static int swimnet_start(swimnet *net, uint32_t i, uint32_t incarnation)
     if (gossip_swim_create(&a->swim, &a->env.env, &c) != GOSSIP_OK)
         return -1;
     a->up = 1;
-    a->tick_at = GOSSIP_TIME_NEVER;
-    char seeds[SWIMNET_SEEDS_MAX][GOSSIP_ADDR_MAX];
-    const char *sp[SWIMNET_SEEDS_MAX];
-    for (uint32_t k = 0; k < net->cfg.n_seeds; k++) {
-        snprintf(seeds[k], sizeof seeds[k], "sim://%u", k);
-        sp[k] = seeds[k];
-    }
-    gossip_swim_join(a->swim, sp, net->cfg.n_seeds, net->now);
-    swimnet_flush(net, i);
+    sim_engine_set_node(net->e, i, &sim_ops_swim, a->swim);
+    sim_engine_up(net->e, i);
+    if (join)
+        swimnet_join(net, i);
     return 0;
+}
+
+/* Per-message latency and a slow receiver's extra delay. */
+static uint64_t swimnet_delay(void *ctx, uint32_t from, uint32_t to)
+{
+    swimnet *net = ctx;
+    (void)from;
+    gossip_time_us lat = net->cfg.latency_min_us;
+    if (net->cfg.latency_max_us > lat)
+        lat += model_rng_below(&net->rng, net->cfg.latency_max_us - lat + 1);
+    if (net->agents[to].slow_max_us)
+        lat += model_rng_below(&net->rng, net->agents[to].slow_max_us + 1);
+    return lat;
+}
+
+static void swimnet_event(void *ctx, const sim_event *ev)
+{
+    swimnet *net = ctx;
+    if (ev->kind == EV_JOIN && net->agents[ev->agent].up && net->agents[ev->agent].gen == ev->a)
+        swimnet_join(net, ev->agent);
 }
 
 swimnet *swimnet_create(const swimnet_config *cfg)
@@ -52,22 +89,36 @@ swimnet *swimnet_create(const swimnet_config *cfg)
         net->cfg.n_seeds = net->cfg.n;
     model_rng_seed(&net->rng, cfg->seed, 0);
     net->agents = calloc(cfg->n, sizeof *net->agents);
-    if (!net->agents || sim_evq_init(&net->q, 1024, (size_t)1 << 24) != 0) {
+    sim_net_config nc = {.agents = cfg->n, .seed = cfg->seed, .loss = cfg->loss};
+    sim_engine_config ec = {
+        .agents = cfg->n,
+        .seed = cfg->seed,
+        .mode = SIM_MODE_TIMED,
+        .net = &nc,
+        .events_max = (size_t)1 << 24,
+        .hooks = {.ctx = net, .event = swimnet_event, .delay = swimnet_delay},
+    };
+    if (!net->agents || sim_engine_create(&net->e, &ec) != SIM_ENGINE_OK) {
         free(net->agents);
         free(net);
         return NULL;
     }
-    for (uint32_t i = 0; i < cfg->n; i++)
-        snprintf(net->agents[i].addr, GOSSIP_ADDR_MAX, "sim://%u", i);
     for (uint32_t i = 0; i < cfg->n; i++) {
-        /* stagger the joins over the first period */
-        net->now = model_rng_below(&net->rng, 1000);
-        if (swimnet_start(net, i, 0) != 0) {
+        snprintf(net->agents[i].addr, GOSSIP_ADDR_MAX, "sim://%u", i);
+        if (sim_engine_set_id(net->e, i, SWIMNET_ID(i)) != SIM_ENGINE_OK) {
             swimnet_destroy(net);
             return NULL;
         }
     }
-    net->now = 0;
+    for (uint32_t i = 0; i < cfg->n; i++) {
+        if (swimnet_start(net, i, 0, 0) != 0) {
+            swimnet_destroy(net);
+            return NULL;
+        }
+        /* stagger the joins over the first millisecond */
+        sim_engine_schedule(net->e, model_rng_below(&net->rng, 1000), EV_JOIN, i, 0, 0, NULL);
+    }
+    swimnet_sync(net);
     return net;
 }
 
@@ -75,10 +126,7 @@ void swimnet_destroy(swimnet *net)
 {
     if (!net)
         return;
-    sim_event ev;
-    while (sim_evq_pop(&net->q, &ev) == 0)
-        free(ev.ptr);
-    sim_evq_free(&net->q);
+    sim_engine_destroy(net->e);
     for (uint32_t i = 0; i < net->cfg.n; i++) {
         gossip_swim_destroy(net->agents[i].swim);
         assert(net->agents[i].env.alloc.live == 0);
@@ -87,105 +135,12 @@ void swimnet_destroy(swimnet *net)
     free(net);
 }
 
-static void swimnet_schedule_tick(swimnet *net, uint32_t i)
-{
-    swimnet_agent *a = &net->agents[i];
-    gossip_time_us d = gossip_swim_deadline(a->swim);
-    if (d == GOSSIP_TIME_NEVER || d >= a->tick_at)
-        return;
-    if (d < net->now)
-        d = net->now;
-    a->tick_at = d;
-    sim_event ev = {.time_us = d, .kind = EV_TICK, .agent = i, .a = a->gen};
-    int rc = sim_evq_push(&net->q, &ev);
-    assert(rc == 0);
-    (void)rc;
-}
-
-static uint32_t swimnet_resolve(const swimnet *net, const gossip_send *s)
-{
-    if (s->dest != 0) {
-        if (s->dest < SWIMNET_ID_BASE || s->dest - SWIMNET_ID_BASE >= net->cfg.n)
-            return UINT32_MAX;
-        return (uint32_t)(s->dest - SWIMNET_ID_BASE);
-    }
-    unsigned idx;
-    if (!s->dest_addr || sscanf(s->dest_addr, "sim://%u", &idx) != 1 || idx >= net->cfg.n)
-        return UINT32_MAX;
-    return idx;
-}
-
-static void swimnet_flush(swimnet *net, uint32_t i)
-{
-    swimnet_agent *a = &net->agents[i];
-    gossip_send s;
-    while (gossip_swim_poll_send(a->swim, &s, net->now) == 1) {
-        net->frames_sent++;
-        net->bytes_sent += s.len;
-        uint8_t type = s.len > 3 ? s.frame[3] : 0;
-        net->sent_msgs[type & 15]++;
-        net->sent_bytes[type & 15] += s.len;
-        uint32_t dst = swimnet_resolve(net, &s);
-        assert(dst != UINT32_MAX);
-        if (dst == UINT32_MAX || (net->partitioned && net->agents[dst].side != a->side) ||
-            (net->cfg.loss > 0 && model_rng_uniform_double(&net->rng) < net->cfg.loss)) {
-            net->frames_dropped++;
-            continue;
-        }
-        gossip_time_us lat = net->cfg.latency_min_us;
-        if (net->cfg.latency_max_us > lat)
-            lat += model_rng_below(&net->rng, net->cfg.latency_max_us - lat + 1);
-        if (net->agents[dst].slow_max_us)
-            lat += model_rng_below(&net->rng, net->agents[dst].slow_max_us + 1);
-        swimnet_frame *f = malloc(sizeof *f + s.len);
-        assert(f);
-        f->len = s.len;
-        memcpy(f->data, s.frame, s.len);
-        sim_event ev = {.time_us = net->now + lat,
-                        .kind = EV_DELIVER,
-                        .agent = dst,
-                        .a = i,
-                        .b = net->agents[dst].gen,
-                        .ptr = f};
-        int rc = sim_evq_push(&net->q, &ev);
-        assert(rc == 0);
-        (void)rc;
-    }
-    swimnet_schedule_tick(net, i);
-}
-
 void swimnet_run_until(swimnet *net, gossip_time_us t)
 {
-    sim_event ev;
-    while (sim_evq_peek_time(&net->q) <= t) {
-        sim_evq_pop(&net->q, &ev);
-        net->now = ev.time_us;
-        swimnet_agent *a = &net->agents[ev.agent];
-        if (ev.kind == EV_TICK) {
-            if (!a->up || ev.a != a->gen || ev.time_us != a->tick_at)
-                continue;
-            a->tick_at = GOSSIP_TIME_NEVER;
-            gossip_swim_tick(a->swim, net->now);
-            swimnet_flush(net, ev.agent);
-            continue;
-        }
-        swimnet_frame *f = ev.ptr;
-        int deliver =
-            a->up && ev.b == a->gen && !(net->partitioned && net->agents[ev.a].side != a->side);
-        if (deliver) {
-            gossip_header h;
-            int rc = gossip_header_decode(f->data, f->len, &h);
-            assert(rc == GOSSIP_OK);
-            rc = gossip_swim_recv(a->swim, h.sender, &h, f->data + GOSSIP_HEADER_SIZE,
-                                  f->len - GOSSIP_HEADER_SIZE, net->now);
-            net->frames_delivered++;
-            swimnet_flush(net, ev.agent);
-        } else {
-            net->frames_dropped++;
-        }
-        free(f);
-    }
-    net->now = t;
+    long rc = sim_engine_run_until(net->e, t, NULL, NULL);
+    assert(rc >= 0 && !sim_engine_failed(net->e));
+    (void)rc;
+    swimnet_sync(net);
 }
 
 void swimnet_crash(swimnet *net, uint32_t i)
@@ -193,6 +148,8 @@ void swimnet_crash(swimnet *net, uint32_t i)
     swimnet_agent *a = &net->agents[i];
     if (!a->up)
         return;
+    sim_engine_down(net->e, i);
+    sim_engine_set_node(net->e, i, NULL, NULL);
     gossip_swim_destroy(a->swim);
     assert(a->env.alloc.live == 0);
     a->swim = NULL;
@@ -205,21 +162,28 @@ void swimnet_restart(swimnet *net, uint32_t i, uint32_t incarnation)
     swimnet_agent *a = &net->agents[i];
     swimnet_crash(net, i);
     a->gen++;
-    int rc = swimnet_start(net, i, incarnation);
+    int rc = swimnet_start(net, i, incarnation, 1);
     assert(rc == 0);
     (void)rc;
 }
 
 void swimnet_partition(swimnet *net, const int *side)
 {
-    for (uint32_t i = 0; i < net->cfg.n; i++)
+    uint32_t *group = malloc(net->cfg.n * sizeof *group);
+    assert(group);
+    for (uint32_t i = 0; i < net->cfg.n; i++) {
         net->agents[i].side = side[i];
-    net->partitioned = 1;
+        group[i] = (uint32_t)side[i];
+    }
+    int rc = sim_engine_set_partition(net->e, group);
+    assert(rc == SIM_ENGINE_OK);
+    (void)rc;
+    free(group);
 }
 
 void swimnet_heal(swimnet *net)
 {
-    net->partitioned = 0;
+    sim_engine_set_partition(net->e, NULL);
 }
 
 void swimnet_set_slow(swimnet *net, uint32_t i, gossip_time_us slow_max_us)

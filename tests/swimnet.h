@@ -1,11 +1,12 @@
-/* tests/swimnet — a compact deterministic network of in-memory SWIM agents.
+/* tests/swimnet — N in-memory SWIM agents on the simulator's engine.
  *
- * Test-only harness (the simulator in sim/ will replace it): N gossip_swim
- * objects exchange frames through a sim_evq event queue with per-message
- * latency, loss, partitions, crashes/restarts and "slow" agents that handle
- * each inbound message up to slow_max_us late. Every random choice comes
- * from one model_rng seeded with cfg.seed (agents get their own streams), so
- * a seed reproduces a run bit for bit.
+ * Test harness over sim/engine.h (timed mode): N gossip_swim objects
+ * exchange frames through the engine with per-message latency (uniform in
+ * [min, max], drawn per frame by the engine's delay hook), loss (the
+ * engine's network), partitions, crashes/restarts and "slow" agents that
+ * handle each inbound message up to slow_max_us late. Every random choice
+ * comes from the seed (agents get their own streams), so a seed reproduces
+ * a run bit for bit.
  *
  * Agent i has id SWIMNET_ID(i) and address "sim://i". Agents 0..n_seeds-1
  * are the seeds everybody joins through. Crashed agents drop every frame and
@@ -18,7 +19,7 @@
 #include <stdint.h>
 
 #include "gossip/swim.h"
-#include "sim/evq.h"
+#include "sim/engine.h"
 #include "tests/harness.h"
 
 #define SWIMNET_ID_BASE   0x5000u
@@ -38,31 +39,31 @@ typedef struct swimnet_config {
 typedef struct swimnet_agent {
     gossip_swim *swim;
     test_env env;
-    uint32_t gen; /* bumped on crash/restart; stale events are dropped */
+    uint32_t gen; /* bumped on crash/restart: seeds a new process's stream */
     int up;
     int side; /* partition side */
     gossip_time_us slow_max_us;
-    gossip_time_us tick_at;
     char addr[GOSSIP_ADDR_MAX];
 } swimnet_agent;
 
 typedef struct swimnet {
     swimnet_config cfg;
     swimnet_agent *agents;
-    sim_evq q;
+    sim_engine *e;
     model_rng rng;
-    gossip_time_us now;
-    int partitioned;
+    gossip_time_us now; /* the engine's clock after the last call */
+    /* the engine's counters after the last call */
     uint64_t frames_sent, frames_dropped, frames_delivered, bytes_sent;
-    uint64_t sent_msgs[16], sent_bytes[16]; /* by message type */
 } swimnet;
 
 /* Create n agents; each joins through the seeds at a random time within
- * the first probe period. Returns NULL on out of memory. */
+ * the first millisecond. Returns NULL on out of memory. */
 swimnet *swimnet_create(const swimnet_config *cfg);
 void swimnet_destroy(swimnet *net);
 /* Run every event up to and including time t. */
 void swimnet_run_until(swimnet *net, gossip_time_us t);
+/* Pull agent i's frames (after poking its swim object directly). */
+void swimnet_flush(swimnet *net, uint32_t i);
 void swimnet_crash(swimnet *net, uint32_t i);
 /* Restart a crashed agent with a new process (fresh state, given incarnation). */
 void swimnet_restart(swimnet *net, uint32_t i, uint32_t incarnation);

@@ -1,8 +1,9 @@
-/* Shard replication: a compact deterministic driver over sim/evq.h delivers
- * frames between N in-memory replicators (per-sender upload bandwidth plus a
- * fixed latency, so each link is FIFO); tests kill holders, join agents,
- * corrupt chunks in flight and data at rest, and check that no shard is lost,
- * replication returns to r within a bound, and primaries are unique. */
+/* Shard replication on the simulator's engine (sim/engine.h): N in-memory
+ * replicators exchange frames over its network model (10 MB/s upload per
+ * agent, shared max-min by the links of a sender, each link a FIFO stream,
+ * 500 us latency); tests kill holders, join agents, corrupt chunks in
+ * flight and data at rest, and check that no shard is lost, replication
+ * returns to r within a bound, and primaries are unique. */
 #include "tests/harness.h"
 
 #include <sodium.h>
@@ -12,30 +13,28 @@
 
 #include "gossip/shards.h"
 #include "model/shardfile.h"
-#include "sim/evq.h"
+#include "sim/engine.h"
 
-enum { EV_DELIVER = 1, EV_TICK = 2, EV_VIEW = 3 };
+enum { EV_VIEW = SIM_EV_USER };
 
 #define LATENCY_US      500u
 #define BW_BYTES_PER_US 10u /* 10 MB/s upload per agent */
 
 typedef struct dnode {
     uint64_t id;
-    int alive;
+    int alive;  /* the test clears it to crash the agent */
     int member; /* in the views we hand out */
     gossip_shards *sh;
     gossip_store store;
-    uint64_t tick_at;
-    uint64_t link_free_at;
 } dnode;
 
 typedef struct driver {
     test_env t;
     uint64_t seed;
-    sim_evq q;
+    sim_engine *e;
     dnode *nodes;
     uint32_t n, cap;
-    uint64_t now;
+    uint64_t now; /* the engine's clock after the last run */
     uint64_t epoch;
     uint8_t (*ids)[32];
     uint8_t **content;
@@ -45,7 +44,8 @@ typedef struct driver {
     uint32_t store_max;    /* shards per agent's store */
     uint32_t corrupt_data; /* corrupt this many DATA chunks in flight */
     uint32_t corrupted;
-    uint64_t frames, bytes;
+    uint64_t **views; /* id lists of views in flight (EV_VIEW), freed at the end */
+    uint32_t nviews;
 } driver;
 
 static uint64_t node_id(uint32_t i)
@@ -63,91 +63,73 @@ static long index_of(const driver *d, uint64_t id)
     return -1;
 }
 
-static void schedule_tick(driver *d, uint32_t i)
-{
-    dnode *x = &d->nodes[i];
-    uint64_t dl = gossip_shards_deadline(x->sh);
-    if (dl == GOSSIP_TIME_NEVER || dl >= x->tick_at)
-        return;
-    if (dl < d->now)
-        dl = d->now;
-    x->tick_at = dl;
-    sim_event ev = {.time_us = dl, .kind = EV_TICK, .agent = i, .a = dl};
-    assert_int_equal(sim_evq_push(&d->q, &ev), 0);
-}
-
 static int is_data_chunk(const uint8_t *f, size_t len)
 {
     return len > GOSSIP_HEADER_SIZE + GOSSIP_SHARDS_DATA_FIXED && f[3] == GOSSIP_MSG_SHARD_CHUNK &&
            f[GOSSIP_HEADER_SIZE + 36] == GOSSIP_SHARD_DATA;
 }
 
+/* Frames in flight: corrupt the next corrupt_data DATA chunks. */
+static int corrupt_filter(void *ctx, uint32_t from, uint32_t to, uint8_t *f, size_t len)
+{
+    driver *d = ctx;
+    (void)from;
+    (void)to;
+    if (d->corrupt_data && is_data_chunk(f, len)) {
+        f[len - 1] ^= 0x5A;
+        d->corrupt_data--;
+        d->corrupted++;
+    }
+    return 0;
+}
+
+/* An agent the test marked dead stops on the engine too. */
+static void sync_alive(driver *d)
+{
+    for (uint32_t i = 0; i < d->n; i++)
+        if (!d->nodes[i].alive && sim_engine_alive(d->e, i))
+            sim_engine_down(d->e, i);
+}
+
 static void flush(driver *d, uint32_t i)
 {
-    dnode *x = &d->nodes[i];
-    gossip_send out;
-    while (gossip_shards_poll_send(x->sh, &out, d->now) == 1) {
-        long j = index_of(d, out.dest);
-        assert_true(j >= 0);
-        assert_true(out.len <= GOSSIP_FRAME_MAX);
-        uint8_t *copy = malloc(out.len);
-        memcpy(copy, out.frame, out.len);
-        if (d->corrupt_data && is_data_chunk(copy, out.len)) {
-            copy[out.len - 1] ^= 0x5A;
-            d->corrupt_data--;
-            d->corrupted++;
-        }
-        uint64_t start = x->link_free_at > d->now ? x->link_free_at : d->now;
-        x->link_free_at = start + out.len / BW_BYTES_PER_US + 1;
-        sim_event ev = {.time_us = x->link_free_at + LATENCY_US,
-                        .kind = EV_DELIVER,
-                        .agent = (uint32_t)j,
-                        .a = out.len,
-                        .b = i,
-                        .ptr = copy};
-        assert_int_equal(sim_evq_push(&d->q, &ev), 0);
-        d->frames++;
-        d->bytes += out.len;
-    }
-    schedule_tick(d, i);
+    sync_alive(d);
+    sim_engine_drain(d->e, i);
+}
+
+/* EV_VIEW: a = epoch, b = index of the id list, ptr = its length. */
+static void driver_event(void *ctx, const sim_event *ev)
+{
+    driver *d = ctx;
+    dnode *x = &d->nodes[ev->agent];
+    if (ev->kind != EV_VIEW || !x->alive)
+        return;
+    gossip_view v = {ev->a, (uint32_t)(uintptr_t)ev->ptr, d->views[ev->b]};
+    int rc = gossip_shards_set_view(x->sh, &v, sim_engine_now(d->e));
+    assert_true(rc == GOSSIP_OK || rc == GOSSIP_ESTALE);
+    sim_engine_drain(d->e, ev->agent);
+}
+
+/* The view (epoch, ids[0..k)) reaches agent i at time t. */
+static void view_at(driver *d, uint32_t i, uint64_t t, uint64_t epoch, const uint64_t *ids,
+                    uint32_t k)
+{
+    uint64_t **nv = realloc(d->views, (d->nviews + 1) * sizeof *nv);
+    assert_non_null(nv);
+    d->views = nv;
+    d->views[d->nviews] = malloc((k ? k : 1) * sizeof *ids);
+    memcpy(d->views[d->nviews], ids, k * sizeof *ids);
+    sim_engine_schedule(d->e, t, EV_VIEW, i, epoch, d->nviews++, (void *)(uintptr_t)k);
+    assert_int_equal(sim_engine_failed(d->e), 0);
 }
 
 /* Process events up to time `until`. */
 static void run_until(driver *d, uint64_t until)
 {
-    sim_event ev;
-    while (sim_evq_peek_time(&d->q) <= until && sim_evq_pop(&d->q, &ev) == 0) {
-        d->now = ev.time_us;
-        dnode *x = &d->nodes[ev.agent];
-        if (ev.kind == EV_DELIVER) {
-            uint8_t *f = ev.ptr;
-            if (x->alive) {
-                gossip_header h;
-                assert_int_equal(gossip_header_decode(f, ev.a, &h), GOSSIP_OK);
-                gossip_shards_recv(x->sh, d->nodes[ev.b].id, &h, f + GOSSIP_HEADER_SIZE,
-                                   h.payload_len, d->now);
-                flush(d, ev.agent);
-            }
-            free(f);
-        } else if (ev.kind == EV_VIEW) {
-            /* ptr: a malloc'd copy of the view's ids; a = epoch, b = n */
-            if (x->alive) {
-                gossip_view v = {ev.a, (uint32_t)ev.b, ev.ptr};
-                int rc = gossip_shards_set_view(x->sh, &v, d->now);
-                assert_true(rc == GOSSIP_OK || rc == GOSSIP_ESTALE);
-                flush(d, ev.agent);
-            }
-            free(ev.ptr);
-        } else if (ev.kind == EV_TICK) {
-            if (!x->alive || x->tick_at != ev.a)
-                continue;
-            x->tick_at = GOSSIP_TIME_NEVER;
-            gossip_shards_tick(x->sh, d->now);
-            flush(d, ev.agent);
-        }
-    }
-    if (d->now < until)
-        d->now = until;
+    sync_alive(d);
+    assert_true(sim_engine_run_until(d->e, until, NULL, NULL) >= 0);
+    assert_int_equal(sim_engine_failed(d->e), 0);
+    d->now = sim_engine_now(d->e);
 }
 
 static int cmp_u64(const void *a, const void *b)
@@ -182,7 +164,6 @@ static void node_add(driver *d)
     memset(x, 0, sizeof *x);
     x->id = node_id(i);
     x->alive = x->member = 1;
-    x->tick_at = GOSSIP_TIME_NEVER;
     assert_int_equal(
         gossip_store_mem_create(&x->store, &d->t.env, d->store_max, d->cfg.shard_bytes_max),
         GOSSIP_OK);
@@ -190,6 +171,9 @@ static void node_add(driver *d)
     c.self = x->id;
     c.store = x->store;
     assert_int_equal(gossip_shards_create(&x->sh, &d->t.env, &c), GOSSIP_OK);
+    assert_int_equal(sim_engine_set_id(d->e, i, x->id), SIM_ENGINE_OK);
+    sim_engine_set_node(d->e, i, &sim_ops_shards, x->sh);
+    sim_engine_up(d->e, i);
 }
 
 static void store_put(driver *d, uint32_t i, uint32_t s)
@@ -208,7 +192,16 @@ static void driver_init(driver *d, uint64_t seed, uint32_t n, uint32_t cap, uint
     memset(d, 0, sizeof *d);
     d->seed = seed;
     test_env_init(&d->t, seed);
-    assert_int_equal(sim_evq_init(&d->q, 1024, 1u << 22), 0);
+    sim_net_config nc = {.agents = cap,
+                         .seed = seed,
+                         .up_bps = BW_BYTES_PER_US * 8e6,
+                         .latency_ms = LATENCY_US / 1000.0};
+    sim_engine_config ec = {.agents = cap,
+                            .seed = seed,
+                            .mode = SIM_MODE_TIMED,
+                            .net = &nc,
+                            .hooks = {.ctx = d, .event = driver_event, .filter = corrupt_filter}};
+    assert_int_equal(sim_engine_create(&d->e, &ec), SIM_ENGINE_OK);
     d->s_count = s_count;
     d->ids = malloc((size_t)s_count * 32);
     d->content = malloc(s_count * sizeof *d->content);
@@ -262,6 +255,7 @@ static void driver_init(driver *d, uint64_t seed, uint32_t n, uint32_t cap, uint
             c.self = d->nodes[i].id;
             c.store = d->nodes[i].store;
             assert_int_equal(gossip_shards_create(&d->nodes[i].sh, &d->t.env, &c), GOSSIP_OK);
+            sim_engine_set_node(d->e, i, &sim_ops_shards, d->nodes[i].sh);
         }
     } else {
         for (uint32_t s = 0; s < s_count; s++)
@@ -271,16 +265,17 @@ static void driver_init(driver *d, uint64_t seed, uint32_t n, uint32_t cap, uint
         c.self = d->nodes[0].id;
         c.store = d->nodes[0].store;
         assert_int_equal(gossip_shards_create(&d->nodes[0].sh, &d->t.env, &c), GOSSIP_OK);
+        sim_engine_set_node(d->e, 0, &sim_ops_shards, d->nodes[0].sh);
     }
     view_all(d);
 }
 
 static void driver_free(driver *d)
 {
-    sim_event ev;
-    while (sim_evq_pop(&d->q, &ev) == 0)
-        free(ev.ptr);
-    sim_evq_free(&d->q);
+    sim_engine_destroy(d->e);
+    for (uint32_t k = 0; k < d->nviews; k++)
+        free(d->views[k]);
+    free(d->views);
     for (uint32_t i = 0; i < d->n; i++) {
         gossip_shards_destroy(d->nodes[i].sh);
         gossip_store_mem_destroy(&d->nodes[i].store);
@@ -452,15 +447,7 @@ static void churn_with_staggered_views(void **state)
         for (uint32_t i = 0; i < d.n; i++) {
             if (!d.nodes[i].alive)
                 continue;
-            uint64_t *copy = malloc(k * sizeof *copy);
-            memcpy(copy, ids, k * sizeof *copy);
-            sim_event ev = {.time_us = d.now + model_rng_below(&d.t.rng, 30000),
-                            .kind = EV_VIEW,
-                            .agent = i,
-                            .a = d.epoch,
-                            .b = k,
-                            .ptr = copy};
-            assert_int_equal(sim_evq_push(&d.q, &ev), 0);
+            view_at(&d, i, d.now + model_rng_below(&d.t.rng, 30000), d.epoch, ids, k);
         }
         free(ids);
         /* 300 ms between changes, checking every millisecond. */
@@ -984,29 +971,26 @@ static void wire_layout_golden(void **state)
     assert_int_equal(t.alloc.live, 0);
 }
 
-/* Deliver frames between replicators at once until none is left (at most
- * `rounds` passes). */
+/* Deliver frames between replicators at time 0 (the engine's rounds mode)
+ * until none is left (at most `rounds` passes). */
 static void exchange(gossip_shards **sh, const uint64_t *ids, uint32_t n, int rounds)
 {
-    for (int r = 0; r < rounds; r++) {
-        int any = 0;
-        for (uint32_t i = 0; i < n; i++) {
-            gossip_send out;
-            while (gossip_shards_poll_send(sh[i], &out, 0) == 1) {
-                any = 1;
-                uint8_t *f = malloc(out.len);
-                memcpy(f, out.frame, out.len);
-                gossip_header h;
-                assert_int_equal(gossip_header_decode(f, out.len, &h), GOSSIP_OK);
-                for (uint32_t j = 0; j < n; j++)
-                    if (ids[j] == out.dest)
-                        gossip_shards_recv(sh[j], ids[i], &h, f + 32, h.payload_len, 0);
-                free(f);
-            }
-        }
-        if (!any)
-            return;
+    sim_engine *e;
+    sim_engine_config ec = {.agents = n, .seed = 1, .mode = SIM_MODE_ROUNDS};
+    assert_int_equal(sim_engine_create(&e, &ec), SIM_ENGINE_OK);
+    for (uint32_t i = 0; i < n; i++) {
+        assert_int_equal(sim_engine_set_id(e, i, ids[i]), SIM_ENGINE_OK);
+        sim_engine_set_node(e, i, &sim_ops_shards, sh[i]);
+        sim_engine_up(e, i);
     }
+    for (int r = 0; r < rounds; r++) {
+        for (uint32_t i = 0; i < n; i++)
+            sim_engine_drain(e, i);
+        if (sim_engine_deliver_pending(e) == 0)
+            break;
+    }
+    assert_int_equal(sim_engine_failed(e), 0);
+    sim_engine_destroy(e);
 }
 
 /* Whole murmur shard files (model/shardfile.h) replicate and verify against

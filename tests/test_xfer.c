@@ -1,6 +1,7 @@
-/* State transfer: a compact deterministic driver over sim/evq.h; sources keep
- * training (their vector changes every TRAIN_US) while a joiner pulls a
- * snapshot, so the tests check that the joiner gets exactly the source's
+/* State transfer on the simulator's engine (sim/engine.h): sources keep
+ * training (their vector changes every TRAIN_US, a host event) while a
+ * joiner pulls a snapshot over the engine's network (10 MB/s upload, 300 us
+ * latency), so the tests check that the joiner gets exactly the source's
  * model at the stamped round. Also corruption, timeouts, the resume policy,
  * hostile bytes and allocation failures. */
 #include "tests/harness.h"
@@ -12,9 +13,9 @@
 #include <string.h>
 
 #include "gossip/xfer.h"
-#include "sim/evq.h"
+#include "sim/engine.h"
 
-enum { EV_DELIVER = 1, EV_TICK = 2, EV_TRAIN = 3 };
+enum { EV_TRAIN = SIM_EV_USER };
 
 #define LATENCY_US      300u
 #define BW_BYTES_PER_US 10u
@@ -23,23 +24,21 @@ enum { EV_DELIVER = 1, EV_TICK = 2, EV_TRAIN = 3 };
 
 typedef struct xnode {
     uint64_t id;
-    int alive;
+    int alive; /* the test clears it to crash the node */
     int training;
     gossip_xfer *x;
     float *model;
     uint64_t round;
-    uint64_t tick_at;
-    uint64_t link_free_at;
     uint32_t dim;
 } xnode;
 
 typedef struct xdriver {
     test_env t;
     uint64_t seed;
-    sim_evq q;
+    sim_engine *e;
     xnode nodes[NODES_MAX];
     uint32_t n;
-    uint64_t now;
+    uint64_t now;          /* the engine's clock after the last run */
     uint32_t corrupt_data; /* flip a mantissa bit in this many DATA frames */
     uint32_t poison_data;  /* write a NaN into this many DATA frames */
     uint64_t data_frames;
@@ -67,93 +66,57 @@ static int snapshot(void *ctx, float *out, uint32_t dim, uint64_t *round)
     return 0;
 }
 
-static long index_of(const xdriver *d, uint64_t id)
+/* DATA frames in flight: count them, corrupt or poison the next ones. */
+static int data_filter(void *ctx, uint32_t from, uint32_t to, uint8_t *f, size_t len)
 {
-    for (uint32_t i = 0; i < d->n; i++)
-        if (d->nodes[i].id == id)
-            return i;
-    return -1;
+    xdriver *d = ctx;
+    (void)from;
+    (void)to;
+    if (len > GOSSIP_HEADER_SIZE + GOSSIP_XFER_DATA_FIXED && f[3] == GOSSIP_MSG_MODEL_CHUNK &&
+        f[GOSSIP_HEADER_SIZE + 4] == GOSSIP_XFER_DATA) {
+        d->data_frames++;
+        uint8_t *v0 = f + GOSSIP_HEADER_SIZE + GOSSIP_XFER_DATA_FIXED;
+        if (d->corrupt_data) {
+            v0[3] ^= 1; /* lowest mantissa bit of the first value: still finite */
+            d->corrupt_data--;
+        } else if (d->poison_data) {
+            gossip_put_u32(v0, 0x7FC00000u); /* NaN */
+            d->poison_data--;
+        }
+    }
+    return 0;
 }
 
-static void schedule_tick(xdriver *d, uint32_t i)
+static void train_event(void *ctx, const sim_event *ev)
 {
-    xnode *x = &d->nodes[i];
-    uint64_t dl = gossip_xfer_deadline(x->x);
-    if (dl == GOSSIP_TIME_NEVER || dl >= x->tick_at)
-        return;
-    if (dl < d->now)
-        dl = d->now;
-    x->tick_at = dl;
-    sim_event ev = {.time_us = dl, .kind = EV_TICK, .agent = i, .a = dl};
-    assert_int_equal(sim_evq_push(&d->q, &ev), 0);
+    xdriver *d = ctx;
+    xnode *x = &d->nodes[ev->agent];
+    if (ev->kind == EV_TRAIN && x->alive && x->training) {
+        train(x);
+        sim_engine_schedule(d->e, sim_engine_now(d->e) + TRAIN_US, EV_TRAIN, ev->agent, 0, 0, NULL);
+    }
+}
+
+/* A node the test marked dead stops on the engine too. */
+static void sync_alive(xdriver *d)
+{
+    for (uint32_t i = 0; i < d->n; i++)
+        if (!d->nodes[i].alive && sim_engine_alive(d->e, i))
+            sim_engine_down(d->e, i);
 }
 
 static void flush(xdriver *d, uint32_t i)
 {
-    xnode *x = &d->nodes[i];
-    gossip_send out;
-    while (gossip_xfer_poll_send(x->x, &out, d->now) == 1) {
-        long j = index_of(d, out.dest);
-        assert_true(j >= 0);
-        uint8_t *copy = malloc(out.len);
-        memcpy(copy, out.frame, out.len);
-        if (copy[3] == GOSSIP_MSG_MODEL_CHUNK && copy[GOSSIP_HEADER_SIZE + 4] == GOSSIP_XFER_DATA) {
-            d->data_frames++;
-            uint8_t *v0 = copy + GOSSIP_HEADER_SIZE + GOSSIP_XFER_DATA_FIXED;
-            if (d->corrupt_data) {
-                v0[3] ^= 1; /* lowest mantissa bit of the first value: still finite */
-                d->corrupt_data--;
-            } else if (d->poison_data) {
-                gossip_put_u32(v0, 0x7FC00000u); /* NaN */
-                d->poison_data--;
-            }
-        }
-        uint64_t start = x->link_free_at > d->now ? x->link_free_at : d->now;
-        x->link_free_at = start + out.len / BW_BYTES_PER_US + 1;
-        sim_event ev = {.time_us = x->link_free_at + LATENCY_US,
-                        .kind = EV_DELIVER,
-                        .agent = (uint32_t)j,
-                        .a = out.len,
-                        .b = i,
-                        .ptr = copy};
-        assert_int_equal(sim_evq_push(&d->q, &ev), 0);
-    }
-    schedule_tick(d, i);
+    sync_alive(d);
+    sim_engine_drain(d->e, i);
 }
 
 static void run_until(xdriver *d, uint64_t until)
 {
-    sim_event ev;
-    while (sim_evq_peek_time(&d->q) <= until && sim_evq_pop(&d->q, &ev) == 0) {
-        d->now = ev.time_us;
-        xnode *x = &d->nodes[ev.agent];
-        if (ev.kind == EV_DELIVER) {
-            uint8_t *f = ev.ptr;
-            if (x->alive) {
-                gossip_header h;
-                assert_int_equal(gossip_header_decode(f, ev.a, &h), GOSSIP_OK);
-                gossip_xfer_recv(x->x, d->nodes[ev.b].id, &h, f + GOSSIP_HEADER_SIZE, h.payload_len,
-                                 d->now);
-                flush(d, ev.agent);
-            }
-            free(f);
-        } else if (ev.kind == EV_TICK) {
-            if (!x->alive || x->tick_at != ev.a)
-                continue;
-            x->tick_at = GOSSIP_TIME_NEVER;
-            gossip_xfer_tick(x->x, d->now);
-            flush(d, ev.agent);
-        } else if (ev.kind == EV_TRAIN) {
-            if (x->alive && x->training) {
-                train(x);
-                sim_event next = {
-                    .time_us = d->now + TRAIN_US, .kind = EV_TRAIN, .agent = ev.agent};
-                assert_int_equal(sim_evq_push(&d->q, &next), 0);
-            }
-        }
-    }
-    if (d->now < until)
-        d->now = until;
+    sync_alive(d);
+    assert_true(sim_engine_run_until(d->e, until, NULL, NULL) >= 0);
+    assert_int_equal(sim_engine_failed(d->e), 0);
+    d->now = sim_engine_now(d->e);
 }
 
 /* Node 0 is the joiner; 1..n-1 are sources that train from round 100. */
@@ -162,7 +125,16 @@ static void xdriver_init(xdriver *d, uint64_t seed, uint32_t n, uint32_t dim, ui
     memset(d, 0, sizeof *d);
     d->seed = seed;
     test_env_init(&d->t, seed);
-    assert_int_equal(sim_evq_init(&d->q, 1024, 1u << 20), 0);
+    sim_net_config nc = {.agents = n,
+                         .seed = seed,
+                         .up_bps = BW_BYTES_PER_US * 8e6,
+                         .latency_ms = LATENCY_US / 1000.0};
+    sim_engine_config ec = {.agents = n,
+                            .seed = seed,
+                            .mode = SIM_MODE_TIMED,
+                            .net = &nc,
+                            .hooks = {.ctx = d, .event = train_event, .filter = data_filter}};
+    assert_int_equal(sim_engine_create(&d->e, &ec), SIM_ENGINE_OK);
     d->n = n;
     for (uint32_t i = 0; i < n; i++) {
         xnode *x = &d->nodes[i];
@@ -170,7 +142,6 @@ static void xdriver_init(xdriver *d, uint64_t seed, uint32_t n, uint32_t dim, ui
         x->alive = 1;
         x->training = i > 0;
         x->dim = dim;
-        x->tick_at = GOSSIP_TIME_NEVER;
         x->model = malloc((size_t)dim * sizeof *x->model);
         x->round = 100 + model_rng_below(&d->t.rng, 50);
         for (uint32_t k = 0; k < dim; k++)
@@ -185,19 +156,17 @@ static void xdriver_init(xdriver *d, uint64_t seed, uint32_t n, uint32_t dim, ui
         c.snapshot = snapshot;
         c.snapshot_ctx = x;
         assert_int_equal(gossip_xfer_create(&x->x, &d->t.env, &c), GOSSIP_OK);
-        if (x->training) {
-            sim_event ev = {.time_us = TRAIN_US, .kind = EV_TRAIN, .agent = i};
-            assert_int_equal(sim_evq_push(&d->q, &ev), 0);
-        }
+        assert_int_equal(sim_engine_set_id(d->e, i, x->id), SIM_ENGINE_OK);
+        sim_engine_set_node(d->e, i, &sim_ops_xfer, x->x);
+        sim_engine_up(d->e, i);
+        if (x->training)
+            sim_engine_schedule(d->e, TRAIN_US, EV_TRAIN, i, 0, 0, NULL);
     }
 }
 
 static void xdriver_free(xdriver *d)
 {
-    sim_event ev;
-    while (sim_evq_pop(&d->q, &ev) == 0)
-        free(ev.ptr);
-    sim_evq_free(&d->q);
+    sim_engine_destroy(d->e);
     for (uint32_t i = 0; i < d->n; i++) {
         gossip_xfer_destroy(d->nodes[i].x);
         free(d->nodes[i].model);

@@ -1,0 +1,394 @@
+/* sim/engine: the one event core. Frames arrive at send time + latency +
+ * transfer time (timed) and in FIFO order per link; rounds mode delivers
+ * every frame and every frame it causes, in a seeded order, FIFO per link;
+ * loss, partitions, the filter and the delay hook apply; a down agent
+ * neither receives nor ticks and its stale timer never fires after a
+ * restart; frames to unknown ids, to addresses and to oneself are routed
+ * or counted; the same seed gives the same trace hash. */
+#include "tests/harness.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "sim/engine.h"
+
+#define PROBES  8u
+#define OUT_MAX 64u
+#define LOG_MAX 4096u
+
+/* A tiny sans-IO object: sends what is queued in its outbox, answers
+ * every frame whose round is odd with round - 1 (an echo), logs every
+ * delivery, and has an optional timer that queues one frame. */
+typedef struct probe {
+    uint64_t id;
+    uint32_t payload; /* payload bytes per frame */
+    struct {
+        uint64_t dest;
+        uint64_t round;
+        const char *addr;
+    } out[OUT_MAX];
+    uint32_t nout, sent;
+    struct {
+        uint64_t from, round, at;
+    } log[LOG_MAX];
+    uint32_t nlog;
+    gossip_time_us timer; /* GOSSIP_TIME_NEVER: none */
+    uint64_t timer_dest;
+    uint32_t ticks;
+    uint8_t frame[GOSSIP_HEADER_SIZE + 4096];
+} probe;
+
+static void probe_queue(probe *p, uint64_t dest, uint64_t round)
+{
+    assert_true(p->nout < OUT_MAX);
+    p->out[p->nout].dest = dest;
+    p->out[p->nout].addr = NULL;
+    p->out[p->nout++].round = round;
+}
+
+static int probe_recv(void *node, uint64_t from, const gossip_header *h, const uint8_t *payload,
+                      size_t len, gossip_time_us now)
+{
+    probe *p = node;
+    (void)payload;
+    assert_int_equal(len, p->payload);
+    assert_true(p->nlog < LOG_MAX);
+    p->log[p->nlog].from = from;
+    p->log[p->nlog].round = h->round;
+    p->log[p->nlog++].at = now;
+    if (h->round & 1)
+        probe_queue(p, from, h->round - 1);
+    return 0;
+}
+
+static int probe_tick(void *node, gossip_time_us now)
+{
+    probe *p = node;
+    if (p->timer != GOSSIP_TIME_NEVER && now >= p->timer) {
+        p->timer = GOSSIP_TIME_NEVER;
+        p->ticks++;
+        probe_queue(p, p->timer_dest, 1000 + p->ticks * 2);
+    }
+    return 0;
+}
+
+static int probe_poll(void *node, gossip_send *s, gossip_time_us now)
+{
+    probe *p = node;
+    (void)now;
+    if (p->sent == p->nout) {
+        p->sent = p->nout = 0;
+        return 0;
+    }
+    gossip_header h = {.version = GOSSIP_WIRE_VERSION,
+                       .type = GOSSIP_MSG_PING,
+                       .payload_len = p->payload,
+                       .sender = p->id,
+                       .round = p->out[p->sent].round};
+    gossip_header_encode(&h, p->frame);
+    memset(p->frame + GOSSIP_HEADER_SIZE, 0xA5, p->payload);
+    s->dest = p->out[p->sent].dest;
+    s->dest_addr = p->out[p->sent].addr;
+    s->frame = p->frame;
+    s->len = GOSSIP_HEADER_SIZE + p->payload;
+    p->sent++;
+    return 1;
+}
+
+static gossip_time_us probe_deadline(const void *node)
+{
+    return ((const probe *)node)->timer;
+}
+
+static const sim_node_ops probe_ops = {probe_recv, probe_tick, probe_poll, probe_deadline};
+
+typedef struct world {
+    sim_engine *e;
+    probe p[PROBES];
+} world;
+
+static uint64_t pid(uint32_t i)
+{
+    return 0x7000 + 13 * (uint64_t)i; /* not index + 1: the id table is used */
+}
+
+static void world_init(world *w, uint32_t n, const sim_engine_config *base, uint32_t payload)
+{
+    memset(w, 0, sizeof *w);
+    sim_engine_config c = *base;
+    c.agents = n;
+    assert_int_equal(sim_engine_create(&w->e, &c), SIM_ENGINE_OK);
+    for (uint32_t i = 0; i < n; i++) {
+        w->p[i].id = pid(i);
+        w->p[i].payload = payload;
+        w->p[i].timer = GOSSIP_TIME_NEVER;
+        assert_int_equal(sim_engine_set_id(w->e, i, pid(i)), SIM_ENGINE_OK);
+        sim_engine_set_node(w->e, i, &probe_ops, &w->p[i]);
+        sim_engine_up(w->e, i);
+    }
+}
+
+/* Timed mode: a frame of B bytes over a link of U bits/s with latency L
+ * arrives at exactly L + 8B/U after it was sent; frames on one link arrive
+ * in order and one after another; the echo comes back a round trip later. */
+static void timed_latency_bandwidth_fifo(void **state)
+{
+    (void)state;
+    sim_net_config nc = {.agents = 2, .seed = 3, .latency_ms = 2, .up_bps = 8e6};
+    sim_engine_config c = {.seed = 3, .mode = SIM_MODE_TIMED, .net = &nc};
+    world w;
+    world_init(&w, 2, &c, 968); /* 1000-byte frames: 1 ms each at 8 Mb/s */
+    for (uint64_t k = 0; k < 3; k++)
+        probe_queue(&w.p[0], pid(1), 2 * k + 1);
+    sim_engine_drain(w.e, 0);
+    assert_true(sim_engine_run_until(w.e, 100000, NULL, NULL) > 0);
+    assert_int_equal(w.p[1].nlog, 3);
+    for (uint32_t k = 0; k < 3; k++) {
+        assert_int_equal(w.p[1].log[k].round, 2 * k + 1);
+        assert_int_equal(w.p[1].log[k].from, pid(0));
+        assert_int_equal(w.p[1].log[k].at, 2000 + 1000 * (k + 1));
+    }
+    /* echoes: sent at 3, 4, 5 ms, each 1 ms on the wire plus 2 ms */
+    assert_int_equal(w.p[0].nlog, 3);
+    for (uint32_t k = 0; k < 3; k++)
+        assert_int_equal(w.p[0].log[k].at, 2000 + 1000 * (k + 1) + 3000);
+    const sim_engine_stats *st = sim_engine_get_stats(w.e);
+    assert_int_equal(st->sent, 6);
+    assert_int_equal(st->delivered, 6);
+    assert_int_equal(st->lost, 0);
+    assert_int_equal(sim_engine_bytes_sent(w.e, 0), 3000);
+    assert_int_equal(sim_engine_bytes_recv(w.e, 0), 3000);
+    assert_int_equal(sim_engine_now(w.e), 100000);
+    sim_engine_destroy(w.e);
+}
+
+/* Rounds mode: every frame and every echo it causes is delivered in one
+ * deliver_pending call, FIFO per link, in an order drawn from the seed. */
+static void rounds_deliver_cascade_fifo(void **state)
+{
+    (void)state;
+    sim_engine_config c = {.seed = test_seed(4), .mode = SIM_MODE_ROUNDS, .order_stream = 99};
+    world w;
+    world_init(&w, PROBES, &c, 8);
+    for (uint32_t i = 0; i < PROBES; i++)
+        for (uint32_t k = 0; k < 5; k++)
+            probe_queue(&w.p[i], pid((i + 1 + k) % PROBES), 2 * (10 * i + k) + 1);
+    for (uint32_t i = 0; i < PROBES; i++)
+        sim_engine_drain(w.e, i);
+    assert_int_equal(sim_engine_pending(w.e), PROBES * 5);
+    long n = sim_engine_deliver_pending(w.e);
+    assert_int_equal(n, 2 * PROBES * 5); /* the frames and their echoes */
+    assert_int_equal(sim_engine_pending(w.e), 0);
+    for (uint32_t i = 0; i < PROBES; i++) {
+        assert_int_equal(w.p[i].nlog, 10);
+        /* per sender, rounds arrive increasing (FIFO per link) */
+        for (uint32_t a = 0; a < w.p[i].nlog; a++)
+            for (uint32_t b = a + 1; b < w.p[i].nlog; b++)
+                if (w.p[i].log[a].from == w.p[i].log[b].from && (w.p[i].log[a].round & 1) &&
+                    (w.p[i].log[b].round & 1))
+                    assert_true(w.p[i].log[a].round < w.p[i].log[b].round);
+    }
+    sim_engine_destroy(w.e);
+}
+
+/* Same seed, same hash; the order depends on the seed. */
+static uint64_t rounds_hash(uint64_t seed, uint64_t *first_from)
+{
+    sim_engine_config c = {.seed = seed, .mode = SIM_MODE_ROUNDS, .order_stream = 7};
+    world w;
+    world_init(&w, PROBES, &c, 16);
+    for (uint32_t i = 1; i < PROBES; i++)
+        probe_queue(&w.p[i], pid(0), 2 * i);
+    for (uint32_t i = 0; i < PROBES; i++)
+        sim_engine_drain(w.e, i);
+    sim_engine_deliver_pending(w.e);
+    sim_engine_trace(w.e, 42);
+    *first_from = w.p[0].log[0].from;
+    uint64_t h = sim_engine_trace_hash(w.e);
+    sim_engine_destroy(w.e);
+    return h;
+}
+
+static void same_seed_same_hash(void **state)
+{
+    (void)state;
+    uint64_t f1, f2, f3;
+    uint64_t a = rounds_hash(1, &f1), b = rounds_hash(1, &f2);
+    assert_true(a == b && f1 == f2);
+    int differs = 0;
+    for (uint64_t s = 2; s < 12; s++)
+        differs |= rounds_hash(s, &f3) != a;
+    assert_true(differs);
+}
+
+/* Loss draws, partitions and the filter drop frames and count them; the
+ * delay hook adds to the delivery time; frames to an unknown id or to the
+ * sender are lost; an address "sim://i" reaches agent i. */
+static int drop_round_5(void *ctx, uint32_t from, uint32_t to, uint8_t *f, size_t len)
+{
+    (void)ctx;
+    (void)from;
+    (void)to;
+    gossip_header h;
+    assert_int_equal(gossip_header_decode(f, len, &h), GOSSIP_OK);
+    return h.round == 6;
+}
+
+static uint64_t delay_700(void *ctx, uint32_t from, uint32_t to)
+{
+    (void)ctx;
+    return from == 2 && to == 3 ? 700 : 0;
+}
+
+static void faults_and_routing(void **state)
+{
+    (void)state;
+    sim_net_config nc = {.agents = 4, .seed = 5, .latency_ms = 1};
+    sim_engine_config c = {.seed = 5,
+                           .mode = SIM_MODE_TIMED,
+                           .net = &nc,
+                           .hooks = {.filter = drop_round_5, .delay = delay_700}};
+    world w;
+    world_init(&w, 4, &c, 8);
+    probe_queue(&w.p[0], pid(1), 2); /* delivered */
+    probe_queue(&w.p[0], pid(1), 6); /* dropped by the filter */
+    probe_queue(&w.p[0], 0xDEAD, 2); /* unknown */
+    probe_queue(&w.p[0], pid(0), 2); /* itself */
+    probe_queue(&w.p[0], 0, 4);      /* by address, below */
+    w.p[0].out[4].addr = "sim://3";
+    probe_queue(&w.p[2], pid(3), 8); /* delayed */
+    sim_engine_drain(w.e, 0);
+    sim_engine_drain(w.e, 2);
+    uint32_t group[4] = {0, 0, 1, 1};
+    assert_int_equal(sim_engine_set_partition(w.e, group), SIM_ENGINE_OK);
+    probe_queue(&w.p[0], pid(2), 2); /* across the partition: lost */
+    sim_engine_drain(w.e, 0);
+    assert_int_equal(sim_engine_set_partition(w.e, NULL), SIM_ENGINE_OK);
+    sim_engine_run_until(w.e, 10000, NULL, NULL);
+    assert_int_equal(w.p[1].nlog, 1);
+    assert_int_equal(w.p[1].log[0].round, 2);
+    assert_int_equal(w.p[3].nlog, 2);
+    assert_int_equal(w.p[3].log[0].at, 1000);
+    assert_int_equal(w.p[3].log[0].from, pid(0));
+    assert_int_equal(w.p[3].log[1].at, 1700);
+    assert_int_equal(w.p[2].nlog, 0);
+    const sim_engine_stats *st = sim_engine_get_stats(w.e);
+    assert_int_equal(st->sent, 7);
+    assert_int_equal(st->unknown, 2);
+    assert_int_equal(st->dropped, 2);
+    assert_int_equal(st->lost, 4);
+    /* loss 1: everything sent from now on is lost */
+    assert_int_equal(sim_engine_set_loss(w.e, 1), SIM_ENGINE_OK);
+    probe_queue(&w.p[0], pid(1), 2);
+    sim_engine_drain(w.e, 0);
+    sim_engine_run_until(w.e, 20000, NULL, NULL);
+    assert_int_equal(w.p[1].nlog, 1);
+    assert_int_equal(sim_engine_get_stats(w.e)->dropped, 3);
+    sim_engine_destroy(w.e);
+}
+
+/* Timers fire at the deadline; a down agent neither receives nor ticks,
+ * and the timer it had before going down does not fire after it is up
+ * again (its incarnation changed). */
+static void down_agents_and_stale_timers(void **state)
+{
+    (void)state;
+    sim_net_config nc = {.agents = 2, .seed = 6, .latency_ms = 1};
+    sim_engine_config c = {.seed = 6, .mode = SIM_MODE_TIMED, .net = &nc};
+    world w;
+    world_init(&w, 2, &c, 8);
+    w.p[0].timer = 5000;
+    w.p[0].timer_dest = pid(1);
+    sim_engine_drain(w.e, 0); /* schedules the tick */
+    sim_engine_run_until(w.e, 10000, NULL, NULL);
+    assert_int_equal(w.p[0].ticks, 1);
+    assert_int_equal(w.p[1].nlog, 1);
+    assert_int_equal(w.p[1].log[0].at, 6000);
+    /* a timer at 15 ms, then down at 10 ms and up again at 12 ms */
+    w.p[0].timer = 15000;
+    sim_engine_drain(w.e, 0);
+    uint32_t inc = sim_engine_incarnation(w.e, 0);
+    sim_engine_down(w.e, 0);
+    assert_false(sim_engine_alive(w.e, 0));
+    probe_queue(&w.p[1], pid(0), 2); /* to a down agent: lost */
+    sim_engine_drain(w.e, 1);
+    sim_engine_run_until(w.e, 12000, NULL, NULL);
+    sim_engine_up(w.e, 0);
+    assert_true(sim_engine_incarnation(w.e, 0) == inc + 2);
+    sim_engine_run_until(w.e, 30000, NULL, NULL);
+    assert_int_equal(w.p[0].ticks, 1); /* the old tick event is stale */
+    assert_int_equal(w.p[0].nlog, 0);
+    assert_int_equal(sim_engine_get_stats(w.e)->dead, 1);
+    /* draining again schedules it at its deadline (already past: now) */
+    sim_engine_drain(w.e, 0);
+    sim_engine_run_until(w.e, 40000, NULL, NULL);
+    assert_int_equal(w.p[0].ticks, 2);
+    sim_engine_destroy(w.e);
+}
+
+/* Host events come back in time order through the event hook; the stop
+ * callback ends a run early; a full queue fails the engine. */
+typedef struct host {
+    sim_engine *e;
+    uint64_t seen[8];
+    uint32_t n;
+} host;
+
+static void host_event(void *ctx, const sim_event *ev)
+{
+    host *h = ctx;
+    assert_int_equal(ev->kind, SIM_EV_USER + 1);
+    assert_true(h->n < 8);
+    h->seen[h->n++] = ev->a;
+}
+
+static int host_stop(void *ctx)
+{
+    return ((host *)ctx)->n == 3;
+}
+
+static void host_events_and_bounds(void **state)
+{
+    (void)state;
+    host h = {0};
+    sim_engine_config c = {.agents = 1,
+                           .seed = 1,
+                           .mode = SIM_MODE_TIMED,
+                           .events_max = 4,
+                           .hooks = {.ctx = &h, .event = host_event}};
+    assert_int_equal(sim_engine_create(&h.e, &c), SIM_ENGINE_OK);
+    uint64_t at[4] = {30, 10, 20, 10};
+    for (uint32_t k = 0; k < 4; k++)
+        sim_engine_schedule(h.e, at[k], SIM_EV_USER + 1, 0, k, 0, NULL);
+    assert_int_equal(sim_engine_failed(h.e), 0);
+    sim_engine_run_until(h.e, 100, host_stop, &h);
+    assert_int_equal(h.n, 3);
+    assert_int_equal(h.seen[0], 1); /* time 10, pushed first */
+    assert_int_equal(h.seen[1], 3);
+    assert_int_equal(h.seen[2], 2);
+    assert_int_equal(sim_engine_now(h.e), 20);
+    for (uint32_t k = 0; k < 4; k++)
+        sim_engine_schedule(h.e, 50, SIM_EV_USER + 1, 0, k, 0, NULL);
+    assert_int_equal(sim_engine_failed(h.e), SIM_ENGINE_EFULL);
+    assert_true(strstr(sim_engine_error(h.e), "event queue full") != NULL);
+    sim_engine_destroy(h.e);
+    sim_engine_config bad = {.agents = 0};
+    sim_engine *e;
+    assert_int_equal(sim_engine_create(&e, &bad), SIM_ENGINE_EINVAL);
+    bad.agents = 2;
+    bad.loss = 1.5;
+    assert_int_equal(sim_engine_create(&e, &bad), SIM_ENGINE_EINVAL);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(timed_latency_bandwidth_fifo),
+        cmocka_unit_test(rounds_deliver_cascade_fifo),
+        cmocka_unit_test(same_seed_same_hash),
+        cmocka_unit_test(faults_and_routing),
+        cmocka_unit_test(down_agents_and_stale_timers),
+        cmocka_unit_test(host_events_and_bounds),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
