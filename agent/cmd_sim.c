@@ -1,6 +1,7 @@
 /* murmur sim — run a simulation scenario (sim/run.h) from the command line.
  *
  *   murmur sim SCENARIO --out DIR [--set k=v]... [--sweep k=v1,v2,...]... [--plot]
+ *   murmur sim plot DIR... [--out OUT]     (the runs compared, sim/plot.h)
  *
  * One run writes DIR/series.csv and DIR/summary.json. A sweep runs every
  * combination of the swept values (docs/SIMULATOR.md, "Sweeps"): run r
@@ -18,6 +19,7 @@
 #include "common/cli.h"
 #include "common/text.h"
 #include "sim/output.h"
+#include "sim/plot.h"
 #include "sim/run.h"
 #include "sim/scenario.h"
 #include "sim/soak.h"
@@ -36,7 +38,8 @@ static void sim_usage(FILE *out)
                  "  --set KEY=VALUE      override one key, e.g. --set run.agents=64 (repeatable)\n"
                  "  --sweep KEY=V1,V2,.. run every combination of the swept values; one row per\n"
                  "                       run in DIR/sweep.csv, files in DIR/run-RRRR (repeatable)\n"
-                 "  --plot               also write PNG plots (accuracy, loss, consensus, bytes)\n"
+                 "  --plot               also draw the figures (accuracy, loss, consensus, bytes)\n"
+                 "                       in PNG, SVG and PDF\n"
                  "  --quiet              no progress lines\n"
                  "\n"
                  "       murmur sim --soak N [--soak-seed S] [--verbose]\n"
@@ -50,7 +53,99 @@ static void sim_usage(FILE *out)
                  "  --soak N             number of seeds, 1..1000000\n"
                  "  --soak-seed S        first seed [1]\n"
                  "  --verbose            print every drawn scenario and its figures\n"
-                 "  --help               this text\n");
+                 "  --help               this text\n"
+                 "\n"
+                 "       murmur sim plot DIR... [--out OUT] [--log-x] [--log-y] [--format F,..]\n"
+                 "\n"
+                 "Draw the runs of run directories (series.csv or seed-S/) and sweep\n"
+                 "directories (run-RRRR/) on shared axes: OUT/compare_<metric>_vs_time.*\n"
+                 "(OUT: the first DIR). --format: png, svg, pdf (all three by default).\n");
+}
+
+enum { PLOT_F_OUT, PLOT_F_LOGX, PLOT_F_LOGY, PLOT_F_FORMAT, PLOT_F_HELP };
+static const common_flag plot_flags[] = {
+    {"out", 0, true, PLOT_F_OUT, "OUT", "directory for the figures [the first DIR]", NULL},
+    {"log-x", 0, false, PLOT_F_LOGX, "", "log time axis", NULL},
+    {"log-y", 0, false, PLOT_F_LOGY, "", "log y axes (consensus distance always is)", NULL},
+    {"format", 0, true, PLOT_F_FORMAT, "F,..", "png, svg, pdf (comma-separated) [all]", NULL},
+    {"help", 'h', false, PLOT_F_HELP, "", "this text", NULL},
+};
+#define PLOT_FLAGS (sizeof plot_flags / sizeof plot_flags[0])
+
+/* "png,pdf" -> SIM_PLOT_PNG | SIM_PLOT_PDF; 0 on a bad word. */
+static unsigned sim_plot_formats(const char *v)
+{
+    unsigned f = 0;
+    char buf[64];
+    snprintf(buf, sizeof buf, "%s", v);
+    for (char *save = NULL, *w = strtok_r(buf, ",", &save); w; w = strtok_r(NULL, ",", &save)) {
+        if (!strcmp(w, "png"))
+            f |= SIM_PLOT_PNG;
+        else if (!strcmp(w, "svg"))
+            f |= SIM_PLOT_SVG;
+        else if (!strcmp(w, "pdf"))
+            f |= SIM_PLOT_PDF;
+        else
+            return 0;
+    }
+    return f;
+}
+
+/* murmur sim plot DIR... : the comparison figures (sim_plot_compare). */
+static int cmd_sim_plot(int argc, char **argv)
+{
+    const char *dirs[SIM_PLOT_RUNS_MAX], *out = NULL;
+    size_t n = 0;
+    sim_plot_compare_opts o = {0};
+    common_cli cli;
+    common_cli_init(&cli, "murmur sim plot", plot_flags, PLOT_FLAGS, argc, argv);
+    for (int id; (id = common_cli_next(&cli)) != COMMON_CLI_END;) {
+        switch (id) {
+        case PLOT_F_HELP:
+            printf("usage: murmur sim plot DIR... [OPTIONS]\n\n"
+                   "Draw the runs of run and sweep directories on shared axes\n"
+                   "(docs/SIMULATOR.md, \"Figures\").\n\n");
+            common_cli_usage(&cli, stdout);
+            return 0;
+        case PLOT_F_OUT:
+            out = cli.arg;
+            break;
+        case PLOT_F_LOGX:
+            o.log_x = 1;
+            break;
+        case PLOT_F_LOGY:
+            o.log_y = 1;
+            break;
+        case PLOT_F_FORMAT:
+            if (!(o.formats = sim_plot_formats(cli.arg))) {
+                fprintf(stderr, "murmur sim plot: --format %s: png, svg or pdf, comma-separated\n",
+                        cli.arg);
+                return 2;
+            }
+            break;
+        case COMMON_CLI_POSITIONAL:
+            if (n == SIM_PLOT_RUNS_MAX) {
+                fprintf(stderr, "murmur sim plot: more than %u directories\n", SIM_PLOT_RUNS_MAX);
+                return 2;
+            }
+            dirs[n++] = cli.arg;
+            break;
+        default:
+            fprintf(stderr, "murmur sim plot: %s\n", cli.err);
+            return 2;
+        }
+    }
+    if (n == 0) {
+        fprintf(stderr, "usage: murmur sim plot DIR... [--out OUT] [--log-x] [--log-y] "
+                        "[--format png,svg,pdf]\n");
+        return 2;
+    }
+    char err[1024];
+    if (sim_plot_compare(dirs, n, out ? out : dirs[0], &o, err, sizeof err)) {
+        fprintf(stderr, "murmur sim plot: %s\n", err);
+        return 1;
+    }
+    return 0;
 }
 
 enum {
@@ -68,7 +163,7 @@ static const common_flag sim_flags[] = {
     {"out", 0, true, SIM_F_OUT, "DIR", "output directory", NULL},
     {"set", 0, true, SIM_F_SET, "KEY=VALUE", "override one key (repeatable)", NULL},
     {"sweep", 0, true, SIM_F_SWEEP, "KEY=V1,V2,..", "run every combination (repeatable)", NULL},
-    {"plot", 0, false, SIM_F_PLOT, "", "also write PNG plots", NULL},
+    {"plot", 0, false, SIM_F_PLOT, "", "also draw the figures (PNG, SVG, PDF)", NULL},
     {"quiet", 0, false, SIM_F_QUIET, "", "no progress lines", NULL},
     {"soak", 0, true, SIM_F_SOAK, "N", "number of soak seeds", NULL},
     {"soak-seed", 0, true, SIM_F_SOAK_SEED, "S", "first soak seed", NULL},
@@ -79,6 +174,8 @@ static const common_flag sim_flags[] = {
 
 int cmd_sim(int argc, char **argv)
 {
+    if (argc >= 2 && !strcmp(argv[1], "plot"))
+        return cmd_sim_plot(argc - 1, argv + 1);
     const char *path = NULL, *out = NULL;
     const char *sets[SIM_CLI_ARGS_MAX], *sweeps[SIM_CLI_ARGS_MAX];
     int nsets = 0, nsweeps = 0, plot = 0, quiet = 0, verbose = 0;

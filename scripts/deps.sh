@@ -8,7 +8,7 @@ if [ "${1:-}" = peers ]; then
     PKGS="python3-torch python3-numpy openmpi-bin libopenmpi-dev"
 else
 PKGS="build-essential pkg-config libsodium-dev libnng-dev libopenblas-dev zlib1g-dev \
-libcmocka-dev libpng-dev dataset-fashion-mnist nng-utils clang-format \
+libcmocka-dev libpng-dev libcairo2-dev dataset-fashion-mnist nng-utils clang-format \
 clang libclang-rt-14-dev shellcheck yamllint"
 fi
 missing=""

@@ -1,21 +1,35 @@
-/* sim/plot — PNG line plots with a built-in bitmap font (libpng only).
+/* sim/plot — figures of simulation runs in PNG, SVG and PDF (cairo).
  *
- * Purpose. `murmur sim --plot` draws, from DIR/series.csv:
- *   accuracy_vs_time.png     accuracy of the population (agent `all`) vs time
- *   loss_vs_time.png         mean loss vs time
- *   consensus_vs_round.png   consensus distance vs round, log y axis
- *   bytes_vs_time.png        cumulative bytes sent vs time (B, KB, MB or GB)
- * each with the population line and up to SIM_PLOT_AGENT_LINES individual
- * agents when series.csv has per-agent rows. A plot whose column is empty
- * (accuracy of a consensus run) says "no data".
+ * Purpose. `murmur sim --plot` draws, from a run directory:
+ *   accuracy_vs_time   accuracy of the population (agent `all`)
+ *   loss_vs_time       mean loss of the live agents
+ *   consensus_vs_time  consensus distance, log y axis
+ *   bytes_vs_time      cumulative bytes sent by all agents (B, kB, MB, GB)
+ * each as NAME.png, NAME.svg and NAME.pdf, x = simulated time (s). A
+ * metric the run leaves undefined in every row (the accuracy of a
+ * consensus run) gets no figure. A run directory holds series.csv (one
+ * run; with per-agent rows the first SIM_PLOT_AGENT_LINES agents are drawn
+ * thin beside the population) or seed-S/series.csv for several seeds
+ * (`--seeds`): then the figure is the mean over the seeds with its 95%
+ * Student t confidence band (sim/stats.h), sample by sample.
+ * `murmur sim plot DIR...` (sim_plot_compare) draws the runs of one or
+ * more run or sweep directories on shared axes: compare_<metric>.*.
  *
- * Drawing: an RGB canvas; axes with ticks at 1-2-5 steps (decades on a
- * log axis) labelled with numbers; light grid lines; a title; axis labels
- * (the y label is drawn rotated); a legend box with one colour per series;
- * lines 2 px wide, broken at undefined points (NaN, or <= 0 on a log axis).
- * Text uses a 5x7 pixel font (printable ASCII) scaled by 2.
+ * Titles name the scenario (summary.json "scenario"), the sweep point
+ * ("label") and the seed or seeds. Axes: ticks at 1-2-5 steps on linear
+ * axes; on log axes a major tick at every decade labelled 10^k (every
+ * second or third decade past 8 decades) with minor ticks at 2..9 x 10^k,
+ * and, when fewer than two decades are labelled, 2 and 5 labelled too.
+ * Lines break at undefined points (NaN, or <= 0 on a log axis).
  *
- * Ownership: sim_plot_png reads the caller's arrays and writes one file.
+ * Drawing: cairo's vector surfaces in points (1/72 in); the PNG is the
+ * same drawing at SIM_PLOT_PNG_DPI. Text in DejaVu Sans (fontconfig picks
+ * a substitute when it is missing). cairo is loaded at run time
+ * (dlopen "libcairo.so.2"), so the agent and libmurmur never link it; a
+ * system without it gets SIM_PLOT_ELIB and a message naming the package.
+ *
+ * Ownership: the functions read the caller's arrays and files and write
+ * the figure files; nothing is kept between calls but the loaded library.
  */
 #ifndef SIM_PLOT_H
 #define SIM_PLOT_H
@@ -23,56 +37,95 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Canvas limits and defaults, pixels. */
-#define SIM_PLOT_WIDTH    960u
-#define SIM_PLOT_HEIGHT   600u
-#define SIM_PLOT_SIDE_MAX 8192u
-#define SIM_PLOT_SIDE_MIN 200u
-/* Most series in one plot (legend entries), and individual agents drawn. */
-#define SIM_PLOT_SERIES_MAX  12u
+/* Figure size, points: 6.4 x 4.4 in (a one-column figure at full width). */
+#define SIM_PLOT_WIDTH_PT  460.8
+#define SIM_PLOT_HEIGHT_PT 316.8
+#define SIM_PLOT_SIDE_MIN  144.0 /* 2 in */
+#define SIM_PLOT_SIDE_MAX  2880.0
+/* PNG resolution: 200 dpi gives 1280 x 880 pixels. */
+#define SIM_PLOT_PNG_DPI 200.0
+/* Most series in one figure, and individual agents drawn per run. */
+#define SIM_PLOT_SERIES_MAX  64u
 #define SIM_PLOT_AGENT_LINES 6u
+/* Most runs in one comparison, and seeds read from one directory. */
+#define SIM_PLOT_RUNS_MAX  SIM_PLOT_SERIES_MAX
+#define SIM_PLOT_SEEDS_MAX 10000u
 /* Longest series.csv line read back. */
 #define SIM_PLOT_CSV_LINE_MAX 512u
+/* Most ticks on one axis (majors and minors). */
+#define SIM_PLOT_TICKS_MAX 128u
 
 _Static_assert(SIM_PLOT_AGENT_LINES + 1 <= SIM_PLOT_SERIES_MAX, "agents and population fit");
-_Static_assert(SIM_PLOT_SIDE_MIN <= SIM_PLOT_WIDTH && SIM_PLOT_WIDTH <= SIM_PLOT_SIDE_MAX,
-               "default width in range");
 
 typedef enum sim_plot_err {
     SIM_PLOT_OK = 0,
-    SIM_PLOT_EINVAL = -1, /* bad spec: size, too many series */
-    SIM_PLOT_EIO = -2,    /* cannot read series.csv or write the PNG */
+    SIM_PLOT_EINVAL = -1, /* bad spec: size, too many series, no format */
+    SIM_PLOT_EIO = -2,    /* cannot read series.csv or write a figure */
     SIM_PLOT_EPARSE = -3, /* series.csv malformed */
     SIM_PLOT_ENOMEM = -4,
+    SIM_PLOT_ELIB = -5, /* cairo (libcairo.so.2) cannot be loaded */
 } sim_plot_err;
 
+/* Formats to write (a bit set). */
+enum { SIM_PLOT_PNG = 1u, SIM_PLOT_SVG = 2u, SIM_PLOT_PDF = 4u, SIM_PLOT_FORMATS_ALL = 7u };
+
+/* One line. lo/hi (both or neither) give a band drawn under it (a
+ * confidence interval); a point of the band is skipped where either is
+ * undefined. thin: drawn thin and lighter (an individual agent). */
 typedef struct sim_plot_series {
     const char *name;
     const double *x, *y;
+    const double *lo, *hi;
     size_t n;
+    int thin;
 } sim_plot_series;
 
 typedef struct sim_plot {
     const char *title, *xlabel, *ylabel;
-    int log_y;
+    int log_x, log_y;
     const sim_plot_series *series;
     size_t nseries;
-    uint32_t width, height; /* 0 = defaults */
+    double width_pt, height_pt; /* 0 = the defaults */
 } sim_plot;
 
-/* Draw and write one PNG. Errors: SIM_PLOT_EINVAL, SIM_PLOT_EIO,
- * SIM_PLOT_ENOMEM (message in err). */
-int sim_plot_png(const sim_plot *p, const char *path, char *err, size_t errlen);
+/* Draw one figure and write BASE.png / BASE.svg / BASE.pdf for each
+ * format in `formats`. Errors: SIM_PLOT_EINVAL, SIM_PLOT_EIO (the path and
+ * the cause in err), SIM_PLOT_ENOMEM, SIM_PLOT_ELIB. */
+int sim_plot_write(const sim_plot *p, const char *base, unsigned formats, char *err, size_t errlen);
 
-/* Read DIR/series.csv and write the four plots above into DIR. Errors:
- * SIM_PLOT_EIO, SIM_PLOT_EPARSE (file and line in err), SIM_PLOT_ENOMEM. */
+/* The figures of a run directory (above) into that directory, in every
+ * format. Errors: SIM_PLOT_EIO, SIM_PLOT_EPARSE (file and line in err),
+ * SIM_PLOT_ENOMEM, SIM_PLOT_ELIB. */
 int sim_plot_dir(const char *dir, char *err, size_t errlen);
 
-/* Pixel width of text at a scale (for layout and tests). */
-uint32_t sim_plot_text_width(const char *s, uint32_t scale);
+typedef struct sim_plot_compare_opts {
+    int log_x, log_y; /* force log axes (consensus is always log y) */
+    unsigned formats; /* 0 = all */
+} sim_plot_compare_opts;
 
-/* Rasterise one character of the font: rows[0..6], bit 4 = leftmost
- * column. Returns 0, or -1 for a character outside printable ASCII. */
-int sim_plot_glyph(char c, uint8_t rows[7]);
+/* One figure per metric with every run of dirs on shared axes, into out
+ * (created). Each dir is a run directory (series.csv or seed-S/) or a
+ * sweep directory (its run-RRRR/ directories, in order). A run is named by
+ * its summary.json label, else by its directory. Errors as sim_plot_dir,
+ * and SIM_PLOT_EINVAL for more than SIM_PLOT_RUNS_MAX runs or a directory
+ * holding no run. */
+int sim_plot_compare(const char *const *dirs, size_t ndirs, const char *out,
+                     const sim_plot_compare_opts *opts, char *err, size_t errlen);
+
+/* An axis tick: its value, whether it is major (longer, gridded), and its
+ * label ("" for none). A decade label 10^k has decade = 1 and exp = k. */
+typedef struct sim_plot_tick {
+    double v;
+    int major;
+    int decade, exp;
+    char label[24];
+} sim_plot_tick;
+
+/* The ticks of an axis over [lo, hi] (lo < hi; lo > 0 on a log axis), in
+ * increasing order. Returns the count (<= max). For layout and tests. */
+size_t sim_plot_axis_ticks(double lo, double hi, int log, sim_plot_tick *out, size_t max);
+
+/* 0 if cairo can be loaded; else SIM_PLOT_ELIB with the reason in err. */
+int sim_plot_available(char *err, size_t errlen);
 
 #endif

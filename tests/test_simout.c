@@ -12,9 +12,6 @@
 #include <unistd.h>
 
 #include "sim/output.h"
-#include "sim/plot.h"
-
-#include <png.h>
 
 static char *slurp(const char *path)
 {
@@ -350,170 +347,12 @@ static void directory_errors(void **state)
     rm_rf(dir);
 }
 
-static void font_glyphs(void **state)
-{
-    (void)state;
-    uint8_t rows[7];
-    /* '8': two stacked rings */
-    static const uint8_t eight[7] = {0x0e, 0x11, 0x11, 0x0e, 0x11, 0x11, 0x0e};
-    assert_int_equal(sim_plot_glyph('8', rows), 0);
-    assert_memory_equal(rows, eight, 7);
-    /* every printable character but space has ink, and glyphs differ */
-    static uint8_t seen[95][7];
-    for (int ch = 32; ch <= 126; ch++) {
-        assert_int_equal(sim_plot_glyph((char)ch, rows), 0);
-        int ink = 0;
-        for (int r = 0; r < 7; r++) {
-            ink |= rows[r];
-            assert_true(rows[r] < 32); /* 5 columns */
-        }
-        if (ch == ' ')
-            assert_int_equal(ink, 0);
-        else if (!ink)
-            fail_msg("glyph '%c' is empty", ch);
-        for (int o = 32; o < ch; o++)
-            if (!memcmp(seen[o - 32], rows, 7))
-                fail_msg("glyphs '%c' and '%c' are the same", o, ch);
-        memcpy(seen[ch - 32], rows, 7);
-    }
-    assert_int_equal(sim_plot_glyph('\n', rows), -1);
-    assert_int_equal(sim_plot_glyph((char)200, rows), -1);
-    assert_int_equal(sim_plot_text_width("ab", 2), 22); /* (2*6 - 1) * 2 */
-    assert_int_equal(sim_plot_text_width("", 2), 0);
-}
-
-/* Read a PNG back; count pixels of a colour. */
-static uint8_t *read_png(const char *path, uint32_t *w, uint32_t *h)
-{
-    png_image img;
-    memset(&img, 0, sizeof img);
-    img.version = PNG_IMAGE_VERSION;
-    if (!png_image_begin_read_from_file(&img, path))
-        fail_msg("%s: not a PNG: %s", path, img.message);
-    img.format = PNG_FORMAT_RGB;
-    uint8_t *buf = malloc(PNG_IMAGE_SIZE(img));
-    assert_non_null(buf);
-    if (!png_image_finish_read(&img, NULL, buf, 0, NULL))
-        fail_msg("%s: %s", path, img.message);
-    *w = img.width;
-    *h = img.height;
-    return buf;
-}
-
-static size_t count_rgb(const uint8_t *px, uint32_t w, uint32_t h, int r, int g, int b)
-{
-    size_t n = 0;
-    for (size_t i = 0; i < (size_t)w * h; i++)
-        n += px[3 * i] == r && px[3 * i + 1] == g && px[3 * i + 2] == b;
-    return n;
-}
-
-static void plot_png(void **state)
-{
-    (void)state;
-    char dir[64], path[128], err[256];
-    tmpdir(dir, sizeof dir);
-    snprintf(path, sizeof path, "%s/p.png", dir);
-    double x[50], y[50], y2[50];
-    for (int i = 0; i < 50; i++) {
-        x[i] = i;
-        y[i] = exp(-0.1 * i);
-        y2[i] = i == 20 ? NAN : exp(-0.05 * i);
-    }
-    sim_plot_series ser[2] = {{"fast", x, y, 50}, {"slow", x, y2, 50}};
-    sim_plot p = {"Decay", "round", "distance", 1, ser, 2, 640, 400};
-    assert_int_equal(sim_plot_png(&p, path, err, sizeof err), 0);
-    uint32_t w, h;
-    uint8_t *px = read_png(path, &w, &h);
-    assert_int_equal(w, 640);
-    assert_int_equal(h, 400);
-    assert_true(px[0] == 255 && px[1] == 255 && px[2] == 255); /* white corner */
-    /* both series colours are drawn (lines and legend), black text and axes */
-    assert_true(count_rgb(px, w, h, 31, 119, 180) > 200);
-    assert_true(count_rgb(px, w, h, 255, 127, 14) > 200);
-    assert_true(count_rgb(px, w, h, 0, 0, 0) > 1000);
-    free(px);
-    /* no data: no series colour, "no data" in grey */
-    sim_plot_series none = {"empty", x, y, 0};
-    sim_plot q = {"Nothing", "x", "y", 0, &none, 1, 0, 0};
-    assert_int_equal(sim_plot_png(&q, path, err, sizeof err), 0);
-    px = read_png(path, &w, &h);
-    assert_int_equal(w, SIM_PLOT_WIDTH);
-    assert_int_equal(count_rgb(px, w, h, 31, 119, 180), 0);
-    assert_true(count_rgb(px, w, h, 110, 110, 110) > 50);
-    free(px);
-    q.width = 10;
-    assert_int_equal(sim_plot_png(&q, path, err, sizeof err), SIM_PLOT_EINVAL);
-    q.width = 0;
-    assert_int_equal(sim_plot_png(&q, "/nonexistent/dir/x.png", err, sizeof err), SIM_PLOT_EIO);
-    assert_non_null(strstr(err, "/nonexistent/dir/x.png"));
-    rm_rf(dir);
-}
-
-static void plot_run_directory(void **state)
-{
-    (void)state;
-    char dir[64], err[256], path[160];
-    tmpdir(dir, sizeof dir);
-    sim_output o;
-    assert_int_equal(sim_output_open(&o, dir, err, sizeof err), 0);
-    for (int r = 0; r <= 40; r++) {
-        sim_series_row all = {
-            r * 0.25,          (uint64_t)r,   SIM_AGENT_ALL,        2 * exp(-0.05 * r),
-            1 - exp(-0.1 * r), exp(-0.2 * r), (uint64_t)r * 300000, 0};
-        assert_int_equal(sim_output_row(&o, &all), 0);
-        for (int a = 0; a < 3; a++) {
-            sim_series_row one = {r * 0.25,
-                                  (uint64_t)r,
-                                  a,
-                                  2 * exp(-0.04 * r * (a + 1)),
-                                  NAN,
-                                  NAN,
-                                  (uint64_t)r * 100000 * (uint64_t)(a + 1),
-                                  0};
-            assert_int_equal(sim_output_row(&o, &one), 0);
-        }
-    }
-    assert_int_equal(sim_output_close(&o, err, sizeof err), 0);
-    if (sim_plot_dir(dir, err, sizeof err))
-        fail_msg("sim_plot_dir: %s", err);
-    const char *files[] = {"accuracy_vs_time.png", "loss_vs_time.png", "consensus_vs_round.png",
-                           "bytes_vs_time.png"};
-    for (int i = 0; i < 4; i++) {
-        snprintf(path, sizeof path, "%s/%s", dir, files[i]);
-        uint32_t w, h;
-        uint8_t *px = read_png(path, &w, &h);
-        assert_int_equal(w, SIM_PLOT_WIDTH);
-        assert_true(count_rgb(px, w, h, 31, 119, 180) > 100); /* the population line */
-        /* agent lines where agents have data: loss and bytes */
-        size_t agent1 = count_rgb(px, w, h, 255, 127, 14);
-        if ((i == 1 || i == 3) != (agent1 > 100))
-            fail_msg("%s: agent line drawn %zu px", files[i], agent1);
-        free(px);
-    }
-    /* a malformed file is named with its line */
-    snprintf(path, sizeof path, "%s/series.csv", dir);
-    FILE *f = fopen(path, "w");
-    fputs(SIM_SERIES_HEADER "\n0,0,all,1,1,1,0,0\n0,1,all,x,1,1,0,0\n", f);
-    fclose(f);
-    assert_int_equal(sim_plot_dir(dir, err, sizeof err), SIM_PLOT_EPARSE);
-    assert_non_null(strstr(err, "series.csv:3: not a series row"));
-    f = fopen(path, "w");
-    fputs("time,loss\n", f);
-    fclose(f);
-    assert_int_equal(sim_plot_dir(dir, err, sizeof err), SIM_PLOT_EPARSE);
-    assert_non_null(strstr(err, "series.csv:1: header is not"));
-    rm_rf(dir);
-    assert_int_equal(sim_plot_dir(dir, err, sizeof err), SIM_PLOT_EIO);
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(series_csv),       cmocka_unit_test(summary_json),
         cmocka_unit_test(sweep_csv),        cmocka_unit_test(consensus_distance),
-        cmocka_unit_test(directory_errors), cmocka_unit_test(font_glyphs),
-        cmocka_unit_test(plot_png),         cmocka_unit_test(plot_run_directory),
+        cmocka_unit_test(directory_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -48,7 +48,8 @@ for p in $pkgs; do
 done
 # the runtime stage installs every shared library the binary links (or a
 # package that depends on it: libgfortran5 comes with libopenblas0-pthread)
-runtime=$(sed -n '/^FROM debian:bookworm-slim/,$p' "$df" | tr ' ' '\n' | grep -E '^lib[a-z0-9.+-]+$' | sort -u)
+# (library packages are lib*, but zlib's is zlib1g)
+runtime=$(sed -n '/^FROM debian:bookworm-slim/,$p' "$df" | tr ' ' '\n' | grep -E '^(lib[a-z0-9.+-]+|zlib1g)$' | sort -u)
 # shellcheck disable=SC2086
 apt-cache depends --recurse --no-recommends --no-suggests --no-conflicts --no-breaks \
     --no-replaces --no-enhances $runtime 2>/dev/null | sed -n 's/^\([a-z0-9][a-z0-9.+-]*\)$/\1/p' |

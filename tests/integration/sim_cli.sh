@@ -2,7 +2,7 @@
 # murmur sim as a user runs it: SEED= first and TRACE_HASH= last; the same
 # seed twice gives the same hash; series.csv has the documented header and
 # population rows; summary.json has every documented field; --sweep writes
-# one sweep.csv row per combination; --plot writes PNGs; bad scenario files,
+# one sweep.csv row per combination; --plot writes PNG, SVG and PDF figures; bad scenario files,
 # keys and values fail with a message naming them and exit status 2.
 set -eu
 build=${BUILD:-build}
@@ -56,9 +56,16 @@ done
 grep -q '"crashes": 1' "$tmp/a/summary.json" || fail "the scheduled crash was not counted"
 hash=$(tail -n1 "$tmp/a.log" | cut -d= -f2)
 grep -q "\"trace_hash\": \"$hash\"" "$tmp/a/summary.json" || fail "summary hash differs from the printed one"
-for p in accuracy_vs_time consensus_vs_round bytes_vs_time; do
-    [ -s "$tmp/b/$p.png" ] || fail "--plot did not write $p.png"
+# quadratic: loss, consensus and bytes, no accuracy; each in three formats
+for p in loss_vs_time consensus_vs_time bytes_vs_time; do
+    for x in png svg pdf; do
+        [ -s "$tmp/b/$p.$x" ] || fail "--plot did not write $p.$x"
+    done
 done
+head -c 8 "$tmp/b/loss_vs_time.png" | od -An -c | grep -q 'P   N   G' || fail "loss_vs_time.png is not a PNG"
+head -c 5 "$tmp/b/loss_vs_time.pdf" | grep -q '^%PDF-' || fail "loss_vs_time.pdf is not a PDF"
+grep -q '<svg' "$tmp/b/loss_vs_time.svg" || fail "loss_vs_time.svg is not SVG"
+[ ! -e "$tmp/b/accuracy_vs_time.png" ] || fail "an accuracy figure for a model without accuracy"
 
 # a sweep: one row per combination, in order
 timeout 60 "$bin" sim "$tmp/s.ini" --out "$tmp/sw" --quiet --set run.duration_s=0.5 \
@@ -70,6 +77,17 @@ head -n1 "$tmp/sw/sweep.csv" | grep -q '^run,mixing.bits,network.latency_ms,seed
 sed -n 2p "$tmp/sw/sweep.csv" | grep -q '^0,8,1,' || fail "sweep row 0 is not (8, 1)"
 sed -n 7p "$tmp/sw/sweep.csv" | grep -q '^5,32,100,' || fail "sweep row 5 is not (32, 100)"
 [ -s "$tmp/sw/run-0005/summary.json" ] || fail "no per-run summary"
+# the sweep's runs compared on shared axes
+"$bin" sim plot "$tmp/sw" --out "$tmp/cmp" >"$tmp/cmp.log" 2>&1 || { cat "$tmp/cmp.log"; fail "murmur sim plot"; }
+for x in png svg pdf; do
+    [ -s "$tmp/cmp/compare_consensus_vs_time.$x" ] || fail "sim plot did not write compare_consensus_vs_time.$x"
+done
+set +e
+"$bin" sim plot "$tmp/cmp" >/dev/null 2>"$tmp/cmp.err"
+rc=$?
+set -e
+[ "$rc" -eq 1 ] && grep -q "no series.csv, seed-S/ or run-RRRR/" "$tmp/cmp.err" ||
+    fail "sim plot on a directory without runs: status $rc, $(cat "$tmp/cmp.err")"
 
 # errors: exit status 2 and a message naming the problem
 expect_err() { # pattern, args...
