@@ -73,6 +73,8 @@ MURMUR_API int murmur_open(murmur_agent **out, const char *config_path, const ch
     int rc = 0;
     if (config_path)
         rc = agent_config_load_file(cfg, config_path, msg, sizeof msg);
+    if (!rc)
+        rc = agent_config_load_env(cfg, NULL, msg, sizeof msg);
     for (size_t i = 0; !rc && settings && settings[i]; i++) {
         const char *eq = strchr(settings[i], '=');
         char name[96];

@@ -597,6 +597,11 @@ int agent_config_finish(agent_config *c, char *err, size_t errlen)
 
 extern char **environ;
 
+int agent_config_load_env(agent_config *c, char *const *envp, char *err, size_t errlen)
+{
+    return common_settings_load_env(&agent_settings, c, envp ? envp : environ, err, errlen);
+}
+
 /* The flag the command-line parser just returned (its row). */
 static const common_flag *current_flag(const common_cli *cli)
 {

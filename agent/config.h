@@ -188,6 +188,11 @@ int agent_config_load_file(agent_config *c, const char *path, char *err, size_t 
 int agent_config_load_string(agent_config *c, const char *name, const char *text, char *err,
                              size_t errlen);
 
+/* Apply the MURMUR_SECTION_KEY=value variables of envp (NULL = the
+ * process's environment) on top of c, as `murmur agent` does between the
+ * config file and the flags. Errors: EUNKNOWN, EVALUE, ERANGE. */
+int agent_config_load_env(agent_config *c, char *const *envp, char *err, size_t errlen);
+
 /* Set one option with command-line semantics: `name` is "section.key";
  * `origin` (NULL = "--set") says where the value came from, for messages.
  * For seeds.seed the first call replaces the seeds read from a file and

@@ -106,6 +106,11 @@ static void version_and_errors(void **state)
     const char *bad[] = {"mixing.bits=3", NULL};
     assert_int_equal(murmur_open(&a, NULL, bad, 10, err, sizeof err), MURMUR_ECONFIG);
     assert_non_null(strstr(err, "mixing.bits"));
+    /* the environment sits between the file and the settings */
+    setenv("MURMUR_MIXING_BITS", "3", 1);
+    assert_int_equal(murmur_open(&a, NULL, NULL, 10, err, sizeof err), MURMUR_ECONFIG);
+    assert_non_null(strstr(err, "MURMUR_MIXING_BITS"));
+    unsetenv("MURMUR_MIXING_BITS");
     const char *noeq[] = {"mixing.bits", NULL};
     assert_int_equal(murmur_open(&a, NULL, noeq, 10, err, sizeof err), MURMUR_ECONFIG);
     assert_non_null(strstr(err, "section.key=value"));
