@@ -817,6 +817,50 @@ static void seeds_catalog(void)
     put("fuzz_catalog", "three", text, (size_t)n);
 }
 
+/* ---- fuzz_hello: options, then forged HELLOs (see the target) ---- */
+static size_t hello(uint8_t *b, int flags, int key, int who, int rid, int dsec, int sig, int eph0,
+                    int tamper)
+{
+    size_t n = 0;
+    b[n++] = (uint8_t)flags, b[n++] = (uint8_t)key, b[n++] = (uint8_t)who, b[n++] = (uint8_t)rid;
+    b[n++] = (uint8_t)((unsigned)dsec >> 8), b[n++] = (uint8_t)dsec, b[n++] = 7;
+    b[n++] = (uint8_t)sig;
+    if (sig == 1)
+        b[n++] = 9; /* flip this bit */
+    b[n++] = (uint8_t)eph0;
+    if (eph0)
+        memset(b + n, 0, 32), n += 32; /* the all-zero point: low order */
+    b[n++] = (uint8_t)tamper;
+    return n;
+}
+
+static void seeds_hello(void)
+{
+    uint8_t b[1024];
+    size_t n = 0;
+    b[n++] = 0;                                 /* no allow-list, one key, no clock check */
+    n += hello(b + n, 0, 0, 0, 1, 0, 0, 0, 0);  /* A to B: accepted */
+    n += hello(b + n, 0, 0, 0, 1, 0, 0, 0, 0);  /* the same again: a replay */
+    n += hello(b + n, 0, 0, 0, 0, 1, 0, 0, 0);  /* newer, to anyone: accepted */
+    n += hello(b + n, 0, 0, 0, 2, 2, 0, 0, 0);  /* meant for A: wrong peer */
+    n += hello(b + n, 0, 0, 2, 1, 3, 0, 0, 0);  /* B's own key */
+    n += hello(b + n, 1, 0, 1, 1, 4, 0, 0, 0);  /* C, auth-only flag */
+    n += hello(b + n, 4, 0, 1, 1, 5, 0, 0, 0);  /* unknown flag bit */
+    n += hello(b + n, 0, 2, 0, 1, 6, 0, 0, 0);  /* a key B lacks */
+    n += hello(b + n, 0, 0, 0, 1, 7, 0, 0, 1);  /* tampered seal */
+    n += hello(b + n, 0, 0, 0, 1, 8, 1, 0, 0);  /* a flipped signature bit */
+    n += hello(b + n, 0, 0, 0, 1, 9, 2, 0, 0);  /* signed by another key */
+    n += hello(b + n, 0, 0, 0, 1, 10, 0, 1, 0); /* weak ephemeral key */
+    put("fuzz_hello", "checks", b, n);
+    n = 0;
+    b[n++] = 1 | 2 | 4;                           /* allow-list {A, B}, ring {K, K2}, clock check */
+    n += hello(b + n, 0, 1, 0, 1, 0, 0, 0, 0);    /* A under K2: accepted */
+    n += hello(b + n, 0, 0, 1, 1, 1, 0, 0, 0);    /* C: not allowed */
+    n += hello(b + n, 0, 0, 0, 1, -700, 0, 0, 0); /* 700 s old: stale */
+    n += hello(b + n, 0, 0, 0, 1, -1, 0, 0, 0);   /* 1 s older than the last: the window */
+    put("fuzz_hello", "ring-allow-clock", b, n);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 3) {
@@ -837,6 +881,7 @@ int main(int argc, char **argv)
     seeds_keys();
     seeds_json();
     seeds_catalog();
+    seeds_hello();
     seeds_checkpoint();
     seeds_config();
     seeds_scenario();
