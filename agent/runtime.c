@@ -626,6 +626,22 @@ static void check_job_end(agent_runtime *a, uint64_t now)
     const agent_config *c = &a->cfg;
     if (c->run_max_seconds > 0 && (double)(now - a->start_us) >= c->run_max_seconds * 1e6)
         agent_runtime_job_end(a, "max_seconds", AGENT_EXIT_MAX_SECONDS);
+    /* run.target_accuracy is cluster-wide: a member that reached it told
+     * us (JOB_END, gossip/node.h); the node has queued the relays, which go
+     * out with our LEAVE. Only a job with a target of its own obeys (a
+     * stray announcement never ends an agent configured without one). */
+    gossip_node_job_end_info info;
+    if (!a->job_end && c->run_target_accuracy > 0 && gossip_node_job_end(a->node, &info) &&
+        info.from) {
+        agent_log_line l;
+        agent_log_begin(&l, AGENT_LOG_INFO, "job_end_heard");
+        agent_log_hex64(&l, "origin", info.origin);
+        agent_log_hex64(&l, "from", info.from);
+        agent_log_f64(&l, "origin_accuracy", info.accuracy);
+        agent_log_u64(&l, "origin_step", info.step);
+        agent_log_end(&l);
+        agent_runtime_job_end(a, "target_accuracy", AGENT_EXIT_TARGET_ACCURACY);
+    }
 }
 
 static void loop_pass(agent_runtime *a)
@@ -714,6 +730,17 @@ static void *loop_main(void *arg)
          * disk) and returns 1. */
         a->exit_code = 1;
         return NULL;
+    }
+    /* This agent reached run.target_accuracy: tell every member (the
+     * frames go out with the LEAVE below). */
+    if (a->job_end && !strcmp(a->job_end, "target_accuracy")) {
+        pthread_mutex_lock(&a->mu);
+        uint64_t steps = a->host_steps;
+        double acc = a->host_accuracy;
+        pthread_mutex_unlock(&a->mu);
+        if (gossip_node_announce_end(a->node, GOSSIP_NODE_JOB_END_REASON_TARGET, steps, (float)acc,
+                                     agent_mono_us()) == GOSSIP_OK)
+            agent_log(AGENT_LOG_INFO, "job_end_announced", "reason", "target_accuracy", NULL);
     }
     /* graceful leave */
     agent_log(AGENT_LOG_INFO, "leaving", NULL);

@@ -1,6 +1,7 @@
 /* gossip/node — see node.h. */
 #include "gossip/node.h"
 
+#include <assert.h>
 #include <string.h>
 
 struct gossip_node {
@@ -23,6 +24,13 @@ struct gossip_node {
     unsigned poll_next; /* round robin over the parts */
     char addr[GOSSIP_ADDR_MAX];
     gossip_node_stats stats;
+    /* the end of the job: what is known, and the JOB_END frames to send */
+    int ended;
+    gossip_node_job_end_info end;
+    uint64_t *end_dest; /* members_max destinations */
+    uint32_t end_n, end_at;
+    uint32_t end_cap;
+    uint8_t end_frame[GOSSIP_HEADER_SIZE + GOSSIP_NODE_JOB_END_BYTES];
 };
 
 void gossip_node_config_default(gossip_node_config *cfg)
@@ -42,6 +50,7 @@ void gossip_node_destroy(gossip_node *n)
     gossip_xfer_destroy(n->xfer);
     gossip_mix_destroy(n->mix);
     gossip_swim_destroy(n->swim);
+    gossip_free(n->env, n->end_dest);
     gossip_free(n->env, n);
 }
 
@@ -78,6 +87,12 @@ int gossip_node_create(gossip_node **out, const gossip_env *env, const gossip_no
         gossip_shards_config hc = cfg->shards;
         hc.self = cfg->self;
         rc = gossip_shards_create(&n->shards, env, &hc);
+    }
+    if (!rc) {
+        n->end_cap = cfg->swim.members_max ? cfg->swim.members_max : GOSSIP_MEMBERS_MAX;
+        n->end_dest = gossip_calloc(env, n->end_cap, sizeof *n->end_dest);
+        if (!n->end_dest)
+            rc = GOSSIP_ENOMEM;
     }
     if (rc) {
         gossip_node_destroy(n);
@@ -184,6 +199,120 @@ int gossip_node_join(gossip_node *n, const char *const *seeds, size_t count, gos
     return rc;
 }
 
+/* ---- the end of the job (JOB_END) ---- */
+
+/* Queue JOB_END to the members of the view: all of them (fanout 0), or
+ * `fanout` of them chosen at random (a relay). Never to self or `skip`. */
+static void node_end_spread(gossip_node *n, uint32_t fanout, uint64_t skip)
+{
+    gossip_view v;
+    gossip_swim_view(n->swim, &v);
+    uint32_t m = 0;
+    for (uint32_t i = 0; i < v.n && m < n->end_cap; i++)
+        if (v.ids[i] != n->self && v.ids[i] != skip)
+            n->end_dest[m++] = v.ids[i];
+    if (fanout && fanout < m) { /* a partial Fisher-Yates: the first `fanout` */
+        for (uint32_t i = 0; i < fanout; i++) {
+            uint32_t j = i + (uint32_t)gossip_random_below(n->env, m - i);
+            uint64_t t = n->end_dest[i];
+            n->end_dest[i] = n->end_dest[j];
+            n->end_dest[j] = t;
+        }
+        m = fanout;
+    }
+    n->end_n = m;
+    n->end_at = 0;
+    uint8_t *p = n->end_frame + GOSSIP_HEADER_SIZE;
+    memset(p, 0, GOSSIP_NODE_JOB_END_BYTES);
+    gossip_put_u64(p, n->end.origin);
+    gossip_put_u64(p + 8, n->end.step);
+    uint32_t bits;
+    memcpy(&bits, &n->end.accuracy, sizeof bits);
+    gossip_put_u32(p + 16, bits);
+    p[20] = (uint8_t)n->end.reason;
+    gossip_header h = {
+        .type = GOSSIP_MSG_JOB_END, .payload_len = GOSSIP_NODE_JOB_END_BYTES, .sender = n->self};
+    gossip_header_encode(&h, n->end_frame);
+    assert(n->end_n <= n->end_cap);
+}
+
+/* 3 + ceil(log2 N) */
+static uint32_t node_relay_fanout(uint32_t members)
+{
+    uint32_t f = 3, k = 1;
+    while (k < members) {
+        k <<= 1;
+        f++;
+    }
+    return f;
+}
+
+static int node_recv_job_end(gossip_node *n, uint64_t from, const gossip_header *h,
+                             const uint8_t *p, size_t len)
+{
+    if (h->type != GOSSIP_MSG_JOB_END)
+        return GOSSIP_ETYPE;
+    if (len != GOSSIP_NODE_JOB_END_BYTES)
+        return len < GOSSIP_NODE_JOB_END_BYTES ? GOSSIP_ETRUNC : GOSSIP_EMALFORMED;
+    if (p[20] != GOSSIP_NODE_JOB_END_REASON_TARGET || p[21] || p[22] || p[23])
+        return GOSSIP_EMALFORMED;
+    uint32_t bits = gossip_get_u32(p + 16);
+    float acc;
+    memcpy(&acc, &bits, sizeof acc);
+    uint64_t origin = gossip_get_u64(p);
+    if (!(acc >= 0.0f && acc <= 1.0f) || !origin)
+        return GOSSIP_EMALFORMED;
+    gossip_swim_member m;
+    if (gossip_swim_lookup(n->swim, h->sender, &m) != GOSSIP_OK || m.state != GOSSIP_MEMBER_ALIVE)
+        return GOSSIP_ENOTFOUND; /* only members of the view are heard */
+    if (n->ended)
+        return GOSSIP_OK; /* heard already: an epidemic ends here */
+    n->ended = 1;
+    n->end = (gossip_node_job_end_info){.origin = origin,
+                                        .step = gossip_get_u64(p + 8),
+                                        .accuracy = acc,
+                                        .reason = p[20],
+                                        .from = from ? from : h->sender};
+    gossip_view v;
+    gossip_swim_view(n->swim, &v);
+    node_end_spread(n, node_relay_fanout(v.n), h->sender);
+    return GOSSIP_OK;
+}
+
+static int node_poll_job_end(gossip_node *n, gossip_send *out)
+{
+    if (n->end_at >= n->end_n)
+        return 0;
+    *out = (gossip_send){
+        .dest = n->end_dest[n->end_at++], .frame = n->end_frame, .len = sizeof n->end_frame};
+    n->stats.job_end_sent++;
+    return 1;
+}
+
+int gossip_node_announce_end(gossip_node *n, unsigned reason, uint64_t step, float accuracy,
+                             gossip_time_us now)
+{
+    (void)now;
+    if (n->ended)
+        return GOSSIP_ESTALE;
+    if (reason != GOSSIP_NODE_JOB_END_REASON_TARGET || !(accuracy >= 0.0f && accuracy <= 1.0f))
+        return GOSSIP_EINVAL;
+    n->ended = 1;
+    n->end = (gossip_node_job_end_info){
+        .origin = n->self, .step = step, .accuracy = accuracy, .reason = reason, .from = 0};
+    node_end_spread(n, 0, 0);
+    return GOSSIP_OK;
+}
+
+int gossip_node_job_end(const gossip_node *n, gossip_node_job_end_info *out)
+{
+    if (!n->ended)
+        return 0;
+    if (out)
+        *out = n->end;
+    return 1;
+}
+
 int gossip_node_leave(gossip_node *n, gossip_time_us now)
 {
     return gossip_swim_leave(n->swim, now);
@@ -209,6 +338,9 @@ int gossip_node_recv(gossip_node *n, uint64_t from, const gossip_header *h, cons
             break;
         case 3:
             rc = gossip_xfer_recv(n->xfer, from, h, payload, len, now);
+            break;
+        case 4:
+            rc = node_recv_job_end(n, from, h, payload, len);
             break;
         default:
             rc = GOSSIP_ETYPE;
@@ -257,8 +389,10 @@ static int part_poll(gossip_node *n, unsigned part, gossip_send *out, gossip_tim
         return gossip_xfer_poll_send(n->xfer, out, now);
     case 2:
         return gossip_mix_poll_send(n->mix, out, now);
-    default:
+    case 3:
         return n->shards ? gossip_shards_poll_send(n->shards, out, now) : 0;
+    default:
+        return node_poll_job_end(n, out);
     }
 }
 

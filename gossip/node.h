@@ -16,7 +16,16 @@
  *   init seed, so that model is a valid start);
  * - merges the four send queues (round robin, so a long shard transfer never
  *   starves probes) and fills dest_addr from the membership table;
- * - reports the earliest deadline of the four and its own timers.
+ * - reports the earliest deadline of the four and its own timers;
+ * - carries the end of the job (JOB_END, type 0x40): a node that meets the
+ *   job's end condition (a target accuracy) announces it to every member of
+ *   its view; a node that hears it first takes it as its own end and
+ *   passes it on to GOSSIP_NODE_RELAY_FANOUT(N) random members of its view
+ *   (an epidemic: every live member hears it within a few hops even when
+ *   some copies are lost), then the caller leaves. Only members of the view
+ *   are heard. Payload, 24 bytes, big-endian as every frame: origin node id (u64),
+ *   origin's local step (u64), accuracy (f32 bits), reason (u8: 1 = target
+ *   accuracy), 3 zero bytes.
  *
  * Shape: the sans-IO contract of docs/ARCHITECTURE.md. Time is an argument;
  * memory and randomness come from the env. The mixer's start/take, the
@@ -56,8 +65,25 @@
 #define GOSSIP_NODE_JOIN_WAIT_DEFAULT_US 10000000u
 /* Pause between two transfer attempts. */
 #define GOSSIP_NODE_FETCH_RETRY_US 1000000u
-/* Parts whose send queues are merged. */
-#define GOSSIP_NODE_PARTS 4u
+/* Parts whose send queues are merged: swim, xfer, mix, shards, and the
+ * node's own JOB_END frames. */
+#define GOSSIP_NODE_PARTS 5u
+/* JOB_END: payload size; most members one node sends it to (the origin
+ * sends to its whole view, up to GOSSIP_MEMBERS_MAX); relays go to
+ * 3 + ceil(log2 N) random members of a view of N (gossip's usual
+ * O(log N) fanout: with 3 extra copies a loss of a few frames does not
+ * stop the spread). */
+#define GOSSIP_NODE_JOB_END_BYTES         24u
+#define GOSSIP_NODE_JOB_END_REASON_TARGET 1u
+
+/* The end of the job as this node knows it (gossip_node_job_end). */
+typedef struct gossip_node_job_end_info {
+    uint64_t origin; /* the node that met the condition (self if this one) */
+    uint64_t step;   /* its local step then */
+    float accuracy;  /* its accuracy then */
+    unsigned reason; /* GOSSIP_NODE_JOB_END_REASON_* */
+    uint64_t from;   /* who told this node (0 = it met it itself) */
+} gossip_node_job_end_info;
 
 typedef enum gossip_node_model {
     GOSSIP_NODE_JOINING = 0, /* waiting for a peer, or transferring */
@@ -92,6 +118,7 @@ typedef struct gossip_node_stats {
     uint64_t rejected[GOSSIP_ERR_COUNT]; /* frames refused, by cause */
     uint64_t views;                      /* views passed to mixer and replicator */
     uint64_t fetch_tries;                /* state transfers started */
+    uint64_t job_end_sent;               /* JOB_END frames sent (announced or relayed) */
 } gossip_node_stats;
 
 typedef struct gossip_node gossip_node;
@@ -143,5 +170,14 @@ gossip_xfer *gossip_node_xfer(gossip_node *n);
 /* NULL when created without a catalog. */
 gossip_shards *gossip_node_shards(gossip_node *n);
 const gossip_node_stats *gossip_node_stats_get(const gossip_node *n);
+
+/* This node met the job's end condition: announce it to every member of
+ * the view (frames through poll_send). Returns GOSSIP_OK, or GOSSIP_ESTALE
+ * when the job had already ended here (nothing is sent again). */
+int gossip_node_announce_end(gossip_node *n, unsigned reason, uint64_t step, float accuracy,
+                             gossip_time_us now);
+/* 1 and *out filled when the job has ended (announced here or heard from a
+ * member), else 0. */
+int gossip_node_job_end(const gossip_node *n, gossip_node_job_end_info *out);
 
 #endif

@@ -68,6 +68,8 @@ const char *gossip_msg_name(unsigned type)
         return "model_chunk";
     case GOSSIP_MSG_MODEL_NACK:
         return "model_nack";
+    case GOSSIP_MSG_JOB_END:
+        return "job_end";
     default:
         return "unknown";
     }

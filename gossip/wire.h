@@ -80,6 +80,8 @@ typedef enum gossip_msg_type {
     GOSSIP_MSG_MODEL_WANT = 0x30,
     GOSSIP_MSG_MODEL_CHUNK = 0x31,
     GOSSIP_MSG_MODEL_NACK = 0x32,
+    /* 0x40-0x4f the node itself */
+    GOSSIP_MSG_JOB_END = 0x40, /* the job is over: every agent leaves (gossip/node.h) */
 } gossip_msg_type;
 
 /* Human-readable name of a message type ("ping", "mix_push", ...) or "unknown". */

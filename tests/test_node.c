@@ -326,6 +326,76 @@ static void lonely_joiner_and_bad_frames(void **state)
     assert_int_equal(t.alloc.live, 0);
 }
 
+/* JOB_END: the announcing node tells its whole view; every other node
+ * hears it once and passes it on; non-members and malformed frames are
+ * refused and change nothing. */
+static void job_end_spreads(void **state)
+{
+    (void)state;
+    world w;
+    world_init(&w, 0);
+    for (int k = 0; k < 100; k++) {
+        run_ms(&w, 100);
+        adopt_models(&w);
+        uint32_t whole = 0;
+        for (uint32_t i = 0; i < N_AGENTS; i++)
+            whole += view_size(&w, i) == N_AGENTS;
+        if (whole == N_AGENTS)
+            break;
+    }
+    for (uint32_t i = 0; i < N_AGENTS; i++)
+        assert_int_equal(view_size(&w, i), N_AGENTS);
+    gossip_node_job_end_info info;
+    for (uint32_t i = 0; i < N_AGENTS; i++)
+        assert_int_equal(gossip_node_job_end(w.a[i].node, &info), 0);
+
+    /* bad frames to node 1: wrong size, reason, accuracy, a non-member */
+    gossip_time_us now = sim_driver_now(w.d);
+    uint8_t f[GOSSIP_HEADER_SIZE + GOSSIP_NODE_JOB_END_BYTES];
+    gossip_header h = {.version = GOSSIP_WIRE_VERSION,
+                       .type = GOSSIP_MSG_JOB_END,
+                       .payload_len = GOSSIP_NODE_JOB_END_BYTES,
+                       .sender = agent_id(2)};
+    uint8_t *p = f + GOSSIP_HEADER_SIZE;
+    memset(p, 0, GOSSIP_NODE_JOB_END_BYTES);
+    gossip_put_u64(p, agent_id(2));
+    p[20] = 9; /* unknown reason */
+    gossip_header_encode(&h, f);
+    assert_int_equal(gossip_node_recv_frame(w.a[1].node, agent_id(2), f, sizeof f, now),
+                     GOSSIP_EMALFORMED);
+    p[20] = GOSSIP_NODE_JOB_END_REASON_TARGET;
+    gossip_put_u32(p + 16, 0x7fc00000u); /* NaN accuracy */
+    assert_int_equal(gossip_node_recv_frame(w.a[1].node, agent_id(2), f, sizeof f, now),
+                     GOSSIP_EMALFORMED);
+    gossip_put_u32(p + 16, 0x3f000000u); /* 0.5 */
+    h.sender = 999;                      /* not a member */
+    gossip_header_encode(&h, f);
+    assert_int_equal(gossip_node_recv_frame(w.a[1].node, 999, f, sizeof f, now), GOSSIP_ENOTFOUND);
+    assert_int_equal(gossip_node_job_end(w.a[1].node, &info), 0);
+
+    /* node 3 reaches the target */
+    assert_int_equal(
+        gossip_node_announce_end(w.a[3].node, GOSSIP_NODE_JOB_END_REASON_TARGET, 1234, 0.91f, now),
+        GOSSIP_OK);
+    assert_int_equal(
+        gossip_node_announce_end(w.a[3].node, GOSSIP_NODE_JOB_END_REASON_TARGET, 1234, 0.91f, now),
+        GOSSIP_ESTALE);
+    run_ms(&w, 200);
+    for (uint32_t i = 0; i < N_AGENTS; i++) {
+        assert_int_equal(gossip_node_job_end(w.a[i].node, &info), 1);
+        assert_int_equal(info.origin, agent_id(3));
+        assert_int_equal(info.step, 1234);
+        assert_true(info.accuracy == 0.91f);
+        assert_int_equal(info.from != 0, i != 3);
+    }
+    /* the origin told its 3 peers; each of them passed it on at most once,
+     * to at most 3 + ceil(log2 4) = 5 members (all 3 others here) */
+    assert_int_equal(gossip_node_stats_get(w.a[3].node)->job_end_sent, N_AGENTS - 1);
+    for (uint32_t i = 0; i < 3; i++)
+        assert_true(gossip_node_stats_get(w.a[i].node)->job_end_sent <= N_AGENTS - 2);
+    world_free(&w);
+}
+
 static void create_survives_oom(void **state)
 {
     (void)state;
@@ -353,9 +423,8 @@ static void create_survives_oom(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(join_transfer_mix_crash),
-        cmocka_unit_test(shards_follow_views),
-        cmocka_unit_test(lonely_joiner_and_bad_frames),
+        cmocka_unit_test(join_transfer_mix_crash),      cmocka_unit_test(shards_follow_views),
+        cmocka_unit_test(lonely_joiner_and_bad_frames), cmocka_unit_test(job_end_spreads),
         cmocka_unit_test(create_survives_oom),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

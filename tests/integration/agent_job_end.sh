@@ -87,4 +87,45 @@ rc=$?
 set -e
 [ "$rc" -eq 2 ] && grep -q 'set model.test_dataset' "$tmp/out4" ||
     { cat "$tmp/out4"; fail "a CSV without model.test_dataset was accepted ($rc)"; }
+# run.target_accuracy without a launcher: agents started by hand; agents 1
+# and 2 have a target they cannot reach (0.999), agent 3, the last to join,
+# has 0.6, so agents 1 and 2 can only end because agent 3 told them
+# (JOB_END, gossip/node.h).
+"$bin" keygen --network-key "$tmp/c5.key" >/dev/null
+apids=""
+for i in 1 2 3; do
+    mkdir -p "$tmp/c5/a$i/shards"
+    "$bin" keygen --out "$tmp/c5/a$i" >/dev/null
+    cp "$tmp"/split/* "$tmp/c5/a$i/shards/"
+done
+for i in 1 2 3; do
+    target=0.999
+    [ "$i" -ne 3 ] || target=0.6
+    seed=""
+    [ "$i" -eq 1 ] || seed="--seed 127.0.0.1:24551"
+    # shellcheck disable=SC2086
+    "$bin" agent --data-dir "$tmp/c5/a$i" --listen "127.0.0.1:$((24550 + i))" --metrics "" \
+        --network-key-file "$tmp/c5.key" $seed --set model.dataset="$tmp/d.csv" \
+        --set model.test_dataset="$tmp/split/test.csv" --set run.target_accuracy=$target \
+        --set model.spec=softmax --set model.eval_samples=0 --set model.eval_every_steps=50 \
+        --set membership.probe_interval_ms=200 --set membership.probe_timeout_ms=100 \
+        2>"$tmp/c5/a$i.log" &
+    apids="$apids $!"
+    sleep 0.5
+done
+i=1
+for p in $apids; do
+    st=0
+    for _ in $(seq 1 300); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+    if kill -0 "$p" 2>/dev/null; then kill -9 "$p"; fail "agent $i still runs 30 s after the start"; fi
+    wait "$p" || st=$?
+    [ "$st" -eq 5 ] || { tail -n 5 "$tmp/c5/a$i.log"; fail "agent $i exited $st, not 5"; }
+    i=$((i + 1))
+done
+grep -q 'event=job_end_announced' "$tmp/c5/a3.log" || fail "agent 3 did not announce the end"
+for i in 1 2; do
+    grep -q 'event=job_end_heard' "$tmp/c5/a$i.log" || fail "agent $i did not hear the end"
+    grep -q 'event=final_report reason=target_accuracy exit_status=5' "$tmp/c5/a$i.log" ||
+        fail "agent $i: no final report"
+done
 echo "$NAME: ok"
