@@ -28,6 +28,7 @@
 #include "model/data.h"
 #include "model/model.h"
 #include "model/shardfile.h"
+#include "model/spec.h"
 #include "gossip/mix.h"
 #include "net/channel.h"
 #include "net/net.h"
@@ -861,6 +862,24 @@ static void seeds_hello(void)
     put("fuzz_hello", "ring-allow-clock", b, n);
 }
 
+/* ---- fuzz_spec: shape selector, then a model spec ---- */
+static void seeds_spec(void)
+{
+    static const struct {
+        uint8_t shape;
+        const char *spec, *name;
+    } cases[] = {
+        {0, "softmax", "softmax"},
+        {0, "mlp:16,8", "mlp"},
+        {0, "cnn:c4k3g2,p2,c8k3,p2,f16,d0.5", "cnn-28"},
+        {1, "cnn:i3x32x32,c8k5s2p1g4,a2,f10,d0.25", "cnn-32-rgb"},
+        {4, "cnn:c4k3,p2s1,c8k2s2p0,f8", "cnn-odd-2classes"},
+        {0, MODEL_CNN_DEFAULT, "cnn-default"},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
+        put_with("fuzz_spec", cases[c].name, cases[c].shape, cases[c].spec, strlen(cases[c].spec));
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 3) {
@@ -882,6 +901,7 @@ int main(int argc, char **argv)
     seeds_json();
     seeds_catalog();
     seeds_hello();
+    seeds_spec();
     seeds_checkpoint();
     seeds_config();
     seeds_scenario();
