@@ -18,8 +18,11 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
+#include "agent/checkpoint.h"
 #include "model/data.h"
+#include "model/export.h"
 #include "model/net.h"
 #include "model/optim.h"
 #include "model/shardfile.h"
@@ -59,6 +62,8 @@ typedef struct train_opts {
     model_norm_mode norm;
     uint64_t seed;
     const char *data, *test;
+    const char *save; /* --save FILE, or NULL */
+    int force;        /* --force: --save may replace FILE */
     const char *shards[TRAIN_SHARD_FILES_MAX];
     uint32_t shard_count;
 } train_opts;
@@ -108,6 +113,11 @@ static void train_usage(FILE *out)
         "  --test-every N       evaluate on the test set every N epochs [1]\n"
         "\n"
         "  --blas-threads N     OpenBLAS threads [1]\n"
+        "  --save FILE          write the trained model: FILE.npz or FILE.safetensors\n"
+        "                       (NumPy, PyTorch; docs/EMBEDDING.md), FILE.raw (float32),\n"
+        "                       anything else a murmur checkpoint (an agent resumes from it;\n"
+        "                       murmur export converts it); an existing FILE is refused\n"
+        "  --force              let --save replace FILE\n"
         "  --help               this text\n"
         "\n"
         "Same seed and --blas-threads give identical output except the seconds= and\n"
@@ -166,6 +176,10 @@ static int parse_args(int argc, char **argv, train_opts *o)
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             train_usage(stdout);
             return 1;
+        }
+        if (!strcmp(a, "--force")) {
+            o->force = 1;
+            continue;
         }
         if (!strcmp(a, "--nesterov")) {
             o->nesterov = 1;
@@ -247,6 +261,8 @@ static int parse_args(int argc, char **argv, train_opts *o)
             o->data = v;
         else if (!strcmp(a, "--test"))
             o->test = v;
+        else if (!strcmp(a, "--save"))
+            o->save = v;
         else if (strcmp(a, "--lr") && strcmp(a, "--momentum") && strcmp(a, "--weight-decay") &&
                  strcmp(a, "--gamma") && strcmp(a, "--min-lr")) {
             fprintf(stderr, "murmur train: unknown option '%s' (see --help)\n", a);
@@ -257,6 +273,11 @@ static int parse_args(int argc, char **argv, train_opts *o)
     }
     if (!o->epochs_set && !strncmp(o->model, "cnn", 3))
         o->epochs = TRAIN_DEFAULT_EPOCHS_CNN;
+    if (o->save && !o->force && access(o->save, F_OK) == 0) {
+        fprintf(stderr, "murmur train: --save %s: the file exists; it is not replaced (--force)\n",
+                o->save);
+        return -1;
+    }
     if (o->nesterov && o->momentum == 0.0f) {
         fprintf(stderr, "murmur train: --nesterov needs --momentum > 0\n");
         return -1;
@@ -394,6 +415,49 @@ static void param_fingerprint(const float *p, size_t n, char out[17])
         sprintf(out + 2 * i, "%02x", h[i]);
 }
 
+static int has_suffix(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && !strcmp(s + n - m, suffix);
+}
+
+/* --save FILE: by extension a model for NumPy/PyTorch (model/export.h, with
+ * the input normalisation) or a murmur checkpoint. Returns 0, or -1 after a
+ * message (training results are printed already; nothing half-written). */
+static int save_model(const train_opts *o, model_net *net, const model_sgd *sgd,
+                      const model_norm *norm, uint64_t steps)
+{
+    if (!o->save)
+        return 0;
+    char msg[1024] = "";
+    const char *kind;
+    int rc;
+    if (has_suffix(o->save, ".npz") || has_suffix(o->save, ".safetensors") ||
+        has_suffix(o->save, ".raw")) {
+        model_export_format f = has_suffix(o->save, ".npz")           ? MODEL_EXPORT_NPZ
+                                : has_suffix(o->save, ".safetensors") ? MODEL_EXPORT_SAFETENSORS
+                                                                      : MODEL_EXPORT_RAW;
+        kind = model_export_format_name(f);
+        rc = model_export(o->model, model_net_input_dim(net), model_net_classes(net),
+                          model_net_params(net), model_net_param_count(net), norm->scale,
+                          norm->offset, f, o->save, o->force, msg, sizeof msg);
+    } else {
+        kind = "checkpoint";
+        agent_checkpoint ck = {.spec = o->model,
+                               .dim = (uint32_t)model_net_param_count(net),
+                               .step = steps,
+                               .params = model_net_params(net),
+                               .momentum = sgd->velocity};
+        rc = agent_checkpoint_save(o->save, &ck, msg, sizeof msg);
+    }
+    if (rc) {
+        fprintf(stderr, "murmur train: --save %s: %s\n", o->save, msg);
+        return -1;
+    }
+    printf("saved path=%s format=%s\n", o->save, kind);
+    return 0;
+}
+
 int cmd_train(int argc, char **argv)
 {
     train_opts o;
@@ -510,7 +574,7 @@ int cmd_train(int argc, char **argv)
            "param_hash=%s seconds=%.2f samples_per_s=%.0f\n",
            o.epochs, train_loss, test_loss, test_acc, model_net_param_count(net), fp, total_s,
            total_samples / total_s);
-    status = 0;
+    status = save_model(&o, net, &sgd, &norm, o.epochs * steps_per_epoch) ? 1 : 0;
 out:
     free(order);
     model_sgd_free(&sgd);

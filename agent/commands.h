@@ -16,6 +16,7 @@ typedef struct agent_command {
 int cmd_keygen(int argc, char **argv);
 int cmd_status(int argc, char **argv); /* agent/cmd_status.c */
 int cmd_train(int argc, char **argv);
+int cmd_export(int argc, char **argv); /* agent/cmd_export.c */
 int cmd_shard(int argc, char **argv);
 int cmd_agent(int argc, char **argv);  /* agent/cmd_agent.c */
 int cmd_sim(int argc, char **argv);    /* agent/cmd_sim.c */

@@ -28,6 +28,7 @@ static const agent_command commands[] = {
     {"status", cmd_status, "show a running agent's state (GET /status from HOST:PORT)"},
     {"train", cmd_train, "train a model on one machine (Fashion-MNIST, IDX, CSV or shards)"},
     {"shard", cmd_shard, "split a data set into content-addressed shard files"},
+    {"export", cmd_export, "write a checkpoint's model as .npz, .safetensors or raw float32"},
     {"agent", cmd_agent, "run an agent: join peers, train on shards, mix models"},
     {"launch", cmd_launch, "start a cluster of N agents here or over ssh, watch it, stop it"},
     {"sim", cmd_sim, "run a discrete-event simulation scenario (docs/SIMULATOR.md)"},
