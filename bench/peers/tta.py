@@ -5,7 +5,7 @@ training throughput of agents that mix against a lone agent.
 
     /usr/bin/python3 bench/peers/tta.py BUILD [--reps R] [--target 0.88]
         [--configs train1,torch1,agents2,ddp2,agents4,ddp4] [--throughput]
-        [--record FILE]
+        [--record FILE] [--agent-set KEY=VALUE ...]
 
 Workload (issue 12): Fashion-MNIST MLP 784-256-128-100-10, batch 64 per
 process, one BLAS/torch thread per process, accuracy on the full 10,000-image
@@ -147,10 +147,16 @@ class Cluster:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
+AGENT_SET = []  # --agent-set KEY=VALUE: settings on top of the defaults
+
+
 def agents_tta(build, n, target, limit):
     every = 1000 if n <= 2 else 500
+    extra = []
+    for kv in AGENT_SET:
+        extra += ["--set", kv]
     c = Cluster(build, n, ["--set", "model.eval_samples=0", "--set",
-                           f"model.eval_every_steps={every}"])
+                           f"model.eval_every_steps={every}", *extra])
     try:
         t0 = time.monotonic()
         c.start()
@@ -347,7 +353,12 @@ def main():
     p.add_argument("--configs", default="train1,torch1,agents2,ddp2,agents4,ddp4")
     p.add_argument("--throughput", action="store_true")
     p.add_argument("--record", metavar="FILE")
+    p.add_argument("--agent-set", action="append", default=[], metavar="KEY=VALUE",
+                   help="an agent setting on top of the defaults (repeatable; not with --record)")
     args = p.parse_args()
+    if args.agent_set and args.record:
+        sys.exit("tta: --record measures the defaults; drop --agent-set")
+    AGENT_SET.extend(args.agent_set)
     cmd = "python3 bench/peers/tta.py " + " ".join(sys.argv[1:])
     if args.throughput:
         rows, st = run_throughput(args)
