@@ -49,6 +49,7 @@ struct conn {
     uint64_t expect;            /* dialed: node id we want (0 = any) */
     uint64_t peer;              /* node id once OPEN */
     int penalize;               /* an authentication failure closed it */
+    int carried;                /* a frame of ours was queued on it (find_conn) */
     gossip_time_us active_us;   /* last time bytes moved either way */
     nng_stream *s;
     nng_stream_dialer *dialer;
@@ -1163,6 +1164,14 @@ static uint32_t links_in_use(const net_transport *t)
 static conn *find_conn(net_transport *t, uint64_t id, const char *addr)
 {
     conn *pending = NULL;
+    /* The link that carried our frames to id keeps carrying them while it
+     * lives, so that one sender's frames arrive in order even when both
+     * peers dialed each other (the allreduce ring needs it): two sockets
+     * are read by two aios, and nothing orders frames across them. */
+    for (conn *c = t->conns; id && c; c = c->next)
+        if (c->carried && c->state != C_CLOSING &&
+            ((c->peer == id && c->state == C_OPEN) || (c->dialed && c->expect == id)))
+            return c;
     for (conn *c = t->conns; c; c = c->next) {
         if (c->state == C_CLOSING)
             continue;
@@ -1254,6 +1263,7 @@ int net_transport_send(net_transport *t, uint64_t to, const char *addr, const ui
     c->q_tail = it;
     c->q_frames++;
     c->q_bytes += len;
+    c->carried = 1;
     pump(c);
     pthread_mutex_unlock(&t->mtx);
     return NET_OK;
