@@ -31,6 +31,7 @@ static const agent_command commands[] = {
     {"export", cmd_export, "write a checkpoint's model as .npz, .safetensors or raw float32"},
     {"agent", cmd_agent, "run an agent: join peers, train on shards, mix models"},
     {"launch", cmd_launch, "start a cluster of N agents here or over ssh, watch it, stop it"},
+    {"bench", cmd_bench, "measure allreduce between N local agents over the real network path"},
     {"sim", cmd_sim, "run a discrete-event simulation scenario (docs/SIMULATOR.md)"},
 };
 #define COMMAND_COUNT (sizeof commands / sizeof commands[0])
