@@ -11,14 +11,15 @@
 
 #include "agent/version.h"
 #include "common/text.h"
+#include "model/blas.h"
 
 static int cmd_version(int argc, char **argv)
 {
     (void)argc;
     (void)argv;
-    printf("murmur %s (commit %s)\nlibsodium %s\nnng %s\nopenblas %s\nzlib %s\n", agent_version(),
-           agent_version_commit(), sodium_version_string(), nng_version(), openblas_get_config(),
-           zlibVersion());
+    printf("murmur %s (commit %s)\nlibsodium %s\nnng %s\nopenblas %s (core %s)\nzlib %s\n",
+           agent_version(), agent_version_commit(), sodium_version_string(), nng_version(),
+           openblas_get_config(), model_blas_core(), zlibVersion());
     return 0;
 }
 
@@ -48,6 +49,8 @@ static void usage(FILE *out)
 
 int main(int argc, char **argv)
 {
+    /* before any thread or BLAS call: OpenBLAS's kernels for this CPU */
+    model_blas_init(NULL, 0);
     if (argc < 2) {
         usage(stderr);
         return 2;

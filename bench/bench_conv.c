@@ -20,6 +20,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "model/blas.h"
 #include "model/layers.h"
 #include "model/spec.h"
 
@@ -280,6 +281,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: bench_conv [reps 1..%d] [spec]\n", REPS_MAX);
         return 2;
     }
+    char note[256];
+    if (model_blas_init(note, sizeof note)) /* as murmur does first (model/blas.h) */
+        printf("bench_conv: %s\n", note);
     openblas_set_num_threads(1);
     if (layers(spec, reps))
         return 1;

@@ -23,6 +23,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "model/blas.h"
 #include "model/net.h"
 #include "model/optim.h"
 
@@ -61,6 +62,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: bench_train [runs 1..%d] [steps] [spec]\n", RUNS_MAX);
         return 2;
     }
+    char note[256];
+    if (model_blas_init(note, sizeof note)) /* as murmur does first (model/blas.h) */
+        printf("bench_train: %s\n", note);
     openblas_set_num_threads(1);
     char msg[MODEL_MSG_MAX] = "";
     model_data train, test;
@@ -117,8 +121,9 @@ int main(int argc, char **argv)
     qsort(t, (size_t)runs, sizeof *t, cmp_d);
     qsort(c, (size_t)runs, sizeof *c, cmp_d);
     double n = (double)steps * BATCH;
-    printf("bench_train model=%s params=%zu batch=%d blas_threads=1 data=%s runs=%d steps=%d\n",
-           spec, model_net_param_count(net), BATCH, source, runs, steps);
+    printf("bench_train model=%s params=%zu batch=%d blas_threads=1 blas_core=%s data=%s runs=%d "
+           "steps=%d\n",
+           spec, model_net_param_count(net), BATCH, model_blas_core(), source, runs, steps);
     printf("  samples_per_s=%.0f  (min %.0f .. max %.0f)  step_us=%.1f\n", n / t[runs / 2],
            n / t[runs - 1], n / t[0], t[runs / 2] / steps * 1e6);
     printf("  cpu_samples_per_s=%.0f  (min %.0f .. max %.0f)  cpu_step_us=%.1f\n", n / c[runs / 2],

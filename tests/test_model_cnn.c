@@ -11,11 +11,14 @@
  * double, dropout, learning and determinism. */
 #include "tests/harness.h"
 
+#include <cblas.h>
+#undef I /* <complex.h>, through OpenBLAS's cblas.h; I is a shape here */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/blas.h"
 #include "model/layers.h"
 #include "model/net.h"
 #include "model/optim.h"
@@ -1040,9 +1043,51 @@ static void cnn_learns_and_is_deterministic(void **state)
     free(a);
 }
 
+/* ---- model_blas: OpenBLAS's core ---- */
+
+extern void gotoblas_dynamic_init(void) __attribute__((weak));
+
+/* model_blas_init leaves OpenBLAS on kernels for this CPU: never its SSE3
+ * fallback (Prescott) on a CPU with AVX, unless the user forced a core or
+ * this OpenBLAS cannot choose at run time; a second call changes nothing;
+ * sgemm still computes the product (against a double-precision one). */
+static void blas_core_fits_the_cpu(void **state)
+{
+    (void)state;
+    char note[256];
+    if (model_blas_init(note, sizeof note))
+        print_message("%s\n", note);
+    assert_int_equal(model_blas_init(note, sizeof note), 0);
+    assert_string_equal(note, "");
+#if defined(__x86_64__) && defined(__GNUC__)
+    __builtin_cpu_init();
+    if (gotoblas_dynamic_init && !getenv("OPENBLAS_CORETYPE") && __builtin_cpu_supports("avx"))
+        assert_string_not_equal(model_blas_core(), "Prescott");
+#endif
+    enum { M = 37, K = 29, N = 41 };
+    static float a[M * K], b[K * N], c[M * N];
+    model_rng r;
+    model_rng_seed(&r, 5, 0);
+    for (int i = 0; i < M * K; i++)
+        a[i] = (float)model_rng_normal(&r);
+    for (int i = 0; i < K * N; i++)
+        b[i] = (float)model_rng_normal(&r);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, K, 1.0f, a, K, b, N, 0.0f, c, N);
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            double want = 0;
+            for (int k = 0; k < K; k++)
+                want += (double)a[i * K + k] * b[k * N + j];
+            if (fabs(c[i * N + j] - want) > 1e-4 * (1 + fabs(want)))
+                fail_msg("sgemm on core %s: c[%d][%d] = %g, want %g", model_blas_core(), i, j,
+                         c[i * N + j], want);
+        }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(blas_core_fits_the_cpu), /* first: before any other BLAS call */
         cmocka_unit_test(conv_gradients),
         cmocka_unit_test(pool_gradients),
         cmocka_unit_test(groupnorm_gradients),
