@@ -168,12 +168,14 @@ static void env_free(void *ctx, void *p)
     free(p);
 }
 
+/* Stochastic rounding draws one number per value: splitmix64 seeded from
+ * libsodium (a system call per value would cost more than the codec). */
 static uint64_t env_random(void *ctx)
 {
-    (void)ctx;
-    uint64_t v;
-    randombytes_buf(&v, sizeof v);
-    return v;
+    uint64_t *s = ctx, z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
 }
 
 typedef struct bench_agent {
@@ -184,6 +186,7 @@ typedef struct bench_agent {
     net_transport *t;
     gossip_mix *mix;
     gossip_env env;
+    uint64_t rng;
     uint64_t ids[BENCH_AGENTS_MAX];
     uint32_t dim;
     float *x, *out;
@@ -303,7 +306,9 @@ static int run_agent(bench_agent *a, const uint8_t *network_key)
             sorted[j] = sorted[j - 1];
             sorted[j - 1] = tmp;
         }
-    a->env = (gossip_env){.alloc = env_alloc, .free = env_free, .random = env_random};
+    randombytes_buf(&a->rng, sizeof a->rng);
+    a->env = (gossip_env){
+        .alloc = env_alloc, .free = env_free, .random = env_random, .random_ctx = &a->rng};
     gossip_mix_config mc = {
         .self = a->id.node_id,
         .dim = a->dim,
