@@ -33,6 +33,7 @@ typedef enum conn_state { C_DIALING, C_HANDSHAKE, C_OPEN, C_CLOSING } conn_state
 typedef struct tx_item {
     struct tx_item *next;
     size_t len;    /* plaintext length (data) or record length (handshake) */
+    size_t wire;   /* bytes to write once sealed: [4 length][record] */
     int sealed;    /* buf holds a complete record */
     uint8_t buf[]; /* [4 length][13 header][plain][16 tag] */
 } tx_item;
@@ -71,7 +72,7 @@ struct conn {
     tx_item *q_head, *q_tail;
     uint32_t q_frames;
     size_t q_bytes;
-    tx_item *tx_cur;
+    tx_item *tx_cur; /* the batch being written (linked by next) */
     size_t tx_off, tx_total;
 };
 
@@ -153,6 +154,80 @@ static gossip_time_us now_us(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (gossip_time_us)ts.tv_sec * 1000000u + (gossip_time_us)ts.tv_nsec / 1000u;
+}
+
+/* ---- buffer cache ---------------------------------------------------- */
+
+/* Records of 64 KiB and more (send items and receive buffers) come from a
+ * process-wide cache of free buffers in power-of-two classes rather than
+ * straight from malloc: glibc serves such sizes with a fresh mmap (or trims
+ * its heap after them), so every record of an allreduce cost one page fault
+ * and one zeroed page per 4 KiB (perf, 2 agents, 64 MiB: clear_page_erms
+ * and exc_page_fault were 11% of all cycles). Process-wide, so a message
+ * may outlive its transport; at most BUF_CACHE_BYTES are kept free (64 MiB:
+ * a full allreduce pipeline of 256 KiB frames both ways, many times over),
+ * beyond that buffers go back to malloc. Smaller records use malloc. */
+#define BUF_CLASS_MIN_SHIFT 16u
+#define BUF_CLASS_MAX_SHIFT 31u
+#define BUF_CACHE_BYTES     ((size_t)64u << 20)
+_Static_assert(((size_t)1u << BUF_CLASS_MAX_SHIFT) >= NET_TRANSPORT_RECORD_MAX + 4u + 64u,
+               "the largest class holds the largest record");
+
+typedef struct buf_hdr {
+    struct buf_hdr *next;
+    size_t cls; /* 0: plain malloc; else log2 of the allocation */
+} buf_hdr;
+_Static_assert(sizeof(buf_hdr) % 16u == 0, "buffers stay 16-byte aligned");
+
+static pthread_mutex_t buf_mtx = PTHREAD_MUTEX_INITIALIZER;
+static buf_hdr *buf_list[BUF_CLASS_MAX_SHIFT + 1];
+static size_t buf_cached;
+
+static void *buf_alloc(size_t size)
+{
+    size_t need = size + sizeof(buf_hdr), cls = 0;
+    if (need >= ((size_t)1 << BUF_CLASS_MIN_SHIFT)) {
+        cls = BUF_CLASS_MIN_SHIFT;
+        while (((size_t)1 << cls) < need)
+            if (++cls > BUF_CLASS_MAX_SHIFT)
+                return NULL;
+        need = (size_t)1 << cls;
+        pthread_mutex_lock(&buf_mtx);
+        buf_hdr *h = buf_list[cls];
+        if (h) {
+            buf_list[cls] = h->next;
+            buf_cached -= need;
+        }
+        pthread_mutex_unlock(&buf_mtx);
+        if (h)
+            return h + 1;
+    }
+    buf_hdr *h = malloc(need);
+    if (!h)
+        return NULL;
+    h->cls = cls;
+    return h + 1;
+}
+
+static void buf_free(void *p)
+{
+    if (!p)
+        return;
+    buf_hdr *h = (buf_hdr *)p - 1;
+    if (h->cls) {
+        size_t sz = (size_t)1 << h->cls;
+        pthread_mutex_lock(&buf_mtx);
+        int keep = buf_cached + sz <= BUF_CACHE_BYTES;
+        if (keep) {
+            h->next = buf_list[h->cls];
+            buf_list[h->cls] = h;
+            buf_cached += sz;
+        }
+        pthread_mutex_unlock(&buf_mtx);
+        if (keep)
+            return;
+    }
+    free(h);
 }
 
 static void reject(net_transport *t, int cause)
@@ -281,7 +356,7 @@ static void free_items(tx_item *it)
 {
     while (it) {
         tx_item *n = it->next;
-        free(it);
+        buf_free(it);
         it = n;
     }
 }
@@ -323,7 +398,7 @@ static void conn_close(conn *c)
     c->q_frames = 0;
     c->q_bytes = 0;
     if (c->park_buf) {
-        free(c->park_buf);
+        buf_free(c->park_buf);
         c->park_buf = NULL;
         t->n_parked--;
     }
@@ -373,9 +448,9 @@ static void conn_free(conn *c)
     if (c->dialer)
         nng_stream_dialer_free(c->dialer);
     net_channel_destroy(c->ch);
-    free(c->rx_buf);
-    free(c->park_buf);
-    free(c->tx_cur);
+    buf_free(c->rx_buf);
+    buf_free(c->park_buf);
+    free_items(c->tx_cur);
     free_items(c->q_head);
     free_items(c->hs_head);
     free(c);
@@ -412,7 +487,7 @@ static int take_handshake(conn *c)
     const uint8_t *rec;
     size_t len;
     while (net_channel_poll_send(c->ch, &rec, &len)) {
-        tx_item *it = malloc(sizeof *it + 4 + len);
+        tx_item *it = buf_alloc(sizeof *it + 4 + len);
         if (!it)
             return NET_ENOMEM;
         it->next = NULL;
@@ -497,7 +572,7 @@ static void on_record(conn *c)
     int was_open = net_channel_established(c->ch);
     int rc = net_channel_recv(c->ch, buf, len, now_us(), &plain, &plain_len);
     if (rc != NET_OK) {
-        free(buf);
+        buf_free(buf);
         int cause = net_channel_last_reject(c->ch);
         /* Over a stream nothing is lost or reordered: any bad record is an
          * attack or a bug, so the connection goes. Dialing ourselves or an
@@ -511,7 +586,7 @@ static void on_record(conn *c)
     }
     /* Control records (CONFIRM, REKEY_INIT/ACK) may come out of any recv. */
     if (take_handshake(c)) {
-        free(buf);
+        buf_free(buf);
         conn_close(c);
         return;
     }
@@ -529,7 +604,7 @@ static void on_record(conn *c)
     if (plain) {
         inbox_push(t, c->peer, buf, plain, plain_len);
     } else {
-        free(buf);
+        buf_free(buf);
         if (!was_open && net_channel_established(c->ch))
             on_open(c);
     }
@@ -570,7 +645,7 @@ static void rx_cb(void *arg)
             conn_fail(c, NET_REJECT_OVERSIZE, 1);
         } else if (len == 0) {
             conn_fail(c, NET_REJECT_BAD_RECORD, 1);
-        } else if (!(c->rx_buf = malloc(len))) {
+        } else if (!(c->rx_buf = buf_alloc(len))) {
             conn_close(c);
         } else {
             c->rx_len = len;
@@ -611,7 +686,7 @@ static void pump(conn *c)
         int rc = net_channel_seal(c->ch, it->buf + 4 + NET_CHANNEL_HEADER_SIZE, it->len,
                                   it->buf + 4, it->len + NET_CHANNEL_OVERHEAD, &rec_len, now_us());
         if (rc) {
-            free(it);
+            buf_free(it);
             reject(t, NET_REJECT_UNREACHABLE);
             conn_close(c);
             return;
@@ -619,7 +694,7 @@ static void pump(conn *c)
         gossip_put_u32(it->buf, (uint32_t)rec_len);
         c->tx_total = 4 + rec_len;
         if (take_handshake(c)) { /* a REKEY_INIT the seal started */
-            free(it);
+            buf_free(it);
             reject(t, NET_REJECT_UNREACHABLE);
             conn_close(c);
             return;
@@ -647,7 +722,7 @@ static void tx_cb(void *arg)
     if (c->state == C_CLOSING || rv != 0) {
         if (it && !it->sealed)
             reject(t, NET_REJECT_UNREACHABLE);
-        free(it);
+        buf_free(it);
         c->tx_cur = NULL;
         if (c->state == C_CLOSING)
             maybe_bury(c);
@@ -670,7 +745,7 @@ static void tx_cb(void *arg)
         t->stats.frames_sent++;
         t->stats.bytes_sent += it->len;
     }
-    free(it);
+    buf_free(it);
     c->tx_cur = NULL;
     pump(c);
     pthread_mutex_unlock(&t->mtx);
@@ -1083,7 +1158,7 @@ void net_transport_destroy(net_transport *t)
     if (t->listener)
         nng_stream_listener_free(t->listener);
     for (uint32_t i = 0; i < t->in_count; i++)
-        free(t->inbox[(t->in_head + i) % t->cfg.inbox_frames_max].buf);
+        buf_free(t->inbox[(t->in_head + i) % t->cfg.inbox_frames_max].buf);
     close(t->pipe_fd[0]);
     close(t->pipe_fd[1]);
     pthread_cond_destroy(&t->idle_cv);
@@ -1192,7 +1267,7 @@ int net_transport_send(net_transport *t, uint64_t to, const char *addr, const ui
         return NET_EINVAL;
     if (len > t->cfg.frame_max)
         return NET_ETOOBIG;
-    tx_item *it = malloc(sizeof *it + 4 + NET_CHANNEL_OVERHEAD + len);
+    tx_item *it = buf_alloc(sizeof *it + 4 + NET_CHANNEL_OVERHEAD + len);
     if (!it)
         return NET_ENOMEM;
     it->next = NULL;
@@ -1269,7 +1344,7 @@ int net_transport_send(net_transport *t, uint64_t to, const char *addr, const ui
     return NET_OK;
 drop:
     pthread_mutex_unlock(&t->mtx);
-    free(it);
+    buf_free(it);
     return rc;
 }
 
@@ -1319,7 +1394,7 @@ void net_message_release(net_message *msg)
 {
     if (!msg)
         return;
-    free(msg->owned);
+    buf_free(msg->owned);
     msg->owned = NULL;
     msg->data = NULL;
     msg->len = 0;
