@@ -38,7 +38,9 @@ interleaved; reports the ratio (target >= 0.85).
 
 --record FILE replaces the section between the lines
 "<!-- bench-peers:tta begin -->" and "<!-- bench-peers:tta end -->" (or
-"...:throughput ...") in FILE with this run's table and command.
+"...:throughput ...") in FILE with this run's table and command; a run with
+--agent-set records under its own key (tta-alt-SETTINGS), so alternatives
+to the defaults are kept beside them.
 """
 import argparse
 import os
@@ -344,6 +346,20 @@ def record(path, key, rows, cmd):
     print(f"tta: recorded in {path}")
 
 
+def same_blas_kernels(build):
+    """murmur re-executes itself with the OpenBLAS kernels the CPU supports
+    when the library falls back to its generic ones (common/blas.h); PyTorch
+    loads the same OpenBLAS, so its processes get the same kernels."""
+    if os.environ.get("OPENBLAS_CORETYPE"):
+        return
+    out = subprocess.run([os.path.join(build, "murmur"), "version"], capture_output=True,
+                         text=True).stdout
+    m = re.search(r"^openblas kernels (\S+)$", out, re.M)
+    if m:
+        os.environ["OPENBLAS_CORETYPE"] = m.group(1)
+        print(f"tta: OpenBLAS kernels {m.group(1)} for every process", flush=True)
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("build")
@@ -354,11 +370,11 @@ def main():
     p.add_argument("--throughput", action="store_true")
     p.add_argument("--record", metavar="FILE")
     p.add_argument("--agent-set", action="append", default=[], metavar="KEY=VALUE",
-                   help="an agent setting on top of the defaults (repeatable; not with --record)")
+                   help="an agent setting on top of the defaults (repeatable; with --record "
+                   "the run gets a section of its own)")
     args = p.parse_args()
-    if args.agent_set and args.record:
-        sys.exit("tta: --record measures the defaults; drop --agent-set")
     AGENT_SET.extend(args.agent_set)
+    same_blas_kernels(args.build)
     cmd = "python3 bench/peers/tta.py " + " ".join(sys.argv[1:])
     if args.throughput:
         rows, st = run_throughput(args)
@@ -366,6 +382,11 @@ def main():
     else:
         rows, st = run_tta(args)
         key = "tta"
+        if args.agent_set:
+            # an alternative to the defaults gets a section of its own
+            key = "tta-alt-" + re.sub(r"[^a-z0-9]+", "-", "-".join(args.agent_set).lower()).strip("-")
+            rows.insert(0, "Agent settings on top of the defaults: " +
+                        ", ".join(f"`{x}`" for x in args.agent_set) + "\n")
     print("\n".join(rows))
     if args.record:
         record(args.record, key, [r for r in rows], re.sub(r" --record \S+", "", cmd))

@@ -2,7 +2,10 @@
 # Time to 0.88 test accuracy: murmur agents (defaults) against one `murmur
 # train` process, PyTorch alone and PyTorch DDP (gloo), interleaved rounds,
 # median ratios; then the throughput of 2 mixing agents against a lone one.
-# Both tables are written into docs/BENCHMARKS.md (generated sections).
+# Then the alternatives the defaults were chosen against (every-step
+# exchanges, a clock of the cluster's samples, exact averaging by allreduce),
+# each against one `murmur train` process in the same rounds.
+# Every table is written into docs/BENCHMARKS.md (generated sections).
 #   BUILD=build sh bench/peers/tta.sh [ROUNDS]
 set -u
 build=${BUILD:-build}
@@ -13,4 +16,11 @@ if ! "$py" -c 'import torch' >/dev/null 2>&1; then
     exit 0
 fi
 "$py" bench/peers/tta.py "$build" --reps "$reps" --record docs/BENCHMARKS.md || exit 1
-"$py" bench/peers/tta.py "$build" --reps "$reps" --throughput --record docs/BENCHMARKS.md
+"$py" bench/peers/tta.py "$build" --reps "$reps" --throughput --record docs/BENCHMARKS.md || exit 1
+alt() {
+    "$py" bench/peers/tta.py "$build" --reps "$reps" --configs train1,agents2,agents4 \
+        "$@" --record docs/BENCHMARKS.md || exit 1
+}
+alt --agent-set mixing.interval_steps=1
+alt --agent-set model.schedule_unit=cluster-epochs --agent-set model.schedule=cosine:8
+alt --agent-set mixing.algorithm=allreduce
