@@ -22,6 +22,13 @@ if ! [ -x "$build/bench/bench_train" ]; then
     echo "extra_torch: $build/bench/bench_train is missing; run make bench" >&2
     exit 1
 fi
+# PyTorch loads the same OpenBLAS: give it the core murmur runs on (murmur
+# chooses again when the library fell back to its generic kernels:
+# model/blas.h)
+if [ -z "${OPENBLAS_CORETYPE:-}" ] && [ -x "$build/murmur" ]; then
+    k=$("$build/murmur" version | sed -n 's/^openblas .*(core \([A-Za-z0-9]*\))$/\1/p')
+    [ -n "$k" ] && export OPENBLAS_CORETYPE="$k"
+fi
 fig() { sed -n 's/.*samples_per_s=\([0-9]*\).*/\1/p'; }
 ms="" ts="" rs=""
 i=0

@@ -354,7 +354,7 @@ def same_blas_kernels(build):
         return
     out = subprocess.run([os.path.join(build, "murmur"), "version"], capture_output=True,
                          text=True).stdout
-    m = re.search(r"^openblas kernels (\S+)$", out, re.M)
+    m = re.search(r"^openblas .*\(core (\w+)\)$", out, re.M)
     if m:
         os.environ["OPENBLAS_CORETYPE"] = m.group(1)
         print(f"tta: OpenBLAS kernels {m.group(1)} for every process", flush=True)
