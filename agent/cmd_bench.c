@@ -10,10 +10,13 @@
  * rounds (connections and handshakes happen there) it times K rounds of an
  * allreduce of BYTES of float32 and prints one line per round:
  *
- *   allreduce agents=4 size=67108864 bits=32 mode=encrypt run=1
+ *   allreduce agents=4 size=67108864 bits=32 mode=encrypt run=1 cpu_ms=150.2
  *       algbw_gbps=0.412 time_ms=162.871 busbw_gbps=0.618
  *
- * (one line). time_ms is the slowest agent's time from its start of the
+ * (one line; before algbw_gbps, cpu_ms= is the CPU time the busiest agent's
+ * process spent in the round, its event loop and NNG's threads: near
+ * time_ms x cores when the host's CPU is the limit, well below it when the
+ * network is). time_ms is the slowest agent's time from its start of the
  * round to holding the mean; every round starts together (a barrier
  * through the launcher's pipes, outside the timed region). Bandwidths are
  * those of nccl-tests: algbw = BYTES / time, busbw = algbw x 2(N-1)/N (the
@@ -25,7 +28,7 @@
  * Processes: the launcher forks the agents before it starts any thread
  * (NNG starts its own in each agent) and talks to each over two pipes:
  * the agent's address up, the table of peers down, then per round "ready"
- * up, "go" down, and "done SECONDS" up. Agents get SIGKILL if the launcher
+ * up, "go" down, and "done SECONDS CPU_SECONDS" up. Agents get SIGKILL if the launcher
  * dies (PR_SET_PDEATHSIG). Exit status: 0, 1 (an agent failed or a round
  * timed out), 2 (usage).
  */
@@ -138,6 +141,14 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* CPU time of the whole process (event loop and NNG's threads). */
+static double cpu_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
 static gossip_time_us now_us(void)
 {
     struct timespec ts;
@@ -213,9 +224,9 @@ static int flush_sends(bench_agent *a, gossip_time_us now)
 }
 
 /* One allreduce round: start, pump frames until the mixer is DONE. */
-static int agent_round(bench_agent *a, double *seconds)
+static int agent_round(bench_agent *a, double *seconds, double *cpu)
 {
-    double t0 = now_s();
+    double t0 = now_s(), c0 = cpu_s();
     gossip_time_us now = now_us(), limit = now + BENCH_ROUND_MAX_US;
     if (gossip_mix_start(a->mix, a->x, now) != GOSSIP_OK)
         return agent_fail(a, "%s", "the mixer refused to start a round");
@@ -251,6 +262,7 @@ static int agent_round(bench_agent *a, double *seconds)
     int outcome = GOSSIP_EABORTED;
     gossip_mix_take(a->mix, a->out, &outcome);
     *seconds = now_s() - t0;
+    *cpu = cpu_s() - c0;
     if (outcome != GOSSIP_OK) {
         const gossip_mix_stats *ms = gossip_mix_get_stats(a->mix);
         char why[256];
@@ -335,10 +347,10 @@ static int run_agent(bench_agent *a, const uint8_t *network_key)
         fflush(a->up);
         if (!fgets(line, sizeof line, a->down) || strcmp(line, "go\n"))
             return 1; /* the launcher gave up */
-        double secs;
-        if (agent_round(a, &secs))
+        double secs, cpu;
+        if (agent_round(a, &secs, &cpu))
             return 1;
-        fprintf(a->up, "done %.9f\n", secs);
+        fprintf(a->up, "done %.9f %.9f\n", secs, cpu);
         fflush(a->up);
     }
     /* Largest error of the last result against the exact mean. */
@@ -509,13 +521,16 @@ static int launch(const bench_opts *o)
             fputs("go\n", kids[i].down);
             fflush(kids[i].down);
         }
-        double slowest = 0;
+        double slowest = 0, busiest = 0;
         for (uint32_t i = 0; i < o->agents; i++) {
             if (child_line(kids, i, line, sizeof line, "done "))
                 goto out;
-            double s = strtod(line + 5, NULL);
+            char *end;
+            double s = strtod(line + 5, &end), c = strtod(end, NULL);
             if (s > slowest)
                 slowest = s;
+            if (c > busiest)
+                busiest = c;
         }
         if (r < o->warmup)
             continue;
@@ -523,10 +538,10 @@ static int launch(const bench_opts *o)
         double algbw = (double)o->size / slowest / 1e9;
         times[k] = slowest * 1e3;
         busbws[k] = algbw * ring;
-        printf("allreduce agents=%u size=%llu bits=%u mode=%s run=%u algbw_gbps=%.4f "
+        printf("allreduce agents=%u size=%llu bits=%u mode=%s run=%u cpu_ms=%.3f algbw_gbps=%.4f "
                "time_ms=%.3f busbw_gbps=%.4f\n",
-               o->agents, (unsigned long long)o->size, o->bits, mode, k + 1, algbw, times[k],
-               busbws[k]);
+               o->agents, (unsigned long long)o->size, o->bits, mode, k + 1, busiest * 1e3, algbw,
+               times[k], busbws[k]);
         fflush(stdout);
     }
     double err = 0;

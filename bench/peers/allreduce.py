@@ -12,7 +12,8 @@ tool's K timed rounds; a round of this script measures every configuration
 of one (N, size) once, in an order rotated from round to round
 (interleaved, so that the shared machine's load falls on all alike), and
 the ratio murmur/peer of that round is taken; the tables give the medians
-over R rounds. murmur runs at 32, 8 and 4 bits, encrypted and --auth-only.
+over R rounds. murmur runs at 32, 8 and 4 bits, encrypted and --auth-only; "CPU ms" is
+the CPU time of the busiest murmur agent's process in a round (cpu_ms=).
 Targets (issue 12): 32 bits at most 0.8x Gloo's time, 8 bits at most
 0.35x.
 
@@ -41,7 +42,10 @@ def times_of(out):
     return [float(m.group(1)) for m in re.finditer(r"time_ms=([0-9.]+) busbw_gbps=", out)]
 
 
-def run(cmd, timeout=900):
+CPU = {}  # (n, size, name) -> [median cpu_ms of the busiest murmur agent, per round]
+
+
+def run(cmd, timeout=900, key=None):
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -52,6 +56,9 @@ def run(cmd, timeout=900):
         print(f"  failed ({p.returncode}): {' '.join(cmd)}\n{p.stdout[-500:]}{p.stderr[-1500:]}",
               flush=True)
         return None
+    cpu = [float(x) for x in re.findall(r"cpu_ms=([0-9.]+)", p.stdout)]
+    if key and cpu:
+        CPU.setdefault(key, []).append(statistics.median(cpu))
     return statistics.median(t)
 
 
@@ -108,12 +115,12 @@ def main():
                         bits, auth = mc
                         cmd = [murmur, "bench", "allreduce", "--agents", str(n), "--size",
                                str(size), "--bits", str(bits)] + (["--auth-only"] if auth else []) + it
-                    ms = run(cmd)
+                    ms = run(cmd, key=(n, size, name))
                     res.setdefault((n, size, name), []).append(ms)
                     print(f"N={n} size={size >> 20}MiB round={r + 1} {name}: time_ms={fmt(ms, '.3f')}",
                           flush=True)
-    rows = ["| N | MiB | Gloo ms | MPI ms | murmur | ms | / Gloo | / MPI |",
-            "|---:|---:|---:|---:|---|---:|---:|---:|"]
+    rows = ["| N | MiB | Gloo ms | MPI ms | murmur | ms | CPU ms | / Gloo | / MPI |",
+            "|---:|---:|---:|---:|---|---:|---:|---:|---:|"]
     verdict = {}  # name -> list of ratios vs gloo (per (n,size))
     for n in agents:
         for size in sizes:
@@ -128,7 +135,8 @@ def main():
                           if x and y])
                 verdict.setdefault(name, []).append(rg)
                 rows.append(f"| {n} | {size >> 20} | {fmt(g)} | {fmt(m)} | {b} bits"
-                            f"{' auth-only' if au else ''} | {fmt(med(mine))} | {fmt(rg)} | {fmt(rm)} |")
+                            f"{' auth-only' if au else ''} | {fmt(med(mine))} | "
+                            f"{fmt(med(CPU.get((n, size, name), [])))} | {fmt(rg)} | {fmt(rm)} |")
     rows += ["", "| murmur / Gloo time, worst of all N and sizes | value | target |",
              "|---|---:|---:|"]
     for b, au in MURMUR_CONFIGS:

@@ -20,7 +20,7 @@ check() {
         runs++
         if ($NF !~ /^busbw_gbps=/ || $(NF-1) !~ /^time_ms=/) { print "bad ending: " $0; exit 1 }
         if ($2 != "agents=" n || $3 != "size=" size || $4 != "bits=" bits || $5 != "mode=" mode ||
-            $6 != "run=" runs) { print "bad fields: " $0; exit 1 }
+            $6 != "run=" runs || $7 !~ /^cpu_ms=[0-9.]+$/) { print "bad fields: " $0; exit 1 }
         t = substr($(NF-1), 9) + 0; b = substr($NF, 12) + 0; a = substr($(NF-2), 12) + 0
         if (t <= 0) { print "time not positive: " $0; exit 1 }
         want = size / (t / 1000) / 1e9
