@@ -7,7 +7,7 @@
  *              (c ~ N(0, 9) per coordinate): SGD with gradient noise
  *              QUAD_NOISE; the loss is measured at the global optimum, the
  *              mean of the b_i
- *   network    a model/ network (mlp:hidden or softmax) trained by SGD on
+ *   network    a model/ network (mlp:hidden, softmax or a cnn spec) trained by SGD on
  *              real data (IDX directory, CSV, or the packaged
  *              Fashion-MNIST) or on synthetic Gaussian clusters; agent i
  *              holds every n-th training sample
@@ -23,11 +23,12 @@
 #include "gossip/shards.h"
 #include "sim/runner.h"
 
-#define QUAD_NOISE  0.1    /* gradient noise of the quadratic model */
-#define EVAL_MAX    2000u  /* test samples evaluated per agent per sample */
-#define SYNTH_TRAIN 20000u /* synthetic classification data */
-#define SYNTH_TEST  2000u
-#define SYNTH_CLASS 10u
+#define QUAD_NOISE     0.1    /* gradient noise of the quadratic model */
+#define EVAL_MAX       2000u  /* test samples evaluated per agent per sample */
+#define EVAL_CHUNK_CNN 256u   /* a cnn evaluates them in chunks of this */
+#define SYNTH_TRAIN    20000u /* synthetic classification data */
+#define SYNTH_TEST     2000u
+#define SYNTH_CLASS    10u
 
 /* ---- consensus and quadratic: a plain vector ------------------------------ */
 
@@ -237,15 +238,20 @@ static int net_agent_init(runner *r, uint32_t i)
 {
     sim_agent_state *g = &r->a[i];
     const sim_scenario *sc = r->sc;
-    char spec[64], msg[MODEL_MSG_MAX];
+    char spec[SIM_SCENARIO_STR_MAX], msg[MODEL_MSG_MAX];
     if (sc->model.kind == SIM_MODEL_MLP)
         snprintf(spec, sizeof spec, "mlp:%u", sc->model.hidden);
+    else if (sc->model.kind == SIM_MODEL_CNN)
+        snprintf(spec, sizeof spec, "%s", sc->model.spec);
     else
         snprintf(spec, sizeof spec, "softmax");
     g->nrows = r->m.train.count / r->n;
     uint32_t batch = sc->model.batch < g->nrows ? sc->model.batch : g->nrows;
+    /* a cnn's workspace is ~100x an mlp's per sample: it evaluates in
+     * chunks of EVAL_CHUNK_CNN (~60 MB for the default CNN) */
+    uint32_t eval = sc->model.kind == SIM_MODEL_CNN ? EVAL_CHUNK_CNN : EVAL_MAX;
     int rc = model_net_create(&g->net, spec, r->m.train.dim, r->m.train.classes,
-                              batch > EVAL_MAX ? batch : EVAL_MAX, msg, sizeof msg);
+                              batch > eval ? batch : eval, msg, sizeof msg);
     if (rc)
         return sim_runner_fail(r, SIM_RUN_EMODEL, "model %s: %s", spec, msg);
     model_sgd_config scfg = {0};

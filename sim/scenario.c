@@ -8,6 +8,7 @@
 #include "common/errmsg.h"
 #include "common/settings.h"
 #include "common/text.h"
+#include "model/net.h"
 
 #include <assert.h>
 #include <ctype.h>
@@ -18,7 +19,7 @@
 #include <string.h>
 
 static const char *const MODES[] = {"rounds", "timed", NULL};
-static const char *const MODEL_KINDS[] = {"mlp", "softmax", "consensus", "quadratic", NULL};
+static const char *const MODEL_KINDS[] = {"mlp", "softmax", "consensus", "quadratic", "cnn", NULL};
 /* mixing.algorithm: the core's names (gossip/mix.h), then the simulator's own */
 static const char *const ALGORITHMS[] = {GOSSIP_MIX_ALGO_NAMES, "ps", NULL};
 static const char *const BITS[] = {"1", "2", "4", "8", "16", "32", NULL};
@@ -64,6 +65,20 @@ static int check_minus_one_or_more(const common_option *o, const char *text, voi
     return 0;
 }
 
+/* model.spec: the grammar of a cnn spec (model/spec.h); the shapes are
+ * checked when the nets are made, once the data is known */
+static int check_cnn_spec(const common_option *o, const char *text, void *value, char *why,
+                          size_t whylen)
+{
+    char msg[MODEL_MSG_MAX] = "";
+    if (strncmp(text, "cnn", 3) != 0)
+        return common_errf(why, whylen, COMMON_SETTINGS_EVALUE,
+                           "'%s': cnn (the default CNN) or cnn:LAYERS", text);
+    if (model_spec_check(text, msg, sizeof msg))
+        return common_errf(why, whylen, COMMON_SETTINGS_EVALUE, "%s", msg);
+    return 0;
+}
+
 /* faults.event: a fault line (sim/faults.h) */
 static int check_fault_line(const common_option *o, const char *text, void *value, char *why,
                             size_t whylen)
@@ -100,11 +115,13 @@ static const common_option scenario_options[] = {
     {"run", "target_accuracy", F64, F(run.target_accuracy), .min = 0, .max = 1, .def = "0.9",
      .help = "accuracy whose first crossing gives time_to_target_s"},
     {"model", "kind", ENUM, F(model.kind), .names = MODEL_KINDS, .def = "consensus",
-     .help = "model trained: mlp, softmax, consensus (average of vectors), quadratic"},
+     .help = "model trained: mlp, softmax, cnn, consensus (average of vectors), quadratic"},
     {"model", "dim", U32, F(model.dim), .min = 1, .max = 1e8, .def = "100",
      .help = "parameters of consensus/quadratic; input features of synthetic data"},
     {"model", "hidden", U32, F(model.hidden), .min = 1, .max = 1e6, .def = "64",
      .help = "hidden units of mlp"},
+    {"model", "spec", STR, F(model.spec), .check = check_cnn_spec, .def = "cnn",
+     .help = "layers of cnn: cnn (the default CNN) or cnn:LAYERS (model/spec.h)"},
     {"model", "lr", F64, F(model.lr), .min = 0, .max = 100, .flags = COMMON_OPT_MIN_EXCLUSIVE,
      .def = "0.05", .help = "learning rate"},
     {"model", "batch", U32, F(model.batch), .min = 1, .max = 1e6, .def = "32",

@@ -92,6 +92,7 @@ typedef enum sim_model_kind {
     SIM_MODEL_SOFTMAX,
     SIM_MODEL_CONSENSUS,
     SIM_MODEL_QUADRATIC,
+    SIM_MODEL_CNN, /* model.spec: a cnn spec (model/spec.h) */
 } sim_model_kind;
 typedef enum sim_mix_algorithm {
     SIM_MIX_DPSGD = 0,
@@ -129,6 +130,7 @@ typedef struct sim_scenario {
         double lr;
         uint32_t batch;
         char data[SIM_SCENARIO_STR_MAX];
+        char spec[SIM_SCENARIO_STR_MAX]; /* kind cnn: "cnn" or "cnn:LAYERS" */
     } model;
     struct {
         sim_mix_algorithm algorithm;

@@ -425,7 +425,7 @@ static void sweep_enumeration(void **state)
         assert_int_equal(sc->mixing.bits, bits[r]);
         assert_int_equal(sc->run.mode, SIM_RUN_TIMED);
         assert_int_equal(sim_sweep_value_index(&sw, r, 0), r / 2);
-        assert_string_equal(sc->origin[14], "--sweep mixing.bits"); /* mixing.bits is key 14 */
+        assert_string_equal(sc->origin[15], "--sweep mixing.bits"); /* mixing.bits is key 15 */
     }
     assert_int_equal(sim_sweep_apply(&sw, 6, sc, err, sizeof err), SIM_SCENARIO_ERANGE);
     char label[128];
@@ -447,7 +447,9 @@ static void sweep_enumeration(void **state)
         {"network.loss=0.1,2", SIM_SCENARIO_ERANGE,
          "--sweep network.loss: network.loss: 2 is out of range"},
         {"model.kind=mlp,linear", SIM_SCENARIO_EVALUE,
-         "'linear' is not one of mlp, softmax, consensus, quadratic"},
+         "'linear' is not one of mlp, softmax, consensus, quadratic, cnn"},
+        {"model.spec=cnn,cnn:c8k3,cnn:zz", SIM_SCENARIO_EVALUE, "unknown layer 'z'"},
+        {"model.spec=mlp:8", SIM_SCENARIO_EVALUE, "'mlp:8': cnn (the default CNN) or cnn:LAYERS"},
         {"network.latecy_ms=1", SIM_SCENARIO_EKEY, "did you mean 'network.latency_ms'?"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
