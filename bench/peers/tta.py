@@ -24,11 +24,11 @@ test set.
   runs from the launch of the first agent until EVERY agent's latest
   evaluation is >= target.
 - torch1: bench/peers/torch_tta.py alone with murmur train's recipe.
-- ddpN: torch_tta.py --procs N (DDP, gloo, 127.0.0.1) with the agents'
-  default recipe (cosine over 8 cluster epochs, warm-up 0.25, peak lr
-  0.05*sqrt(N), floor 0.0025*sqrt(N), weight decay 1e-4), evaluated on rank
-  0 every 1000 (N=2) / 500 (N=4) steps; time from launch to the
-  target_reached line.
+- ddpN: torch_tta.py --procs N (DDP, gloo, 127.0.0.1): cosine over 8 epochs
+  of the data set (the whole cluster's samples: DDP's ranks step together),
+  warm-up 0.25, peak lr 0.05*sqrt(N), floor 0.0025*sqrt(N), weight decay
+  1e-4, evaluated on rank 0 every 1000 (N=2) / 500 (N=4) steps; time from
+  launch to the target_reached line.
 Each round runs every config once, in order; ratios are taken within a
 round (murmur / peer; below 1 is better) and their median reported.
 
