@@ -60,6 +60,7 @@ struct conn {
     /* receive: a length prefix, then the record */
     uint8_t rx_hdr[4];
     size_t rx_got;
+    size_t rx_ahead; /* bytes of the next length prefix read with a body */
     uint8_t *rx_buf;
     size_t rx_len;
     int rx_body;
@@ -504,17 +505,55 @@ static int take_handshake(conn *c)
     return NET_OK;
 }
 
+static void conn_fail(conn *c, int cause, int penalize);
+
+/* A whole length prefix is in rx_hdr: check it against the receive limit
+ * of the channel's current state and get the body's buffer. 0, or -1 when
+ * c was closed. */
+static int rx_header(conn *c)
+{
+    net_transport *t = c->t;
+    uint32_t len = gossip_get_u32(c->rx_hdr);
+    size_t limit = net_channel_established(c->ch) ? t->cfg.frame_max + NET_CHANNEL_OVERHEAD
+                                                  : NET_CHANNEL_HS_MAX;
+    if (len > limit) {
+        conn_fail(c, NET_REJECT_OVERSIZE, 1);
+    } else if (len == 0) {
+        conn_fail(c, NET_REJECT_BAD_RECORD, 1);
+    } else if (!(c->rx_buf = buf_alloc(len))) {
+        conn_close(c);
+    } else {
+        c->rx_len = len;
+        c->rx_got = 0;
+        c->rx_body = 1;
+        return 0;
+    }
+    return -1;
+}
+
+/* Arm the next read. Read-ahead: a body read also asks for the next
+ * record's 4-byte length prefix (a second iov), so that records arriving
+ * back to back cost one completion on an NNG thread (a wake-up and the
+ * mutex) less each; the prefix is only checked once the record before it
+ * has been consumed (rx_header, under the limit of the channel's state
+ * then). */
 static void rx_arm(conn *c)
 {
-    nng_iov iov;
+    if (!c->rx_body && c->rx_got == sizeof c->rx_hdr && rx_header(c))
+        return;
+    nng_iov iov[2];
+    unsigned n = 1;
     if (c->rx_body) {
-        iov.iov_buf = c->rx_buf + c->rx_got;
-        iov.iov_len = c->rx_len - c->rx_got;
+        iov[0].iov_buf = c->rx_buf + c->rx_got;
+        iov[0].iov_len = c->rx_len - c->rx_got;
+        iov[1].iov_buf = c->rx_hdr;
+        iov[1].iov_len = sizeof c->rx_hdr;
+        n = 2;
     } else {
-        iov.iov_buf = c->rx_hdr + c->rx_got;
-        iov.iov_len = sizeof c->rx_hdr - c->rx_got;
+        iov[0].iov_buf = c->rx_hdr + c->rx_got;
+        iov[0].iov_len = sizeof c->rx_hdr - c->rx_got;
     }
-    nng_aio_set_iov(c->rx_aio, 1, &iov);
+    nng_aio_set_iov(c->rx_aio, n, iov);
     gossip_time_us deadline = net_channel_deadline(c->ch);
     if (deadline == GOSSIP_TIME_NEVER) {
         nng_aio_set_timeout(c->rx_aio, NNG_DURATION_INFINITE);
@@ -565,7 +604,8 @@ static void on_record(conn *c)
     size_t len = c->rx_len;
     c->rx_buf = NULL;
     c->rx_len = 0;
-    c->rx_got = 0;
+    c->rx_got = c->rx_ahead; /* bytes of the next prefix read ahead */
+    c->rx_ahead = 0;
     c->rx_body = 0;
     uint8_t *plain = NULL;
     size_t plain_len = 0;
@@ -635,27 +675,22 @@ static void rx_cb(void *arg)
         pthread_mutex_unlock(&t->mtx);
         return;
     }
-    c->rx_got += nng_aio_count(c->rx_aio);
+    size_t got = nng_aio_count(c->rx_aio);
     c->active_us = now_us();
-    if (!c->rx_body && c->rx_got == sizeof c->rx_hdr) {
-        uint32_t len = gossip_get_u32(c->rx_hdr);
-        size_t limit = net_channel_established(c->ch) ? t->cfg.frame_max + NET_CHANNEL_OVERHEAD
-                                                      : NET_CHANNEL_HS_MAX;
-        if (len > limit) {
-            conn_fail(c, NET_REJECT_OVERSIZE, 1);
-        } else if (len == 0) {
-            conn_fail(c, NET_REJECT_BAD_RECORD, 1);
-        } else if (!(c->rx_buf = buf_alloc(len))) {
-            conn_close(c);
-        } else {
-            c->rx_len = len;
-            c->rx_got = 0;
-            c->rx_body = 1;
+    if (c->rx_body) {
+        size_t need = c->rx_len - c->rx_got;
+        if (got > need) { /* the body, then part of the next prefix */
+            c->rx_ahead = got - need;
+            got = need;
         }
-    } else if (c->rx_body && c->rx_got == c->rx_len) {
-        on_record(c);
-        pthread_mutex_unlock(&t->mtx);
-        return;
+        c->rx_got += got;
+        if (c->rx_got == c->rx_len) {
+            on_record(c);
+            pthread_mutex_unlock(&t->mtx);
+            return;
+        }
+    } else {
+        c->rx_got += got; /* rx_arm takes a whole prefix */
     }
     if (c->state != C_CLOSING)
         rx_arm(c);
