@@ -5,6 +5,18 @@
 #include <math.h>
 #include <string.h>
 
+/* The pooling and normalisation loops run over the channels of one pixel
+ * (NHWC), element-wise or into one accumulator per channel, so the vector
+ * width changes no result (and -std=c11 forbids contracting into FMA):
+ * they are compiled for AVX-512 and AVX2 too and the loader picks the
+ * widest the CPU has, as model/winograd.c does; the rest of murmur is
+ * built for x86-64-v2. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+#define LAYER_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define LAYER_CLONES
+#endif
+
 /* ---- convolution by im2col and sgemm ----
  *
  * Output pixels of the whole batch are the rows of one matrix product:
@@ -249,8 +261,9 @@ void model_conv_backward(const model_conv *cv, const float *x, uint32_t n, const
  * restrict and a mask instead of a branch let the compiler vectorise over
  * channels; the branchy loop it made before mispredicted on real data
  * (5.1 -> 1.0 ms on the default CNN's first pooling, bench_conv). */
-static void maxpool_pixel(const float *restrict x, const size_t *restrict off, uint32_t nw,
-                          uint32_t C, uint32_t base, float *restrict y, uint32_t *restrict arg)
+static inline __attribute__((always_inline)) void
+maxpool_pixel(const float *restrict x, const size_t *restrict off, uint32_t nw, uint32_t C,
+              uint32_t base, float *restrict y, uint32_t *restrict arg)
 {
     for (uint32_t c = 0; c < C; c++) {
         y[c] = x[off[0] + c];
@@ -269,8 +282,8 @@ static void maxpool_pixel(const float *restrict x, const size_t *restrict off, u
     }
 }
 
-void model_maxpool_forward(const model_pool *p, const float *x, uint32_t n, int relu, float *y,
-                           uint32_t *arg)
+LAYER_CLONES static void maxpool_forward(const model_pool *p, const float *x, uint32_t n, int relu,
+                                         float *y, uint32_t *arg)
 {
     const uint32_t C = p->in.c, K = p->k;
     const size_t in_size = model_shape_size(p->in);
@@ -290,6 +303,12 @@ void model_maxpool_forward(const model_pool *p, const float *x, uint32_t n, int 
                     for (uint32_t c = 0; c < C; c++)
                         y[o + c] = y[o + c] > 0.0f ? y[o + c] : 0.0f;
             }
+}
+
+void model_maxpool_forward(const model_pool *p, const float *x, uint32_t n, int relu, float *y,
+                           uint32_t *arg)
+{
+    maxpool_forward(p, x, n, relu, y, arg);
 }
 
 void model_maxpool_backward(const model_pool *p, uint32_t n, const float *dy, const uint32_t *arg,
@@ -362,7 +381,8 @@ size_t model_groupnorm_stats_floats(model_shape s, uint32_t groups, uint32_t bat
 
 /* s1[c] = sum over the pixels of x[p][c] (and s2[c] of (x - mean[c])^2
  * when mean is not NULL). */
-static void gn_channel_sums(const float *x, size_t hw, uint32_t C, const float *mean, float *s1)
+LAYER_CLONES static void gn_channel_sums(const float *restrict x, size_t hw, uint32_t C,
+                                         const float *restrict mean, float *restrict s1)
 {
     memset(s1, 0, C * sizeof *s1);
     for (size_t p = 0; p < hw; p++) {
@@ -376,6 +396,45 @@ static void gn_channel_sums(const float *x, size_t hw, uint32_t C, const float *
             for (uint32_t c = 0; c < C; c++)
                 s1[c] += xp[c];
     }
+}
+
+/* y = x * scale[c] + shift[c] (then ReLU) over hw pixels of C channels */
+LAYER_CLONES static void gn_affine(const float *restrict x, size_t hw, uint32_t C,
+                                   const float *restrict scale, const float *restrict shift,
+                                   int relu, float *restrict y)
+{
+    for (size_t p = 0; p < hw; p++) {
+        const float *xp = x + p * C;
+        float *yp = y + p * C;
+        for (uint32_t c = 0; c < C; c++)
+            yp[c] = xp[c] * scale[c] + shift[c];
+        if (relu)
+            for (uint32_t c = 0; c < C; c++)
+                yp[c] = yp[c] > 0.0f ? yp[c] : 0.0f;
+    }
+}
+
+/* sdy[c] = sum over pixels of dy, sdyx[c] of dy x */
+LAYER_CLONES static void gn_grad_sums(const float *restrict x, const float *restrict dy, size_t hw,
+                                      uint32_t C, float *restrict sdy, float *restrict sdyx)
+{
+    memset(sdy, 0, C * sizeof *sdy);
+    memset(sdyx, 0, C * sizeof *sdyx);
+    for (size_t p = 0; p < hw; p++)
+        for (uint32_t c = 0; c < C; c++) {
+            sdy[c] += dy[p * C + c];
+            sdyx[c] += dy[p * C + c] * x[p * C + c];
+        }
+}
+
+/* dx = a[c] dy + b[c] x + k[c] */
+LAYER_CLONES static void gn_grad_input(const float *restrict x, const float *restrict dy, size_t hw,
+                                       uint32_t C, const float *restrict a, const float *restrict b,
+                                       const float *restrict k, float *restrict dx)
+{
+    for (size_t p = 0; p < hw; p++)
+        for (uint32_t c = 0; c < C; c++)
+            dx[p * C + c] = a[c] * dy[p * C + c] + b[c] * x[p * C + c] + k[c];
 }
 
 void model_groupnorm_forward(model_shape s, uint32_t groups, const float *x, uint32_t n,
@@ -412,15 +471,7 @@ void model_groupnorm_forward(model_shape s, uint32_t groups, const float *x, uin
                 shift[c] = beta[c] - st[2 * g] * scale[c];
             }
         }
-        for (size_t p = 0; p < hw; p++) {
-            const float *xp = xi + p * C;
-            float *yp = yi + p * C;
-            for (uint32_t c = 0; c < C; c++)
-                yp[c] = xp[c] * scale[c] + shift[c];
-            if (relu)
-                for (uint32_t c = 0; c < C; c++)
-                    yp[c] = yp[c] > 0.0f ? yp[c] : 0.0f;
-        }
+        gn_affine(xi, hw, C, scale, shift, relu, yi);
     }
 }
 
@@ -438,13 +489,7 @@ void model_groupnorm_backward(model_shape s, uint32_t groups, const float *x, ui
     memset(dbeta, 0, C * sizeof *dbeta);
     for (uint32_t i = 0; i < n; i++) {
         const float *xi = x + i * size, *dyi = dy + i * size, *st = stats + (size_t)i * groups * 2;
-        memset(sdy, 0, C * sizeof *sdy);
-        memset(sdyx, 0, C * sizeof *sdyx);
-        for (size_t p = 0; p < hw; p++)
-            for (uint32_t c = 0; c < C; c++) {
-                sdy[c] += dyi[p * C + c];
-                sdyx[c] += dyi[p * C + c] * xi[p * C + c];
-            }
+        gn_grad_sums(xi, dyi, hw, C, sdy, sdyx);
         for (uint32_t g = 0; g < groups; g++) {
             const float m = st[2 * g], rstd = st[2 * g + 1];
             /* with xhat = (x - m) rstd: sum dy xhat = rstd (sum dy x - m sum dy) */
@@ -469,10 +514,7 @@ void model_groupnorm_backward(model_shape s, uint32_t groups, const float *x, ui
         }
         if (!dx)
             continue;
-        float *dxi = dx + i * size;
-        for (size_t p = 0; p < hw; p++)
-            for (uint32_t c = 0; c < C; c++)
-                dxi[p * C + c] = ca[c] * dyi[p * C + c] + cb[c] * xi[p * C + c] + sdy[c];
+        gn_grad_input(xi, dyi, hw, C, ca, cb, sdy, dx + i * size);
     }
 }
 
