@@ -1009,6 +1009,83 @@ static void auth_only_sessions(void **state)
 
 /* Issue 13, item 5: a ring of network keys; initiators use the primary,
  * responders accept any key of the ring. */
+static uint64_t all_rejects(const net_channel *ch)
+{
+    uint64_t n = 0;
+    for (int c = 0; c < NET_REJECT_COUNT; c++)
+        n += net_channel_rejects(ch, c);
+    return n;
+}
+
+/* Auth-only records of every size, small and spanning many 16 KiB blocks:
+ * the frame travels in clear, yet one flipped bit anywhere (type, epoch,
+ * counter, frame, tag) or a missing byte is refused and counted, the
+ * refused copy is left as it came, and the untouched record still opens. */
+static void auth_only_tampering(void **state)
+{
+    (void)state;
+    pair p;
+    pair_init(&p);
+    p.cfg_i.auth_only = p.cfg_r.auth_only = 1;
+    pair_create(&p);
+    assert_int_equal(handshake(&p), NET_OK);
+    assert_true(net_channel_auth_only(p.i) && net_channel_auth_only(p.r));
+    size_t sizes[] = {0, 1, 100, 3 * 16384 + 5, 256 * 1024};
+    for (size_t z = 0; z < sizeof sizes / sizeof sizes[0]; z++) {
+        size_t len = sizes[z], cap = len + NET_CHANNEL_OVERHEAD;
+        uint8_t *rec = malloc(cap), *bad = malloc(cap);
+        assert_non_null(rec);
+        assert_non_null(bad);
+        uint8_t tag = (uint8_t)(3 + z);
+        size_t n = seal(p.i, rec, cap, len, tag, T0);
+        assert_int_equal(rec[0], NET_REC_DATA_CLEAR);
+        for (size_t k = 0; k < len; k++) /* in clear */
+            assert_int_equal(rec[NET_CHANNEL_HEADER_SIZE + k], (uint8_t)(tag + k * 7));
+        size_t spots[] = {0,
+                          1,
+                          4,
+                          5,
+                          12,
+                          NET_CHANNEL_HEADER_SIZE,
+                          NET_CHANNEL_HEADER_SIZE + len / 2,
+                          NET_CHANNEL_HEADER_SIZE + (len ? len - 1 : 0),
+                          n - NET_CHANNEL_TAG_SIZE,
+                          n - 1};
+        for (size_t k = 0; k < sizeof spots / sizeof spots[0]; k++) {
+            if (spots[k] >= NET_CHANNEL_HEADER_SIZE && spots[k] < n - NET_CHANNEL_TAG_SIZE &&
+                len == 0)
+                continue; /* no frame bytes to flip */
+            for (unsigned bit = 0; bit < 8; bit += 7) {
+                memcpy(bad, rec, n);
+                bad[spots[k]] ^= (uint8_t)(1u << bit);
+                uint64_t before = all_rejects(p.r);
+                uint8_t *plain = NULL;
+                size_t pl = 0;
+                uint8_t *keep = malloc(n);
+                assert_non_null(keep);
+                memcpy(keep, bad, n);
+                assert_int_equal(net_channel_recv(p.r, bad, n, T0, &plain, &pl), NET_EREJECT);
+                assert_null(plain);
+                assert_memory_equal(bad, keep, n); /* refused copy left as it came */
+                free(keep);
+                assert_int_equal(all_rejects(p.r), before + 1); /* counted once */
+            }
+        }
+        /* one byte short */
+        uint64_t auth = net_channel_rejects(p.r, NET_REJECT_AUTH);
+        if (n > NET_CHANNEL_OVERHEAD) {
+            assert_int_equal(open_copy(p.r, rec, n - 1, 0, 0, T0), NET_EREJECT);
+            assert_int_equal(net_channel_rejects(p.r, NET_REJECT_AUTH), auth + 1);
+        }
+        assert_true(net_channel_established(p.r));
+        assert_int_equal(open_copy(p.r, rec, n, len, tag, T0), NET_OK);
+        assert_int_equal(open_copy(p.r, rec, n, len, tag, T0), NET_EREJECT); /* replay */
+        free(rec);
+        free(bad);
+    }
+    pair_free(&p);
+}
+
 static void network_key_ring(void **state)
 {
     (void)state;
@@ -1206,6 +1283,7 @@ int main(void)
         cmocka_unit_test(hello_bound_to_responder),
         cmocka_unit_test(identities_not_in_clear),
         cmocka_unit_test(auth_only_sessions),
+        cmocka_unit_test(auth_only_tampering),
         cmocka_unit_test(network_key_ring),
         cmocka_unit_test(seen_table),
         cmocka_unit_test(garbage_never_crashes),
