@@ -12,7 +12,7 @@
 #   make                     build build/murmur
 #   make test                install deps, build, run every suite
 #   make SANITIZER=address test   (address+undefined), undefined, thread
-#   make demo | bench | bench-peers | experiments | soak | fmt | fmt-check | lint | clean
+#   make demo [MODEL=cnn] | bench | bench-peers | experiments | soak | fmt | fmt-check | lint | clean
 #   make install PREFIX=/usr/local
 
 CC        ?= cc
@@ -135,9 +135,11 @@ test: deps
 unit: $(BIN) $(TEST_BINS)
 	@sh tests/run.sh $(BUILD) $(SUITES)
 
+# `make demo MODEL=cnn`: the same cluster on the default CNN, to 0.90
+# (MODEL=SPEC: any model.spec; scripts/demo.sh).
 demo: deps
 	@$(MAKE) --no-print-directory $(BIN)
-	@sh scripts/demo.sh $(BUILD)
+	@MODEL='$(MODEL)' sh scripts/demo.sh $(BUILD)
 
 bench: deps
 	@$(MAKE) --no-print-directory $(BIN) $(BENCH_BINS)
