@@ -311,9 +311,39 @@ void model_maxpool_forward(const model_pool *p, const float *x, uint32_t n, int 
     maxpool_forward(p, x, n, relu, y, arg);
 }
 
+/* Windows that tile the input (stride K, H and W multiples of K, as every
+ * 2x2 pooling of an even image): each input is in exactly one window, so
+ * dx is written once, dy where the window's maximum was and 0 elsewhere,
+ * instead of clearing all of dx and scattering dy onto it (the same
+ * values: one term per input either way). */
+LAYER_CLONES static void maxpool_backward_tiled(const model_pool *p, uint32_t n,
+                                                const float *restrict dy,
+                                                const uint32_t *restrict arg, float *restrict dx)
+{
+    const uint32_t C = p->in.c, K = p->k;
+    const size_t in_size = model_shape_size(p->in);
+    for (uint32_t i = 0; i < n; i++)
+        for (uint32_t oy = 0; oy < p->out.h; oy++)
+            for (uint32_t ox = 0; ox < p->out.w; ox++) {
+                size_t o = (((size_t)i * p->out.h + oy) * p->out.w + ox) * C;
+                for (uint32_t ky = 0; ky < K; ky++)
+                    for (uint32_t kx = 0; kx < K; kx++) {
+                        size_t at = i * in_size +
+                                    (((size_t)oy * K + ky) * p->in.w + (size_t)ox * K + kx) * C;
+                        const uint32_t base = (uint32_t)at;
+                        for (uint32_t c = 0; c < C; c++)
+                            dx[at + c] = arg[o + c] == base + c ? dy[o + c] : 0.0f;
+                    }
+            }
+}
+
 void model_maxpool_backward(const model_pool *p, uint32_t n, const float *dy, const uint32_t *arg,
                             float *dx)
 {
+    if (p->stride == p->k && p->in.h == p->out.h * p->k && p->in.w == p->out.w * p->k) {
+        maxpool_backward_tiled(p, n, dy, arg, dx);
+        return;
+    }
     memset(dx, 0, (size_t)n * model_shape_size(p->in) * sizeof *dx);
     size_t m = (size_t)n * model_shape_size(p->out);
     for (size_t j = 0; j < m; j++)

@@ -414,7 +414,10 @@ static void pool_gradients(void **state)
     (void)state;
     uint64_t seed = test_seed(32);
     lcase cases[] = {
-        {"maxpool 2", K_MAXPOOL, 2, .cv = pool(6, 5, 3, 2, 2)},
+        {"maxpool 2 (odd width: a column outside every window)", K_MAXPOOL, 2,
+         .cv = pool(6, 5, 3, 2, 2)},
+        {"maxpool 2 tiling the input (dx written window by window)", K_MAXPOOL, 2,
+         .cv = pool(6, 4, 5, 2, 2)},
         {"maxpool 3 stride 2 (overlapping), relu", K_MAXPOOL, 2, .cv = pool(7, 7, 2, 3, 2),
          .relu = 1},
         {"avgpool 2", K_AVGPOOL, 2, .cv = pool(4, 6, 3, 2, 2)},
