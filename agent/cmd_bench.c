@@ -13,12 +13,13 @@
  *   allreduce agents=4 size=67108864 bits=32 mode=encrypt run=1 cpu_ms=150.2
  *       algbw_gbps=0.412 time_ms=162.871 busbw_gbps=0.618
  *
- * (one line; before algbw_gbps, cpu_ms= is the CPU time the busiest agent's
- * process spent in the round, its event loop and NNG's threads: near
- * time_ms x cores when the host's CPU is the limit, well below it when the
- * network is). time_ms is the slowest agent's time from its start of the
- * round to holding the mean; every round starts together (a barrier
- * through the launcher's pipes, outside the timed region). Bandwidths are
+ * (one line; cpu_ms= is the CPU time the busiest agent's process spent in
+ * the round, its event loop and NNG's threads: close to time_ms or above,
+ * the agent computed the whole round; well below, it waited for the
+ * network or for a core). time_ms is the slowest agent's time from its
+ * start of the round to holding the mean; every round starts together
+ * (a barrier through the launcher's pipes, outside the timed region).
+ * Bandwidths are
  * those of nccl-tests: algbw = BYTES / time, busbw = algbw x 2(N-1)/N (the
  * share of the data each link carries in a ring), in 10^9 bytes per second
  * of float32 payload, whatever --bits puts on the wire. A last line starting
@@ -28,9 +29,9 @@
  * Processes: the launcher forks the agents before it starts any thread
  * (NNG starts its own in each agent) and talks to each over two pipes:
  * the agent's address up, the table of peers down, then per round "ready"
- * up, "go" down, and "done SECONDS CPU_SECONDS" up. Agents get SIGKILL if the launcher
- * dies (PR_SET_PDEATHSIG). Exit status: 0, 1 (an agent failed or a round
- * timed out), 2 (usage).
+ * up, "go" down, and "done SECONDS CPU_SECONDS" up. Agents get SIGKILL if
+ * the launcher dies (PR_SET_PDEATHSIG). Exit status: 0, 1 (an agent failed
+ * or a round timed out), 2 (usage).
  */
 #include "agent/commands.h"
 
