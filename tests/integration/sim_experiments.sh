@@ -1,7 +1,7 @@
 #!/bin/sh
 # Every scenario file of sim/experiments/ loads and runs (shortened), so the
-# shipped experiments cannot rot; and run.sh's table code runs on a tiny
-# sweep of experiment 3 (bytes per step), whose expected figures must match
+# shipped experiments cannot rot, and so does a small model.kind = cnn; and
+# run.sh's table code runs on a tiny sweep of experiment 3 (bytes per step), whose expected figures must match
 # the measured ones within 8% (the formula of docs/experiments.md).
 set -eu
 build=${BUILD:-build}
@@ -20,6 +20,14 @@ for f in sim/experiments/exp*.ini; do
     n=$((n + 1))
 done
 [ "$n" -ge 8 ] || fail "only $n scenario files"
+# model.kind = cnn (experiment 4's CNN rows): a small cnn on synthetic 8x8
+# images trains in the simulator, with the parameter count of its spec:
+# conv 1*4*9+4 = 40, after pooling 4*4*4 = 64 inputs to f8: 64*8+8 = 520,
+# output 8*10+10 = 90; 650 in all.
+"$bin" sim sim/experiments/exp4_slownet.ini --out "$tmp/cnn" --quiet --set run.duration_s=0.3 \
+    --set run.agents=4 --set model.data= --set model.dim=64 --set model.kind=cnn \
+    --set model.spec=cnn:c4k3,p2,f8 >"$tmp/cnn.log" 2>&1 || { cat "$tmp/cnn.log" >&2; fail "model.kind = cnn does not run"; }
+grep -q '"params": 650,' "$tmp/cnn/summary.json" || fail "model.kind = cnn: not the spec's 650 parameters"
 # Experiment 3's table on a small model: measured / expected near 1.
 "$bin" sim sim/experiments/exp3_bytes.ini --out "$tmp/e3" --quiet --set model.dim=4096 \
     --sweep run.agents=4,16 --sweep mixing.algorithm=allreduce,gossip --sweep mixing.bits=32,4 \
@@ -34,4 +42,4 @@ awk -F, 'function codec(n, b,   nb, last) {
         r = meas / e
         if (r < 0.92 || r > 1.08) { printf "N=%d %s %d bits: %.0f measured, %.0f expected\n", n, alg, b, meas, e; bad = 1 } }
     END { exit bad }' "$tmp/e3/sweep.csv" || fail "bytes per step off the formula"
-echo "sim_experiments: ok ($n scenario files run, experiment 3 formula checked)"
+echo "sim_experiments: ok ($n scenario files run, a cnn run, experiment 3 formula checked)"
