@@ -18,6 +18,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <nng/nng.h>
+#include <stdatomic.h>
 #include <poll.h>
 #include <stdbool.h>
 #include <sodium.h>
@@ -32,10 +33,11 @@ typedef enum conn_state { C_DIALING, C_HANDSHAKE, C_OPEN, C_CLOSING } conn_state
 
 typedef struct tx_item {
     struct tx_item *next;
-    size_t len;    /* plaintext length (data) or record length (handshake) */
-    size_t wire;   /* bytes to write once sealed: [4 length][record] */
-    int sealed;    /* buf holds a complete record */
-    uint8_t buf[]; /* [4 length][13 header][plain][16 tag] */
+    size_t len;       /* plaintext length (data) or record length (handshake) */
+    size_t wire;      /* bytes to write once sealed: [4 length][record] */
+    int sealed;       /* buf holds a complete record */
+    uint32_t corrupt; /* faults: flip one byte of the sealed record (0 = no) */
+    uint8_t buf[];    /* [4 length][13 header][plain][16 tag] */
 } tx_item;
 
 typedef struct conn conn;
@@ -127,6 +129,7 @@ struct net_transport {
     uint32_t n_parked; /* connections paused on a full inbox */
 
     net_transport_stats stats;
+    _Atomic(net_faults *) faults; /* owned; NULL unless faults were enabled */
 };
 
 /* ThreadSanitizer (make SANITIZER=thread): Debian's NNG 1.5.2 is not built
@@ -740,6 +743,9 @@ static tx_item *next_record(conn *c)
         }
         gossip_put_u32(it->buf, (uint32_t)rec_len);
         it->wire = 4 + rec_len;
+        if (it->corrupt) /* faults: one byte after the record header; the peer must refuse it */
+            it->buf[4 + NET_CHANNEL_HEADER_SIZE +
+                    it->corrupt % (rec_len - NET_CHANNEL_HEADER_SIZE)] ^= 0x20;
     }
     if (it)
         it->next = NULL;
@@ -1088,6 +1094,32 @@ static void close_idle(net_transport *t, gossip_time_us now)
     }
 }
 
+static int send_now(net_transport *t, uint64_t to, const char *addr, const uint8_t *frame,
+                    size_t len, uint32_t corrupt);
+
+/* net/faults: how long the housekeeper may sleep before a held frame is due. */
+static uint64_t held_wait_us(net_transport *t, uint64_t wait_us)
+{
+    net_faults *f = atomic_load(&t->faults);
+    if (!f)
+        return wait_us;
+    gossip_time_us due = net_faults_next_due(f), now = now_us();
+    if (due == GOSSIP_TIME_NEVER)
+        return wait_us;
+    return due <= now ? 0 : (due - now < wait_us ? due - now : wait_us);
+}
+
+/* net/faults: send the held frames that are due (without t->mtx). */
+static void send_held(net_transport *t)
+{
+    net_faults *f = atomic_load(&t->faults);
+    net_fault_held *h;
+    while (f && net_faults_take_due(f, now_us(), &h)) {
+        send_now(t, h->to, h->to ? NULL : h->addr, h->frame, h->len, h->corrupt);
+        net_faults_held_free(h);
+    }
+}
+
 static void *housekeeper(void *arg)
 {
     net_transport *t = arg;
@@ -1100,9 +1132,10 @@ static void *housekeeper(void *arg)
     pthread_mutex_lock(&t->mtx);
     for (;;) {
         if (!t->graveyard && !t->stop) {
+            uint64_t wait_us = held_wait_us(t, scan_ms * 1000u);
             struct timespec ts;
             clock_gettime(CLOCK_MONOTONIC, &ts);
-            uint64_t ns = (uint64_t)ts.tv_nsec + scan_ms * 1000000u;
+            uint64_t ns = (uint64_t)ts.tv_nsec + wait_us * 1000u;
             ts.tv_sec += (time_t)(ns / 1000000000u);
             ts.tv_nsec = (long)(ns % 1000000000u);
             pthread_cond_timedwait(&t->cv, &t->mtx, &ts);
@@ -1114,6 +1147,7 @@ static void *housekeeper(void *arg)
         int stop = t->stop;
         int idle = t->n_conns == 0;
         pthread_mutex_unlock(&t->mtx);
+        send_held(t);
         while (dead) {
             conn *n = dead->next;
             conn_free(dead);
@@ -1288,6 +1322,7 @@ void net_transport_destroy(net_transport *t)
     pthread_mutex_destroy(&t->mtx);
     net_penalty_destroy(t->penalty);
     net_seen_destroy(t->seen);
+    net_faults_destroy(atomic_load(&t->faults));
     free(t->inbox);
     free(t->book);
     free(t->allow);
@@ -1381,20 +1416,17 @@ static conn *find_conn(net_transport *t, uint64_t id, const char *addr)
     return pending;
 }
 
-int net_transport_send(net_transport *t, uint64_t to, const char *addr, const uint8_t *frame,
-                       size_t len)
+/* Queue a frame now (net_transport_send after the faults decided). */
+static int send_now(net_transport *t, uint64_t to, const char *addr, const uint8_t *frame,
+                    size_t len, uint32_t corrupt)
 {
-    if (!t || (!to && !addr) || (!frame && len) || (addr && strlen(addr) >= GOSSIP_ADDR_MAX) ||
-        to == t->self.node_id)
-        return NET_EINVAL;
-    if (len > t->cfg.frame_max)
-        return NET_ETOOBIG;
     tx_item *it = buf_alloc(sizeof *it + 4 + NET_CHANNEL_OVERHEAD + len);
     if (!it)
         return NET_ENOMEM;
     it->next = NULL;
     it->len = len;
     it->sealed = 0;
+    it->corrupt = corrupt;
     if (len)
         memcpy(it->buf + 4 + NET_CHANNEL_HEADER_SIZE, frame, len);
     int rc = NET_OK;
@@ -1473,6 +1505,61 @@ drop:
     return rc;
 }
 
+/* net/faults: decide the frame's fate; delayed copies wait in the faults'
+ * held queue until the housekeeper sends them. A lost frame is NET_OK, as
+ * a frame lost by the network would be. */
+static int send_faulty(net_transport *t, net_faults *f, uint64_t to, const char *addr,
+                       const uint8_t *frame, size_t len)
+{
+    uint64_t peer = to;
+    if (!peer) {
+        pthread_mutex_lock(&t->mtx);
+        book_entry *e = book_by_addr(t, addr);
+        peer = e ? e->id : 0;
+        pthread_mutex_unlock(&t->mtx);
+    }
+    gossip_time_us now = now_us();
+    net_fault_verdict v;
+    net_faults_send(f, peer, len, now, &v);
+    int rc = NET_OK;
+    for (int i = 0; i < v.copies; i++) {
+        if (v.due_us[i] <= now) {
+            rc = send_now(t, to, addr, frame, len, v.corrupt[i]);
+        } else if (net_faults_hold(f, to, addr, frame, len, v.due_us[i], v.corrupt[i]) == NET_OK) {
+            pthread_mutex_lock(&t->mtx);
+            pthread_cond_signal(&t->cv); /* the housekeeper may sleep past this frame */
+            pthread_mutex_unlock(&t->mtx);
+        }
+    }
+    return rc;
+}
+
+int net_transport_send(net_transport *t, uint64_t to, const char *addr, const uint8_t *frame,
+                       size_t len)
+{
+    if (!t || (!to && !addr) || (!frame && len) || (addr && strlen(addr) >= GOSSIP_ADDR_MAX) ||
+        to == t->self.node_id)
+        return NET_EINVAL;
+    if (len > t->cfg.frame_max)
+        return NET_ETOOBIG;
+    net_faults *f = atomic_load(&t->faults);
+    return f ? send_faulty(t, f, to, addr, frame, len) : send_now(t, to, addr, frame, len, 0);
+}
+
+int net_transport_faults_enable(net_transport *t, uint64_t seed, net_faults **out)
+{
+    if (!t || !out)
+        return NET_EINVAL;
+    pthread_mutex_lock(&t->mtx);
+    int rc = NET_OK;
+    net_faults *f = atomic_load(&t->faults);
+    if (!f && (rc = net_faults_create(&f, seed)) == NET_OK)
+        atomic_store(&t->faults, f);
+    pthread_mutex_unlock(&t->mtx);
+    *out = f;
+    return rc;
+}
+
 /* Move parked frames into the inbox while there is room, and let their
  * connections read again. */
 static void resume_parked(net_transport *t)
@@ -1500,6 +1587,18 @@ int net_transport_recv(net_transport *t, net_message *msg)
         return NET_EAGAIN;
     }
     inbox_item *it = &t->inbox[t->in_head];
+    net_faults *f = atomic_load(&t->faults);
+    if (f && net_faults_recv(f, it->from)) { /* partitioned: as if never received */
+        buf_free(it->buf);
+        it->buf = NULL;
+        t->in_head = (t->in_head + 1) % t->cfg.inbox_frames_max;
+        t->in_count--;
+        t->in_bytes -= it->len;
+        if (t->n_parked)
+            resume_parked(t);
+        pthread_mutex_unlock(&t->mtx);
+        return net_transport_recv(t, msg);
+    }
     msg->from = it->from;
     msg->data = it->data;
     msg->len = it->len;

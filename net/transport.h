@@ -54,6 +54,7 @@
 #include "gossip/types.h"
 #include "gossip/wire.h"
 #include "net/channel.h"
+#include "net/faults.h"
 #include "net/net.h"
 #include "net/penalty.h"
 
@@ -229,6 +230,14 @@ int net_transport_set_allow(net_transport *t, const uint8_t *allow, size_t allow
  * everywhere, then remove the old one (docs/SECURITY.md). Errors:
  * NET_EINVAL (n = 0 or above NET_CHANNEL_KEYS_MAX). */
 int net_transport_set_network_keys(net_transport *t, const uint8_t *keys, size_t n);
+
+/* Turn on fault injection (net/faults.h): create the transport's injector,
+ * seeded with seed, once; later calls return the same one. Every frame
+ * sent afterwards passes its rules; frames received from a partitioned id
+ * are dropped by net_transport_recv. The injector belongs to the transport
+ * (freed by net_transport_destroy); *out stays valid until then. Errors:
+ * NET_EINVAL, NET_ENOMEM. */
+int net_transport_faults_enable(net_transport *t, uint64_t seed, net_faults **out);
 
 /* 1 if an authenticated connection to id is open. */
 int net_transport_connected(net_transport *t, uint64_t id);
