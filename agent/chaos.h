@@ -36,16 +36,16 @@
 #include "agent/agent.h"
 #include "net/faults.h"
 
-#define AGENT_FAULT_CTL_VERSION    1u
-#define AGENT_FAULT_CTL_REQUEST    1u
-#define AGENT_FAULT_CTL_REPLY      2u
-#define AGENT_FAULT_CTL_HEADER     8u
-#define AGENT_FAULT_CTL_TEXT_MAX   4096u
-#define AGENT_FAULT_CTL_FRAME_MAX  (AGENT_FAULT_CTL_HEADER + AGENT_FAULT_CTL_TEXT_MAX)
+#define AGENT_FAULT_CTL_VERSION   1u
+#define AGENT_FAULT_CTL_REQUEST   1u
+#define AGENT_FAULT_CTL_REPLY     2u
+#define AGENT_FAULT_CTL_HEADER    8u
+#define AGENT_FAULT_CTL_TEXT_MAX  4096u
+#define AGENT_FAULT_CTL_FRAME_MAX (AGENT_FAULT_CTL_HEADER + AGENT_FAULT_CTL_TEXT_MAX)
 /* Admin keys: a handful of operators or chaos runners. */
-#define AGENT_FAULT_ADMINS_MAX     64u
+#define AGENT_FAULT_ADMINS_MAX 64u
 /* Peers one request may name. */
-#define AGENT_FAULT_REQ_PEERS_MAX  32u
+#define AGENT_FAULT_REQ_PEERS_MAX 32u
 
 /* 1 if frame is a control frame (whatever its kind or validity). */
 int agent_fault_ctl_is(const uint8_t *frame, size_t len);
@@ -115,7 +115,6 @@ void agent_faults_status(agent_faults *f, struct agent_status *st);
  * pause=0|1, slow=F, clear (every fault off), show (nothing changes).
  * Returns 0, or -1 (nothing applied; reply holds "error: WHY"). Exposed
  * for the unit tests; `from` names the requester in the log lines. */
-int agent_faults_request(agent_faults *f, uint64_t from, const char *text, char *reply,
-                         size_t cap);
+int agent_faults_request(agent_faults *f, uint64_t from, const char *text, char *reply, size_t cap);
 
 #endif

@@ -94,12 +94,11 @@ static void count(agent_faults *f, int applied, int kind)
     atomic_fetch_add(applied ? &f->applied : &f->removed, 1);
     agent_metric **m = applied ? &f->m_applied[kind] : &f->m_removed[kind];
     if (!*m && f->reg)
-        agent_metrics_counter(f->reg,
-                              applied ? "murmur_faults_applied_total"
-                                      : "murmur_faults_removed_total",
-                              applied ? "faults applied (config or murmur fault), by kind"
-                                      : "faults removed, by kind",
-                              "kind", fk_names[kind], m);
+        agent_metrics_counter(
+            f->reg, applied ? "murmur_faults_applied_total" : "murmur_faults_removed_total",
+            applied ? "faults applied (config or murmur fault), by kind"
+                    : "faults removed, by kind",
+            "kind", fk_names[kind], m);
     if (*m)
         agent_metric_add(*m, 1);
 }
@@ -278,8 +277,9 @@ static int parse_request(fault_req *r, const char *text, char *why, size_t cap)
         return -1;
     }
     if (r->n_peers && !r->has_link) {
-        snprintf(why, cap, "error: peer= names the peers of a link fault; give one "
-                           "(drop=, delay_ms=, ...)");
+        snprintf(why, cap,
+                 "error: peer= names the peers of a link fault; give one "
+                 "(drop=, delay_ms=, ...)");
         return -1;
     }
     return 0;
@@ -312,8 +312,8 @@ static void set_partition(agent_faults *f, uint64_t from, const uint64_t *ids, s
     char list[NET_FAULTS_PARTITION_MAX * 17 + 1] = "";
     size_t len = 0;
     for (size_t i = 0; i < n; i++)
-        len += (size_t)snprintf(list + len, sizeof list - len, "%s%016" PRIx64, i ? "," : "",
-                                ids[i]);
+        len +=
+            (size_t)snprintf(list + len, sizeof list - len, "%s%016" PRIx64, i ? "," : "", ids[i]);
     if (had) {
         count(f, 0, FK_PARTITION);
         log_simple(from, 0, FK_PARTITION, NULL, NULL);
@@ -385,8 +385,8 @@ static void describe(agent_faults *f, char *out, size_t cap, size_t len)
     if (np && len < cap) {
         len += (size_t)snprintf(out + len, cap - len, "partition");
         for (size_t i = 0; i < np && len < cap; i++)
-            len += (size_t)snprintf(out + len, cap - len, "%s%016" PRIx64, i ? "," : " ids=",
-                                    ids[i]);
+            len +=
+                (size_t)snprintf(out + len, cap - len, "%s%016" PRIx64, i ? "," : " ids=", ids[i]);
         if (len < cap)
             len += (size_t)snprintf(out + len, cap - len, "\n");
     }
@@ -397,8 +397,7 @@ static void describe(agent_faults *f, char *out, size_t cap, size_t len)
         snprintf(out + len, cap - len, "slow factor=%g\n", (double)slow / 1000.0);
 }
 
-int agent_faults_request(agent_faults *f, uint64_t from, const char *text, char *reply,
-                         size_t cap)
+int agent_faults_request(agent_faults *f, uint64_t from, const char *text, char *reply, size_t cap)
 {
     fault_req *r = malloc(sizeof *r);
     if (!r) {
@@ -444,8 +443,8 @@ static void request_count(agent_faults *f, int which)
     static const char *const results[3] = {"ok", "refused", "invalid"};
     if (f && f->reg && !f->m_requests[which])
         agent_metrics_counter(f->reg, "murmur_fault_requests_total",
-                              "murmur fault requests received, by result", "result",
-                              results[which], &f->m_requests[which]);
+                              "murmur fault requests received, by result", "result", results[which],
+                              &f->m_requests[which]);
     if (f && f->m_requests[which])
         agent_metric_add(f->m_requests[which], 1);
 }
@@ -465,7 +464,7 @@ void agent_faults_on_frame(agent_faults *f, murmur_agent *a, uint64_t from, cons
         request_count(f, 2);
         goto done; /* a malformed or stray reply: nothing to answer */
     }
-    const char *why = !f ? "faults.enable is false on this agent"
+    const char *why = !f                   ? "faults.enable is false on this agent"
                       : !is_admin(f, from) ? "not an admin key (faults.admin_keys_file)"
                                            : NULL;
     if (why) {
@@ -482,12 +481,11 @@ void agent_faults_on_frame(agent_faults *f, murmur_agent *a, uint64_t from, cons
         }
         snprintf(reply, AGENT_FAULT_CTL_TEXT_MAX + 1, "error: refused: %s", why);
     } else {
-        request_count(f, agent_faults_request(f, from, text, reply, AGENT_FAULT_CTL_TEXT_MAX + 1)
-                             ? 2
-                             : 0);
+        request_count(
+            f, agent_faults_request(f, from, text, reply, AGENT_FAULT_CTL_TEXT_MAX + 1) ? 2 : 0);
     }
-    size_t n = agent_fault_ctl_encode(out, AGENT_FAULT_CTL_FRAME_MAX, AGENT_FAULT_CTL_REPLY, id,
-                                      reply);
+    size_t n =
+        agent_fault_ctl_encode(out, AGENT_FAULT_CTL_FRAME_MAX, AGENT_FAULT_CTL_REPLY, id, reply);
     if (n)
         net_transport_send(a->t, from, NULL, out, n);
 done:
@@ -646,8 +644,7 @@ int agent_faults_create(agent_faults **out, murmur_agent *a, char *err, size_t e
     agent_metrics_gauge(f->reg, "murmur_faults_active",
                         "faults in force (link rules, partition, pause, slow)", NULL, NULL,
                         &f->m_active);
-    if (read_admins(f, c->faults_admin_keys_file, err, errlen) ||
-        apply_config(f, c, err, errlen)) {
+    if (read_admins(f, c->faults_admin_keys_file, err, errlen) || apply_config(f, c, err, errlen)) {
         agent_faults_destroy(f);
         return -1;
     }
@@ -672,7 +669,8 @@ void agent_faults_destroy(agent_faults *f)
 
 static void nap_us(uint64_t us)
 {
-    struct timespec ts = {.tv_sec = (time_t)(us / 1000000u), .tv_nsec = (long)(us % 1000000u) * 1000L};
+    struct timespec ts = {.tv_sec = (time_t)(us / 1000000u),
+                          .tv_nsec = (long)(us % 1000000u) * 1000L};
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
         ;
 }

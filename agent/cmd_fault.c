@@ -42,11 +42,16 @@ typedef struct word_flag {
 } word_flag;
 
 static const word_flag words[] = {
-    {"peer", "peer"},           {"drop", "drop"},
-    {"delay", "delay_ms"},      {"jitter", "jitter_ms"},
-    {"bandwidth", "bandwidth_bps"}, {"duplicate", "duplicate"},
-    {"reorder", "reorder"},     {"reorder-window", "reorder_window_ms"},
-    {"corrupt", "corrupt"},     {"partition", "partition"},
+    {"peer", "peer"},
+    {"drop", "drop"},
+    {"delay", "delay_ms"},
+    {"jitter", "jitter_ms"},
+    {"bandwidth", "bandwidth_bps"},
+    {"duplicate", "duplicate"},
+    {"reorder", "reorder"},
+    {"reorder-window", "reorder_window_ms"},
+    {"corrupt", "corrupt"},
+    {"partition", "partition"},
     {"slow", "slow"},
 };
 
@@ -55,8 +60,8 @@ static const common_flag flags[] = {
     {"data-dir", 0, true, F_DATA_DIR, "DIR",
      "where the admin's murmur.key and network.key are (default murmur-data)", NULL},
     {"key", 0, true, F_KEY, "FILE", "the admin's secret key (default DIR/murmur.key)", NULL},
-    {"network-key", 0, true, F_NETKEY, "FILE", "the cluster's network key (default DIR/network.key)",
-     NULL},
+    {"network-key", 0, true, F_NETKEY, "FILE",
+     "the cluster's network key (default DIR/network.key)", NULL},
     {"timeout", 0, true, F_TIMEOUT, "MS", "wait this long for the answer (default 5000)", NULL},
     {"peer", 0, true, F_WORD, "ID",
      "node id the link faults apply to (repeatable; none = all peers)", NULL},
@@ -152,8 +157,9 @@ int agent_fault_send(const char *addr, const char *key_file, const char *netkey_
                                                        AGENT_FAULT_CTL_REQUEST, req_id, text)
                               : 0;
     int result = -1;
-    snprintf(reply, cap, "no answer from %s within %u ms (is it an agent's node.listen "
-                         "address, with faults.enable = true?)",
+    snprintf(reply, cap,
+             "no answer from %s within %u ms (is it an agent's node.listen "
+             "address, with faults.enable = true?)",
              addr, timeout_ms);
     if (!len) {
         snprintf(reply, cap, "request too long or out of memory");
@@ -210,9 +216,15 @@ int cmd_fault(int argc, char **argv)
         case F_HELP:
             usage(&cli, stdout);
             return 0;
-        case F_DATA_DIR: dir = cli.arg; break;
-        case F_KEY: key = cli.arg; break;
-        case F_NETKEY: netkey = cli.arg; break;
+        case F_DATA_DIR:
+            dir = cli.arg;
+            break;
+        case F_KEY:
+            key = cli.arg;
+            break;
+        case F_NETKEY:
+            netkey = cli.arg;
+            break;
         case F_TIMEOUT:
             if (!common_parse_u64(cli.arg, &timeout) || timeout < 1 || timeout > 600000) {
                 fprintf(stderr, "murmur fault: --timeout %s: not a time in ms (1-600000)\n",
@@ -220,11 +232,21 @@ int cmd_fault(int argc, char **argv)
                 return 2;
             }
             break;
-        case F_CLEAR: clear = 1; break;
-        case F_SHOW: show = 1; break;
-        case F_HEAL: bad |= add_word(words_buf, sizeof words_buf, "partition", ""); break;
-        case F_PAUSE: bad |= add_word(words_buf, sizeof words_buf, "pause", "1"); break;
-        case F_RESUME: bad |= add_word(words_buf, sizeof words_buf, "pause", "0"); break;
+        case F_CLEAR:
+            clear = 1;
+            break;
+        case F_SHOW:
+            show = 1;
+            break;
+        case F_HEAL:
+            bad |= add_word(words_buf, sizeof words_buf, "partition", "");
+            break;
+        case F_PAUSE:
+            bad |= add_word(words_buf, sizeof words_buf, "pause", "1");
+            break;
+        case F_RESUME:
+            bad |= add_word(words_buf, sizeof words_buf, "pause", "0");
+            break;
         case F_WORD: {
             const char *w = word_of(cli.given ? cli.given : "");
             if (!w || strpbrk(cli.arg, " \t\r\n")) {
@@ -234,7 +256,8 @@ int cmd_fault(int argc, char **argv)
             bad |= add_word(words_buf, sizeof words_buf, w, cli.arg);
             break;
         }
-        default: break;
+        default:
+            break;
         }
     }
     if (!addr) {
@@ -260,8 +283,8 @@ int cmd_fault(int argc, char **argv)
     if (!netkey)
         snprintf(netkey_path, sizeof netkey_path, "%s/network.key", dir);
     char reply[AGENT_FAULT_CTL_TEXT_MAX + 256];
-    int rc = agent_fault_send(addr, key_path, netkey_path, text, (uint32_t)timeout, reply,
-                              sizeof reply);
+    int rc =
+        agent_fault_send(addr, key_path, netkey_path, text, (uint32_t)timeout, reply, sizeof reply);
     if (rc == 0) {
         fputs(reply, stdout);
         return 0;

@@ -234,6 +234,24 @@ static int check_schedule(const common_option *o, const char *text, void *value,
     return 0;
 }
 
+/* [faults]: a node id as 16 hex digits (murmur status prints them so);
+ * stored in lower case. */
+static int check_node_id(const common_option *o, const char *text, void *value, char *why,
+                         size_t whylen)
+{
+    size_t n = strlen(text);
+    char *out = value;
+    for (size_t i = 0; i < n && n == 16; i++)
+        if (!strchr("0123456789abcdefABCDEF", text[i]))
+            n = 0;
+    if (n != 16)
+        return common_errf(why, whylen, COMMON_SETTINGS_EVALUE,
+                           "'%s' is not a node id (16 hex digits, as murmur status prints)", text);
+    for (size_t i = 0; i <= n; i++)
+        out[i] = (char)(text[i] >= 'A' && text[i] <= 'F' ? text[i] - 'A' + 'a' : text[i]);
+    return 0;
+}
+
 /* Defaults, with where they come from:
  * - probe 1000 ms / timeout 500 ms / indirect 3 / suspicion 4: the SWIM
  *   paper and memberlist's LAN profile; a timeout under the interval keeps
@@ -378,6 +396,50 @@ const agent_config_option agent_config_options[] = {
      .help = "the job ends this long after the start (exit status 4); 0 = no limit"},
     {"run", "target_accuracy", F64, F(run_target_accuracy), .min = 0, .max = 1, .def = "0",
      .help = "the job ends when the test accuracy reaches this (exit status 5); 0 = never"},
+    {"faults", "enable", COMMON_OPT_BOOL, F(faults_enable), .def = "false",
+     .help = "turn fault injection on (docs/CHAOS.md); every other faults option is refused "
+             "without it"},
+    {"faults", "seed", U64, F(faults_seed), .min = 0, .max = 18446744073709551615.0, .def = "1",
+     .help = "seed of every random fault decision (the same seed repeats a run's decisions)"},
+    {"faults", "peer", COMMON_OPT_LIST,
+     COMMON_OPT_LIST_FIELD(agent_config, faults_peers, faults_peer_count),
+     .flags = NONEMPTY | COMMON_OPT_LIST_REPLACE | COMMON_OPT_LIST_UNIQUE, .check = check_node_id,
+     .def = "", .unit = "peers",
+     .help = "node id (16 hex digits) the link faults below apply to; repeat for several; none = "
+             "all peers"},
+    {"faults", "drop", F64, F(faults_drop), .min = 0, .max = 1, .def = "0",
+     .help = "probability that a frame sent is lost"},
+    {"faults", "delay_ms", U32, F(faults_delay_ms), .min = 0, .max = 60000, .def = "0",
+     .unit = "ms", .help = "added to every frame sent"},
+    {"faults", "jitter_ms", U32, F(faults_jitter_ms), .min = 0, .max = 60000, .def = "0",
+     .unit = "ms", .help = "plus a uniform random delay up to this"},
+    {"faults", "bandwidth_bps", U64, F(faults_bandwidth_bps), .min = 0, .max = 1e15, .def = "0",
+     .unit = "bit/s",
+     .help = "frames leave at most at this rate (0 = no cap; at least 8000); for all peers it "
+             "caps the agent's total egress"},
+    {"faults", "duplicate", F64, F(faults_duplicate), .min = 0, .max = 1, .def = "0",
+     .help = "probability that a frame is sent twice"},
+    {"faults", "reorder", F64, F(faults_reorder), .min = 0, .max = 1, .def = "0",
+     .help = "probability that a frame is held back up to reorder_window_ms (later frames may "
+             "overtake it)"},
+    {"faults", "reorder_window_ms", U32, F(faults_reorder_window_ms), .min = 0, .max = 60000,
+     .def = "0", .unit = "ms", .help = "how far a reordered frame is held back"},
+    {"faults", "corrupt", F64, F(faults_corrupt), .min = 0, .max = 1, .def = "0",
+     .help = "probability that one byte of a sealed frame flips (the receiver refuses it, cause "
+             "auth, and closes the link)"},
+    {"faults", "partition", COMMON_OPT_LIST,
+     COMMON_OPT_LIST_FIELD(agent_config, faults_partition, faults_partition_count),
+     .flags = NONEMPTY | COMMON_OPT_LIST_REPLACE | COMMON_OPT_LIST_UNIQUE, .check = check_node_id,
+     .def = "", .unit = "ids",
+     .help = "node id cut off both ways (no frame to it, none from it delivered); repeat for "
+             "several"},
+    {"faults", "pause_training", COMMON_OPT_BOOL, F(faults_pause_training), .def = "false",
+     .help = "the built-in trainer takes no step (membership and mixing go on)"},
+    {"faults", "slow_training", F64, F(faults_slow_training), .min = 1, .max = 1000, .def = "1",
+     .help = "the built-in trainer's steps take this many times longer"},
+    {"faults", "admin_keys_file", STR, F(faults_admin_keys_file), .flags = PATH, .def = "",
+     .help = "public keys (one per line) allowed to change faults at run time (murmur fault); "
+             "empty or a file with no key = nobody"},
 };
 #undef F
 #undef NONEMPTY
@@ -573,7 +635,36 @@ int agent_config_finish(agent_config *c, char *err, size_t errlen)
         return common_errf(err, errlen, AGENT_CONFIG_ECONFLICT,
                            "%s: %u seeds exceed limits.max_peers (%u)",
                            c->origin[option_index("seeds", "seed")], c->seed_count, c->max_peers);
-    if ((rc = must_read(c, "node", "network_key_file", c->network_key_file, err, errlen)) ||
+    const char *fault_set = c->faults_drop > 0             ? "drop"
+                            : c->faults_delay_ms           ? "delay_ms"
+                            : c->faults_jitter_ms          ? "jitter_ms"
+                            : c->faults_bandwidth_bps      ? "bandwidth_bps"
+                            : c->faults_duplicate > 0      ? "duplicate"
+                            : c->faults_reorder > 0        ? "reorder"
+                            : c->faults_reorder_window_ms  ? "reorder_window_ms"
+                            : c->faults_corrupt > 0        ? "corrupt"
+                            : c->faults_peer_count         ? "peer"
+                            : c->faults_partition_count    ? "partition"
+                            : c->faults_pause_training     ? "pause_training"
+                            : c->faults_slow_training != 1 ? "slow_training"
+                            : c->faults_admin_keys_file[0] ? "admin_keys_file"
+                                                           : NULL;
+    if (!c->faults_enable && fault_set) /* a fault, not just an option written with its default */
+        return common_errf(err, errlen, AGENT_CONFIG_ECONFLICT,
+                           "%s: faults.%s is set but faults.enable is false: fault injection "
+                           "must be turned on explicitly (faults.enable = true)",
+                           c->origin[option_index("faults", fault_set)], fault_set);
+    if (c->faults_bandwidth_bps && c->faults_bandwidth_bps < 8000)
+        return common_errf(err, errlen, AGENT_CONFIG_ERANGE,
+                           "%s: faults.bandwidth_bps %llu is below 8000 (0 = no cap)",
+                           c->origin[option_index("faults", "bandwidth_bps")],
+                           (unsigned long long)c->faults_bandwidth_bps);
+    if (c->faults_reorder > 0 && !c->faults_reorder_window_ms)
+        return common_errf(err, errlen, AGENT_CONFIG_ECONFLICT,
+                           "%s: faults.reorder needs faults.reorder_window_ms",
+                           c->origin[option_index("faults", "reorder")]);
+    if ((rc = must_read(c, "faults", "admin_keys_file", c->faults_admin_keys_file, err, errlen)) ||
+        (rc = must_read(c, "node", "network_key_file", c->network_key_file, err, errlen)) ||
         (rc = must_read(c, "node", "allow_list_file", c->allow_list_file, err, errlen)))
         return rc;
     if (strcmp(c->dataset, BUILTIN_DATASET) &&

@@ -71,6 +71,12 @@
 /* Upper bounds of the [limits] section. */
 #define AGENT_CONFIG_QUEUE_LEN_MAX (1u << 20)
 #define AGENT_CONFIG_PEERS_MAX     GOSSIP_MEMBERS_MAX
+/* [faults] (issue 20, net/faults.h): node ids are 16 hex digits; a link
+ * rule names up to 16 peers, a partition up to 64 (the injector holds more,
+ * for the runtime control). */
+#define AGENT_CONFIG_NODE_ID_SIZE    17u
+#define AGENT_CONFIG_FAULT_PEERS_MAX 16u
+#define AGENT_CONFIG_FAULT_CUT_MAX   64u
 
 _Static_assert(AGENT_CONFIG_PATH_MAX < AGENT_CONFIG_LINE_MAX, "a path must fit on one line");
 _Static_assert(AGENT_CONFIG_LINE_MAX <= AGENT_CONFIG_FILE_MAX, "a line must fit in a file");
@@ -159,6 +165,20 @@ typedef struct agent_config {
     uint64_t run_max_steps;     /* local steps */
     double run_max_seconds;     /* seconds since the agent started */
     double run_target_accuracy; /* test accuracy, 0..1 */
+    /* [faults]: fault injection (net/faults.h, docs/CHAOS.md); every other
+     * faults option is refused unless faults_enable */
+    int faults_enable;
+    uint64_t faults_seed;
+    char faults_peers[AGENT_CONFIG_FAULT_PEERS_MAX][AGENT_CONFIG_NODE_ID_SIZE]; /* "" = all */
+    uint32_t faults_peer_count;
+    double faults_drop, faults_duplicate, faults_reorder, faults_corrupt; /* probabilities */
+    uint32_t faults_delay_ms, faults_jitter_ms, faults_reorder_window_ms;
+    uint64_t faults_bandwidth_bps;
+    char faults_partition[AGENT_CONFIG_FAULT_CUT_MAX][AGENT_CONFIG_NODE_ID_SIZE];
+    uint32_t faults_partition_count;
+    int faults_pause_training;
+    double faults_slow_training;                        /* factor >= 1 */
+    char faults_admin_keys_file[AGENT_CONFIG_PATH_MAX]; /* "" = no runtime control */
 
     /* Where each option's value came from ("default", "FILE:LINE", "--set",
      * "--listen"), indexed like agent_config_options[], and its

@@ -34,6 +34,7 @@ static const agent_command commands[] = {
     {"launch", cmd_launch, "start a cluster of N agents here or over ssh, watch it, stop it"},
     {"bench", cmd_bench, "measure allreduce between N local agents over the real network path"},
     {"sim", cmd_sim, "run a discrete-event simulation scenario (docs/SIMULATOR.md)"},
+    {"fault", cmd_fault, "change the injected faults of a running agent (docs/CHAOS.md)"},
 };
 #define COMMAND_COUNT (sizeof commands / sizeof commands[0])
 

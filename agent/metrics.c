@@ -776,6 +776,14 @@ size_t agent_status_json(const agent_status *st, char *buf, size_t cap)
         common_json_u64(&j, "train_shards", st->train_shards);
         common_json_u64(&j, "shards_pending", st->shards_pending);
     }
+    if (st->faults_enabled) { /* [faults]: what murmur chaos checks */
+        common_json_u64(&j, "faults_active", st->faults_active);
+        common_json_u64(&j, "faults_applied", st->faults_applied);
+        common_json_u64(&j, "faults_removed", st->faults_removed);
+        common_json_u64(&j, "fault_frames", st->fault_frames);
+        common_json_u64(&j, "training_paused", st->training_paused);
+        common_json_number(&j, "training_slow", st->training_slow);
+    }
     common_json_end(&j);
     size_t len = 0;
     return common_json_finish(&j, &len) ? 0 : len;

@@ -217,6 +217,10 @@ typedef struct agent_status {
     char train_reason[AGENT_STATUS_TRAIN_MAX];
     uint32_t train_shards;   /* shards the trainer uses now */
     uint32_t shards_pending; /* shards it is primary for and does not hold yet */
+    /* [faults] (agent/chaos.h); in the JSON only when faults_enabled */
+    uint32_t faults_enabled, faults_active, training_paused;
+    uint64_t faults_applied, faults_removed, fault_frames;
+    double training_slow;
 } agent_status;
 
 /* Called on an NNG thread for every GET /status; fills *out, which arrives

@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "agent/chaos.h"
 #include "agent/checkpoint.h"
 #include "agent/log.h"
 #include "agent/store_file.h"
@@ -467,7 +468,9 @@ static void sync_metrics(agent_runtime *a)
     a->st.bytes_received = a->bytes_received;
     a->st.consensus_distance = a->consensus_init ? a->consensus : NAN;
     a->st.uptime_s = (double)(now - a->start_us) / 1e6;
+    agent_faults_status(a->faults, &a->st);
     pthread_mutex_unlock(&a->st_mu);
+    agent_faults_sync_metrics(a->faults);
 }
 
 static void status_fn(void *ctx, agent_status *out)
@@ -649,6 +652,11 @@ static void loop_pass(agent_runtime *a)
     uint64_t now = agent_mono_us();
     net_message msg;
     for (uint32_t k = 0; k < AGENT_RECV_BATCH && net_transport_recv(a->t, &msg) == NET_OK; k++) {
+        if (agent_fault_ctl_is(msg.data, msg.len)) { /* murmur fault (agent/chaos.h) */
+            agent_faults_on_frame(a->faults, a, msg.from, msg.data, msg.len);
+            net_message_release(&msg);
+            continue;
+        }
         int rc = gossip_node_recv_frame(a->node, msg.from, msg.data, msg.len, now);
         if (rc == GOSSIP_OK) {
             a->bytes_received += msg.len;
@@ -937,6 +945,7 @@ static void agent_runtime_destroy(agent_runtime *a)
     }
     agent_metrics_server_stop(a->srv);
     net_transport_destroy(a->t);
+    agent_faults_destroy(a->faults);
     gossip_node_destroy(a->node);
     if (a->store.ctx)
         agent_store_file_close(&a->store);
@@ -1216,7 +1225,7 @@ int agent_runtime_create(agent_runtime **out, const agent_config *cfg, uint32_t 
     }
     snprintf(a->addr, sizeof a->addr, "%s",
              strcmp(cfg->advertise, cfg->listen) ? cfg->advertise : bound);
-    if (setup_node(a, err, errlen))
+    if (setup_node(a, err, errlen) || agent_faults_create(&a->faults, a, err, errlen))
         goto fail;
     if (cfg->metrics_listen[0]) {
         char merr[256] = "";

@@ -134,6 +134,7 @@ struct murmur_agent {
     int refused; /* membership gave up: exit non-zero, no leave */
     agent_metric *refusals[3];
     uint64_t refusals_seen[3];
+    struct agent_faults *faults; /* [faults] (agent/chaos.h); NULL unless faults.enable */
 };
 
 /* One shard_store_failed line per 30 s at most (all are counted). */
