@@ -218,7 +218,7 @@ void gossip_mix_destroy(gossip_mix *m)
     for (unsigned a = 0; a < GOSSIP_MIX_ALGO_COUNT; a++)
         if (m->st[a])
             mix_rules[a]->destroy(m, m->st[a]);
-    gossip_free(env, m->ids);
+    gossip_free(env, m->ids_buf);
     gossip_free(env, m->work);
     gossip_free(env, m->orig);
     gossip_free(env, m->pending);
@@ -290,7 +290,8 @@ static int alloc_core(gossip_mix *m)
             flags |= mix_rules[a]->flags;
             stash |= mix_rules[a]->stash_types;
         }
-    int ok = (m->ids = gossip_calloc(env, m->members_max, sizeof *m->ids)) &&
+    int ok = (m->shared_views ||
+              (m->ids_buf = gossip_calloc(env, m->members_max, sizeof *m->ids_buf))) &&
              (m->work = gossip_calloc(env, dim, sizeof(float))) &&
              (m->orig = gossip_calloc(env, dim, sizeof(float))) &&
              (m->pending = gossip_calloc(env, dim, sizeof(float))) &&
@@ -337,6 +338,7 @@ int gossip_mix_create(gossip_mix **out, const gossip_env *env, const gossip_mix_
     m->cv = cv;
     m->nchunks = (uint32_t)(((uint64_t)cfg->dim + cv - 1) / cv);
     m->members_max = cfg->members_max ? cfg->members_max : GOSSIP_MIX_MEMBERS_DEFAULT;
+    m->shared_views = cfg->shared_views != 0;
     m->step_timeout =
         cfg->step_timeout_us ? cfg->step_timeout_us : GOSSIP_MIX_STEP_TIMEOUT_DEFAULT_US;
     m->state = GOSSIP_MIX_IDLE;
@@ -386,25 +388,19 @@ static void check_done(gossip_mix *m)
         m->ops->check(m, m->st[m->algo]);
 }
 
-int gossip_mix_set_view(gossip_mix *m, const gossip_view *v, gossip_time_us now)
+/* Install a checked view whose ids live at `ids` (the mixer's copy or a
+ * shared view). */
+static int install_view(gossip_mix *m, const uint64_t *ids, uint32_t n, uint64_t epoch,
+                        uint64_t vid, gossip_time_us now)
 {
-    if (!m || !v || (v->n && !v->ids))
-        return GOSSIP_EINVAL;
-    if (v->n > m->members_max)
-        return GOSSIP_ETOOBIG;
-    for (uint32_t i = 0; i < v->n; i++)
-        if (v->ids[i] == 0 || (i && v->ids[i] <= v->ids[i - 1]))
-            return GOSSIP_EINVAL;
-    if (m->has_view && v->epoch < m->epoch)
-        return GOSSIP_ESTALE;
-    int newer = !m->has_view || v->epoch > m->epoch;
-    if (v->n)
-        memcpy(m->ids, v->ids, (size_t)v->n * sizeof *m->ids);
-    m->n = v->n;
-    m->epoch = v->epoch;
-    m->view_id = view_id(v);
+    int newer = !m->has_view || epoch > m->epoch;
+    m->ids = ids;
+    m->n = n;
+    m->epoch = epoch;
+    m->view_id = vid;
     m->has_view = 1;
-    m->me = gossip_view_index(v, m->self);
+    gossip_view v = {epoch, n, ids};
+    m->me = gossip_view_index(&v, m->self);
     if (!newer)
         return GOSSIP_OK;
     for (unsigned a = 0; a < GOSSIP_MIX_ALGO_COUNT; a++)
@@ -415,10 +411,56 @@ int gossip_mix_set_view(gossip_mix *m, const gossip_view *v, gossip_time_us now)
     return GOSSIP_OK;
 }
 
+static int view_check(const gossip_view *v)
+{
+    if (!v || (v->n && !v->ids))
+        return GOSSIP_EINVAL;
+    for (uint32_t i = 0; i < v->n; i++)
+        if (v->ids[i] == 0 || (i && v->ids[i] <= v->ids[i - 1]))
+            return GOSSIP_EINVAL;
+    return GOSSIP_OK;
+}
+
+int gossip_mix_set_view(gossip_mix *m, const gossip_view *v, gossip_time_us now)
+{
+    if (!m || m->shared_views || view_check(v))
+        return GOSSIP_EINVAL;
+    if (v->n > m->members_max)
+        return GOSSIP_ETOOBIG;
+    if (m->has_view && v->epoch < m->epoch)
+        return GOSSIP_ESTALE;
+    if (v->n)
+        memcpy(m->ids_buf, v->ids, (size_t)v->n * sizeof *m->ids_buf);
+    return install_view(m, m->ids_buf, v->n, v->epoch, view_id(v), now);
+}
+
+int gossip_mix_view_prepare(gossip_mix_shared_view *sv, const gossip_view *v)
+{
+    if (!sv || view_check(v))
+        return GOSSIP_EINVAL;
+    if (v->n > GOSSIP_MIX_SHARED_MEMBERS_MAX)
+        return GOSSIP_ETOOBIG;
+    sv->v = *v;
+    sv->view_id = view_id(v);
+    return GOSSIP_OK;
+}
+
+int gossip_mix_set_view_shared(gossip_mix *m, const gossip_mix_shared_view *sv, gossip_time_us now)
+{
+    if (!m || !m->shared_views || !sv || (sv->v.n && !sv->v.ids))
+        return GOSSIP_EINVAL;
+    if (sv->v.n > GOSSIP_MEMBERS_MAX && m->topo != GOSSIP_TOPO_RANDOM)
+        return GOSSIP_ETOOBIG;
+    if (m->has_view && sv->v.epoch < m->epoch)
+        return GOSSIP_ESTALE;
+    return install_view(m, sv->v.ids, sv->v.n, sv->v.epoch, sv->view_id, now);
+}
+
 int gossip_mix_set_algo(gossip_mix *m, gossip_mix_algo a, gossip_topology t, unsigned bits)
 {
     if (!m || m->state != GOSSIP_MIX_IDLE || (unsigned)a >= GOSSIP_MIX_ALGO_COUNT ||
-        !(m->algos & (1u << a)) || !gossip_mix_combination_valid(a, t))
+        !(m->algos & (1u << a)) || !gossip_mix_combination_valid(a, t) ||
+        (m->n > GOSSIP_MEMBERS_MAX && t != GOSSIP_TOPO_RANDOM))
         return GOSSIP_EINVAL;
     bits = bits ? bits : 32;
     if (!gossip_codec_bits_valid(bits))

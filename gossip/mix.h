@@ -133,6 +133,8 @@ typedef struct gossip_mix_config {
     float choco_gamma;              /* CHOCO consensus step in (0, 1]; 0 = 0.5 */
     float choco_scale;              /* CHOCO quantizer scale in (0, 1]; 0 = automatic */
     gossip_time_us step_timeout_us; /* per-step deadline; 0 = default */
+    int shared_views;               /* 1: views come only from gossip_mix_set_view_shared
+                                       (no copy buffer; members_max unused) */
 } gossip_mix_config;
 
 typedef struct gossip_mix_stats {
@@ -182,6 +184,27 @@ void gossip_mix_destroy(gossip_mix *m);
  * GOSSIP_ETOOBIG (n > members_max) or GOSSIP_EINVAL (ids not strictly
  * ascending, or an id 0). */
 int gossip_mix_set_view(gossip_mix *m, const gossip_view *v, gossip_time_us now);
+
+/* Views shared by many mixers of one process (the simulator at 10^6
+ * agents, where a copy per mixer would be N^2): a view is checked and
+ * hashed once by gossip_mix_view_prepare, then installed on each mixer
+ * created with shared_views = 1 by pointer (gossip_mix_set_view_shared:
+ * no copy, O(log n)). The caller keeps the gossip_mix_shared_view and its
+ * ids alive and unchanged until every mixer holding it has another view or
+ * is destroyed. Up to GOSSIP_MIX_SHARED_MEMBERS_MAX members; beyond
+ * GOSSIP_MEMBERS_MAX only the random topology (the static graphs' degree
+ * bound). prepare returns GOSSIP_OK, GOSSIP_EINVAL (ids not strictly
+ * ascending, an id 0) or GOSSIP_ETOOBIG; set_view_shared returns
+ * GOSSIP_OK, GOSSIP_EINVAL (the mixer copies views), GOSSIP_ESTALE (older
+ * epoch; ignored) or GOSSIP_ETOOBIG (more than GOSSIP_MEMBERS_MAX members
+ * with a static topology). set_view on a shared-view mixer is EINVAL. */
+#define GOSSIP_MIX_SHARED_MEMBERS_MAX (1u << 24)
+typedef struct gossip_mix_shared_view {
+    gossip_view v;
+    uint64_t view_id; /* hash of the members (what frames carry) */
+} gossip_mix_shared_view;
+int gossip_mix_view_prepare(gossip_mix_shared_view *sv, const gossip_view *v);
+int gossip_mix_set_view_shared(gossip_mix *m, const gossip_mix_shared_view *sv, gossip_time_us now);
 
 /* Switch algorithm, topology and codec bits between rounds (state IDLE).
  * The new algorithm starts from fresh state (push-sum weights, CHOCO copies).

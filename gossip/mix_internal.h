@@ -155,7 +155,9 @@ struct gossip_mix {
     void *st[GOSSIP_MIX_ALGO_COUNT]; /* each enabled rule's state */
 
     /* view */
-    uint64_t *ids;
+    const uint64_t *ids; /* ids_buf, or a shared view's (gossip_mix_set_view_shared) */
+    uint64_t *ids_buf;   /* copied views (members_max); NULL with shared_views */
+    int shared_views;
     uint32_t n, me;
     uint64_t epoch;   /* the installed view's epoch (local order of views) */
     uint64_t view_id; /* hash of the view's members: what frames carry */
