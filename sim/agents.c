@@ -1,8 +1,11 @@
 /* sim/agents — an agent's protocol object on the engine (see sim/runner.h):
  * a gossip_mix under the membership oracle, a whole gossip_node (SWIM, its
  * own views, state transfer) under membership.mode = swim. Start, crash,
- * restart and join; the oracle's views; mixing rounds begun after local
- * steps and taken when they end. */
+ * restart and join; the oracle's views; mixing rounds on the agent's own
+ * schedule (gossip/sched, as agent/api.c and agent/runtime.c call it):
+ * due every mixing.interval_steps local steps, the vector copied after the
+ * step that made it due, training going on while it runs, the result
+ * applied at the next step as params += mixed - sent. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -73,14 +76,16 @@ uint64_t sim_agents_step_us(runner *r, uint32_t i)
     return sim_compute_step_us(r->comp, i);
 }
 
-/* Agent i's mixing round ended: take the result, go back to training. */
+/* Agent i's mixing round ended: its result goes to the schedule, which
+ * applies it at the agent's next step (agent/runtime.c mixing_finish). A
+ * blocking agent (mixing.overlap = false) applies it now and trains on. */
 void sim_agents_check_done(runner *r, uint32_t i)
 {
     sim_agent_state *g = &r->a[i];
     if (!g->mixing || !g->mix || gossip_mix_get_state(g->mix) != GOSSIP_MIX_DONE)
         return;
     int outcome = GOSSIP_OK;
-    if (gossip_mix_take(g->mix, g->x, &outcome) != GOSSIP_OK)
+    if (gossip_mix_take(g->mix, r->mix_out, &outcome) != GOSSIP_OK)
         return;
     g->mixing = 0;
     double dt = (double)(sim_runner_now(r) - g->mix_start) / 1e6;
@@ -94,36 +99,79 @@ void sim_agents_check_done(runner *r, uint32_t i)
         g->aborted++;
         r->tally.mix_aborted++;
     }
+    (void)gossip_sched_deliver(g->sched, r->mix_out, outcome);
+    if (r->sc->mixing.overlap)
+        return;
+    gossip_sched_before_step(g->sched, g->x);
     if (r->timed)
         schedule(r, sim_runner_now(r) + sim_agents_step_us(r, i), SIM_EV_STEP, i, 0, inc(r, i),
                  NULL);
 }
 
-/* Begin a mixing round on agent i. Returns 1 if it started. */
-int sim_agents_mix_begin(runner *r, uint32_t i)
+/* The schedule's outgoing vector to the mixer (agent/runtime.c on_mixing):
+ * a round starts, or, when none can run (alone, or no agreed model yet
+ * under SWIM), the vector goes back as it is. Returns 1 if a round started. */
+static int round_start(runner *r, uint32_t i)
 {
     sim_agent_state *g = &r->a[i];
-    if (r->n < 2 || (r->swim && !g->ready) ||
-        gossip_mix_start(g->mix, g->x, sim_runner_now(r)) != GOSSIP_OK)
+    const float *x = gossip_sched_outgoing(g->sched);
+    if (!x)
         return 0;
-    g->mixing = 1;
-    g->mix_start = sim_runner_now(r);
-    drain(r, i);
-    sim_agents_check_done(r, i);
-    return 1;
+    if (r->n >= 2 && (!r->swim || g->ready) && !g->mixing &&
+        gossip_mix_start(g->mix, x, sim_runner_now(r)) == GOSSIP_OK) {
+        g->mixing = 1;
+        g->mix_start = sim_runner_now(r);
+        drain(r, i);
+        sim_agents_check_done(r, i);
+        return 1;
+    }
+    (void)gossip_sched_deliver(g->sched, x, GOSSIP_EINVAL);
+    return 0;
+}
+
+int sim_agents_host_step(runner *r, uint32_t i)
+{
+    sim_agent_state *g = &r->a[i];
+    gossip_sched_before_step(g->sched, g->x);
+    if (!gossip_sched_after_step(g->sched, g->x, r->scfg.batch, 0))
+        return 0;
+    return round_start(r, i);
+}
+
+/* Agent i's schedule (a new process starts a new one). */
+static int agent_sched_create(runner *r, uint32_t i)
+{
+    sim_agent_state *g = &r->a[i];
+    gossip_sched_destroy(g->sched);
+    g->sched = NULL;
+    int rc = gossip_sched_create(&g->sched, sim_engine_env(r->e, i), &r->scfg);
+    if (rc)
+        return sim_runner_fail(r, rc == GOSSIP_ENOMEM ? SIM_RUN_ENOMEM : SIM_RUN_EINVAL,
+                               "schedule: %s", gossip_strerror(rc));
+    return 0;
 }
 
 void sim_agents_view_change(runner *r)
 {
     r->epoch++;
-    uint32_t live = 0;
-    for (uint32_t i = 0; i < r->n; i++)
-        if (sim_runner_alive(r, i))
-            r->ids[live++] = (uint64_t)i + 1;
-    gossip_view v = {.epoch = r->epoch, .n = live, .ids = r->ids};
-    for (uint32_t i = 0; i < r->n && !r->swim; i++)
-        if (sim_runner_alive(r, i) && r->a[i].mix)
-            (void)gossip_mix_set_view(r->a[i].mix, &v, sim_runner_now(r));
+    if (!r->swim) {
+        /* One shared view for every mixer; the other buffer held the last. */
+        r->vcur ^= 1;
+        uint64_t *ids = r->vids[r->vcur];
+        uint32_t live = 0;
+        for (uint32_t i = 0; i < r->n; i++)
+            if (sim_runner_alive(r, i))
+                ids[live++] = (uint64_t)i + 1;
+        gossip_view v = {.epoch = r->epoch, .n = live, .ids = ids};
+        gossip_mix_shared_view *sv = &r->views[r->vcur];
+        if (gossip_mix_view_prepare(sv, &v) != GOSSIP_OK) {
+            sim_runner_fail(r, SIM_RUN_EINVAL, "view of %u agents refused", live);
+            return;
+        }
+        for (uint32_t i = 0; i < r->n; i++)
+            if (sim_runner_alive(r, i) && r->a[i].mix)
+                (void)gossip_mix_set_view_shared(r->a[i].mix, sv, sim_runner_now(r));
+    }
     for (uint32_t i = 0; i < r->n && !r->failed; i++)
         if (sim_runner_alive(r, i) && r->a[i].mix) {
             drain(r, i);
@@ -202,8 +250,10 @@ void sim_agents_destroy(runner *r, uint32_t i)
         gossip_node_destroy(g->node);
     else if (g->mix)
         gossip_mix_destroy(g->mix);
+    gossip_sched_destroy(g->sched);
     g->node = NULL;
     g->mix = NULL;
+    g->sched = NULL;
     g->ready = 0;
 }
 
@@ -223,7 +273,7 @@ static int agent_mix_create(runner *r, uint32_t i)
 /* Create agent i's protocol object and put it on the engine, up (setup). */
 int sim_agents_start(runner *r, uint32_t i)
 {
-    if (agent_mix_create(r, i))
+    if (agent_mix_create(r, i) || agent_sched_create(r, i))
         return r->failed;
     agent_attach(r, i);
     sim_engine_up(r->e, i);
@@ -238,7 +288,8 @@ void sim_agents_up(runner *r, uint32_t i, int restart)
     if (sim_runner_alive(r, i))
         return;
     sim_agents_destroy(r, i);
-    if (r->swim ? agent_node_create(r, i, 1) : agent_mix_create(r, i))
+    if ((r->swim ? agent_node_create(r, i, 1) : agent_mix_create(r, i)) ||
+        agent_sched_create(r, i))
         return;
     agent_attach(r, i);
     if (r->swim && r->chk.seen_epoch) /* a new process numbers its views from 1 */

@@ -32,8 +32,8 @@
 
 #include <stdint.h>
 
-/* Most agents (as SIM_NET_AGENTS_MAX). */
-#define SIM_COMPUTE_AGENTS_MAX 65536u
+/* Most agents (as SIM_ENGINE_AGENTS_MAX). */
+#define SIM_COMPUTE_AGENTS_MAX (1u << 24)
 /* Longest step accepted, ms (one hour; a larger value is a typo). */
 #define SIM_COMPUTE_STEP_MS_MAX 3600000.0
 /* Largest slowdown factor (a straggler 10^6 times slower is a crash). */

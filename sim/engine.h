@@ -66,7 +66,8 @@
 #include "sim/evq.h"
 #include "sim/netmodel.h"
 
-#define SIM_ENGINE_AGENTS_MAX SIM_NET_AGENTS_MAX
+/* Rounds mode; timed mode also stops at the network's SIM_NET_AGENTS_MAX. */
+#define SIM_ENGINE_AGENTS_MAX (1u << 24)
 /* Default bound of queued events (host events, deliveries, ticks). */
 #define SIM_ENGINE_EVENTS_DEFAULT ((size_t)1 << 26)
 /* Event kinds below this are the engine's; the host uses the others. */

@@ -70,8 +70,8 @@
 /* Most fault events in one list: at 10^4 agents, one crash-restart per
  * agent every 10 s for an hour is 7.2 * 10^6; bound at 2^23. */
 #define SIM_FAULTS_EVENTS_MAX (1u << 23)
-/* Most agents (as SIM_NET_AGENTS_MAX). */
-#define SIM_FAULTS_AGENTS_MAX 65536u
+/* Most agents (as SIM_ENGINE_AGENTS_MAX). */
+#define SIM_FAULTS_AGENTS_MAX (1u << 24)
 
 _Static_assert(SIM_FAULT_GROUPS_MAX <= SIM_FAULT_ITEMS_MAX, "a group needs an item");
 

@@ -124,7 +124,8 @@ static void hook_event(void *ctx, const sim_event *ev)
             break;
         }
         sim_models_step(r, ev->agent);
-        if (g->steps % r->sc->mixing.interval_steps != 0 || !sim_agents_mix_begin(r, ev->agent))
+        /* A blocking agent trains on when its round ends (check_done). */
+        if (sim_agents_host_step(r, ev->agent) == 0 || r->sc->mixing.overlap)
             schedule(r, sim_runner_now(r) + sim_agents_step_us(r, ev->agent), SIM_EV_STEP,
                      ev->agent, 0, ev->b, NULL);
         break;
@@ -202,23 +203,25 @@ static uint64_t run_rounds(runner *r)
         }
         deliver_pending(r); /* frames caused by view changes */
         collect_done(r);
+        /* Every live agent takes interval_steps local steps (a blocking
+         * one only when its last round has ended); its schedule starts a
+         * round after the step that makes one due. */
         uint64_t longest = 0;
         for (uint32_t i = 0; i < r->n && !r->failed; i++) {
             sim_agent_state *g = &r->a[i];
-            if (!sim_runner_alive(r, i) || g->mixing || (r->swim && !g->ready))
+            if (!sim_runner_alive(r, i) || (g->mixing && !r->sc->mixing.overlap) ||
+                (r->swim && !g->ready))
                 continue;
             uint64_t t = 0;
-            for (uint32_t k = 0; k < r->sc->mixing.interval_steps; k++) {
+            for (uint32_t k = 0; k < r->sc->mixing.interval_steps && !r->failed; k++) {
                 t += sim_agents_step_us(r, i);
                 sim_models_step(r, i);
                 sim_engine_count(r->e, 1);
+                sim_agents_host_step(r, i);
             }
             if (t > longest)
                 longest = t;
         }
-        for (uint32_t i = 0; i < r->n && !r->failed; i++)
-            if (sim_runner_alive(r, i) && !r->a[i].mixing)
-                sim_agents_mix_begin(r, i);
         deliver_pending(r);
         if (longest) {
             sim_engine_set_now(r->e, sim_runner_now(r) + longest);
@@ -287,10 +290,16 @@ static int setup(runner *r)
         return sim_runner_fail(r, SIM_RUN_EINVAL,
                                "mixing.algorithm = ps: the parameter server is not simulated yet "
                                "(use allreduce, gossip, push-sum, dpsgd or choco)");
-    if (r->n > GOSSIP_MEMBERS_MAX)
+    /* Under the oracle the mixers share one view (any size with random
+     * peers); a static graph or a node's own views stop at the core's bound. */
+    if (r->n > GOSSIP_MEMBERS_MAX &&
+        (r->swim || sc->mixing.topology != GOSSIP_TOPO_RANDOM ||
+         sc->mixing.algorithm == SIM_MIX_ALLREDUCE))
         return sim_runner_fail(r, SIM_RUN_EINVAL,
-                               "run.agents = %u: the mixer supports at most %u members", r->n,
-                               GOSSIP_MEMBERS_MAX);
+                               "run.agents = %u: above %u agents the simulator runs only "
+                               "mixing.topology = random without allreduce, under "
+                               "membership.mode = oracle",
+                               r->n, GOSSIP_MEMBERS_MAX);
     if (sc->shards.replication > GOSSIP_PLACEMENT_R_MAX)
         return sim_runner_fail(r, SIM_RUN_EINVAL,
                                "shards.replication = %u: placement supports at most %u",
@@ -349,7 +358,9 @@ static int setup(runner *r)
                                sim_net_strerror(SIM_NET_EINVAL));
     r->a = calloc(r->n, sizeof *r->a);
     r->ids = calloc(r->n, sizeof *r->ids);
-    if (!r->a || !r->ids)
+    r->vids[0] = calloc(r->n, sizeof *r->vids[0]);
+    r->vids[1] = calloc(r->n, sizeof *r->vids[1]);
+    if (!r->a || !r->ids || !r->vids[0] || !r->vids[1])
         return sim_runner_fail(r, SIM_RUN_ENOMEM, "out of memory (agents)");
     for (uint32_t i = 0; i < r->n; i++) {
         sim_agent_state *g = &r->a[i];
@@ -365,12 +376,24 @@ static int setup(runner *r)
         .algo = (gossip_mix_algo)sc->mixing.algorithm,
         .topology = (gossip_topology)sc->mixing.topology,
         .bits = sc->mixing.bits,
-        .members_max = r->n,
+        .members_max = r->swim ? r->n : 0,
+        .shared_views = !r->swim,
         .sync_window = gossip_topology_is_static((gossip_topology)sc->mixing.topology) &&
                                sc->mixing.topology != GOSSIP_TOPO_EXPONENTIAL
                            ? 0
                            : 4,
     };
+    r->scfg = (gossip_sched_config){
+        .dim = r->dim,
+        .interval_steps = sc->mixing.interval_steps,
+        .batch = sc->model.batch,
+        .kind = MODEL_LR_CONSTANT,
+        .base_lr = (float)sc->model.lr,
+        .unit = GOSSIP_SCHED_UNIT_STEPS,
+    };
+    r->mix_out = malloc((size_t)r->dim * sizeof *r->mix_out);
+    if (!r->mix_out)
+        return sim_runner_fail(r, SIM_RUN_ENOMEM, "out of memory (agents)");
     if (r->dim > GOSSIP_CODEC_DIM_MAX)
         return sim_runner_fail(r, SIM_RUN_EINVAL,
                                "model has %u parameters; the mixer supports at most %u", r->dim,
@@ -415,6 +438,9 @@ static void teardown(runner *r)
     sim_engine_destroy(r->e);
     free(r->a);
     free(r->ids);
+    free(r->vids[0]);
+    free(r->vids[1]);
+    free(r->mix_out);
     free(r->group);
     sim_shardsim_free(r);
     sim_checks_free(r);

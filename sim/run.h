@@ -10,16 +10,27 @@
  *
  * Modes (run.mode):
  *   rounds  synchronous rounds. Each round every live agent runs
- *           mixing.interval_steps local steps and starts a mixing step; the
+ *           mixing.interval_steps local steps, and its schedule starts a
+ *           mixing round when one is due (see "Schedule" below); the
  *           frames of the round, and every frame they cause, are delivered
  *           one at a time in an order drawn from the seed (FIFO per link),
  *           as in PeerSim's cycle-driven engine. A round lasts as long as
  *           the slowest live agent's steps (compute model); latency and
  *           bandwidth do not apply, loss and partitions do.
- *   timed   continuous time. An agent alternates local steps (duration
- *           from the compute model) and mixing steps; every frame travels
+ *   timed   continuous time. An agent takes local steps back to back
+ *           (duration from the compute model) while its mixing rounds run
+ *           (see "Schedule"); every frame travels
  *           through the network model (latency, max-min shared bandwidth,
  *           loss, partitions); timers fire at the mixers' deadlines.
+ *
+ * Schedule: every agent runs gossip/sched exactly as murmur agent does
+ * (agent/api.c murmur_mix after each local step, agent/runtime.c
+ * on_mixing and mixing_finish): a round is due mixing.interval_steps steps
+ * after the last one once the last result was applied; it mixes a copy of
+ * the parameters taken right after the step that made it due; training
+ * goes on meanwhile; at the first step after the round ends the parameters
+ * get += mixed - sent. mixing.overlap = false makes the agent wait for its
+ * round instead (a blocking trainer; murmur agent never does).
  *
  * Membership (membership.mode):
  *   oracle  every crash, restart or join installs a new view (epoch + 1,

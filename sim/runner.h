@@ -31,6 +31,7 @@
 #include "gossip/mix.h"
 #include "gossip/node.h"
 #include "gossip/placement.h"
+#include "gossip/sched.h"
 #include "model/data.h"
 #include "model/net.h"
 #include "model/optim.h"
@@ -53,7 +54,8 @@ enum { SIM_EV_STEP = SIM_EV_USER, SIM_EV_FAULT, SIM_EV_SAMPLE };
 
 /* One agent, besides its engine slot. */
 typedef struct sim_agent_state {
-    gossip_mix *mix; /* its mixer (under SWIM: its node's) */
+    gossip_mix *mix;     /* its mixer (under SWIM: its node's) */
+    gossip_sched *sched; /* its training/mixing schedule, as the agent's (gossip/sched) */
     float *x;        /* the model vector (for networks: the net's parameters) */
     model_rng *rng;  /* the engine's stream of this agent */
     uint8_t present, mixing;
@@ -151,11 +153,19 @@ struct runner {
     sim_fault_list faults;
     size_t next_fault; /* rounds mode */
     gossip_mix_config mcfg;
+    gossip_sched_config scfg;
+    float *mix_out; /* dim: a finished round's vector on its way to the schedule */
     model_rng state, mrng;
     gossip_env renv; /* the runner's env (placement scratch) */
     gossip_time_us end_us;
     uint64_t epoch;  /* oracle view epoch */
     uint64_t *ids;   /* scratch: live ids */
+    /* Oracle: the current view, shared by every mixer (gossip_mix_set_view_shared:
+     * one copy for the run, not one per agent); two buffers, the previous view
+     * stays valid while the new one is installed. */
+    uint64_t *vids[2];
+    gossip_mix_shared_view views[2];
+    int vcur;
     uint32_t *group; /* partition groups, NULL = none */
     double *matrix;  /* latency matrix until the engine copied it */
     sim_models m;
@@ -203,8 +213,12 @@ void sim_agents_up(runner *r, uint32_t i, int restart);
 void sim_agents_down(runner *r, uint32_t i);
 /* Oracle: install the view of the live agents on every live mixer. */
 void sim_agents_view_change(runner *r);
-/* Begin a mixing round on agent i; 1 if it started. */
-int sim_agents_mix_begin(runner *r, uint32_t i);
+/* What murmur_mix does after the trainer's local step (agent/api.c), on
+ * agent i: the schedule applies a finished round (params += mixed - sent),
+ * counts the step and, when a round is due, hands its vector to the mixer
+ * (what the agent's event loop does, agent/runtime.c on_mixing). Returns 1
+ * if a round started. */
+int sim_agents_host_step(runner *r, uint32_t i);
 /* Take agent i's mixing result if its round ended. */
 void sim_agents_check_done(runner *r, uint32_t i);
 void sim_agents_hook_prepare(void *ctx, uint32_t i);

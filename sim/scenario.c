@@ -136,6 +136,10 @@ static const common_option scenario_options[] = {
      .help = "quantization bits per value: 1, 2, 4, 8, 16 or 32"},
     {"mixing", "interval_steps", U32, F(mixing.interval_steps), .min = 1, .max = 1e6, .def = "1",
      .help = "local steps between two mixing steps"},
+    {"mixing", "overlap", BOOL, F(mixing.overlap), .def = "true",
+     .help = "true: local steps go on while a round is in flight and its result is applied as "
+             "mixed - sent (what murmur agent does, gossip/sched); false: the agent waits for "
+             "its round (a blocking trainer, for comparison)"},
     {"membership", "mode", ENUM, F(membership.mode), .names = MEMBERSHIP_MODES, .def = "oracle",
      .help =
          "oracle: views change on every agent at once; swim: real SWIM membership (gossip/node)"},
@@ -439,6 +443,14 @@ int sim_scenario_check(const sim_scenario *sc, char *err, size_t errlen)
                     "needs a graph (not random), choco a static one (ring, torus, exponential)",
                     a, origin_of(sc, "mixing.algorithm"), t, origin_of(sc, "mixing.topology"));
         return SIM_SCENARIO_EVALUE;
+    }
+    if (sc->run.mode == SIM_RUN_TIMED && sc->run.agents > SIM_SCENARIO_TIMED_AGENTS_MAX) {
+        common_errf(err, errlen, 0,
+                    "run.agents = %u (%s): mode timed runs at most %u agents (the network "
+                    "model); mode rounds runs up to %u",
+                    sc->run.agents, origin_of(sc, "run.agents"), SIM_SCENARIO_TIMED_AGENTS_MAX,
+                    SIM_SCENARIO_AGENTS_MAX);
+        return SIM_SCENARIO_ERANGE;
     }
     if (sc->run.mode == SIM_RUN_TIMED && !(sc->run.duration_s > 0)) {
         common_errf(err, errlen, 0, "run.duration_s = 0 (%s): mode timed needs a duration",

@@ -66,8 +66,11 @@
 #define SIM_SWEEP_VALUES_MAX 64u
 #define SIM_SWEEP_VALUE_MAX  64u
 #define SIM_SWEEP_RUNS_MAX   100000u
-/* Most agents in a scenario (the network and compute models' maximum). */
-#define SIM_SCENARIO_AGENTS_MAX SIM_NET_AGENTS_MAX
+/* Most agents in a scenario: 2^24 in rounds mode (the mixers share one
+ * view; docs/SIMULATOR.md, "Scale"), the network model's maximum in timed
+ * mode. */
+#define SIM_SCENARIO_AGENTS_MAX       (1u << 24)
+#define SIM_SCENARIO_TIMED_AGENTS_MAX SIM_NET_AGENTS_MAX
 
 _Static_assert(SIM_SCENARIO_LINE_MAX > SIM_FAULT_LINE_MAX + 16, "a fault line fits a file line");
 _Static_assert(SIM_SCENARIO_STR_MAX < SIM_SCENARIO_LINE_MAX, "a string fits a line");
@@ -137,6 +140,7 @@ typedef struct sim_scenario {
         gossip_topology topology; /* names: gossip_topology_names */
         uint32_t bits;
         uint32_t interval_steps;
+        int overlap; /* steps go on during a round (the agent's schedule) */
     } mixing;
     struct {
         sim_membership_mode mode;

@@ -99,7 +99,9 @@ uint32_t sim_shardsim_under_replicated(const runner *r)
 
 void sim_shardsim_update(runner *r)
 {
-    if (!r->sh.nshards)
+    /* gossip/placement places over views of at most GOSSIP_MEMBERS_MAX
+     * members: a larger run places no shards (docs/SIMULATOR.md, scale). */
+    if (!r->sh.nshards || r->n > GOSSIP_MEMBERS_MAX)
         return;
     uint32_t live = 0;
     for (uint32_t i = 0; i < r->n; i++)

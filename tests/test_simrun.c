@@ -315,15 +315,25 @@ static void training_makes_progress(void **state)
     run_ok(sc, &last);
     assert_true(last.final_accuracy > 0.5);
     assert_true(last.final_loss < 2.0);
-    /* a step (10 ms) then an allreduce of 2 (N - 1) = 6 hops of 1 ms: 16 ms per
-     * step, 125 steps per agent in 2 s */
+    /* The agent's schedule: steps go on while the allreduce (2 (N - 1) = 6
+     * hops of 1 ms) runs, so each agent takes one step per 10 ms: 200 in 2 s. */
+    assert_true(last.steps_total >= 4 * 199 && last.steps_total <= 4 * 200);
+    assert_true(extra(&last, "mix_rounds_completed") > 4 * 100);
+    /* A blocking trainer: a step (10 ms) then its allreduce: 16 ms per step,
+     * 125 steps per agent in 2 s. */
+    set(sc, "mixing.overlap=false");
+    run_ok(sc, &last);
+    assert_true(last.final_accuracy > 0.5);
     assert_true(last.steps_total >= 4 * 120 && last.steps_total <= 4 * 126);
     free(sc);
 }
 
-/* One agent 10 times slower among 8, no communication cost: synchronous
- * allreduce runs at the straggler's pace, asynchronous gossip does not.
- * Throughput ratio (s (N - 1) + 1) / N = 8.875. */
+/* One agent 10 times slower among 8, no communication cost. A blocking
+ * trainer (mixing.overlap = false): synchronous allreduce runs at the
+ * straggler's pace, asynchronous gossip does not; throughput ratio
+ * (s (N - 1) + 1) / N = 8.875. The agent's schedule: every agent trains at
+ * its own pace under both, 7 / 10 ms + 1 / 100 ms = 710 steps/s; the
+ * allreduce rounds follow the straggler (one per 100 ms). */
 static void stragglers_ratio(void **state)
 {
     (void)state;
@@ -331,6 +341,7 @@ static void stragglers_ratio(void **state)
                                 "[model]\nkind = consensus\ndim = 8\n"
                                 "[network]\nlatency_ms = 0\n"
                                 "[compute]\nstep_ms = 10\nstragglers = 0.125\nslowdown = 10\n");
+    set(sc, "mixing.overlap=false");
     set(sc, "mixing.algorithm=allreduce");
     sim_summary ar, go;
     run_ok(sc, &ar);
@@ -338,6 +349,46 @@ static void stragglers_ratio(void **state)
     run_ok(sc, &go);
     double ratio = (double)go.steps_total / (double)ar.steps_total;
     assert_true(fabs(ratio / 8.875 - 1) < 0.02);
+    set(sc, "mixing.overlap=true");
+    run_ok(sc, &go);
+    set(sc, "mixing.algorithm=allreduce");
+    run_ok(sc, &ar);
+    double want = 20 * (7 / 0.01 + 1 / 0.1);
+    assert_true(fabs(go.steps_total / want - 1) < 0.01);
+    assert_true(fabs(ar.steps_total / want - 1) < 0.01);
+    double rounds = extra(&ar, "mix_rounds_completed") / 8;
+    assert_true(rounds > 190 && rounds <= 200);
+    free(sc);
+}
+
+/* The agent's schedule (gossip/sched): with rounds four times longer than
+ * a step, an agent takes every step the compute model allows, a round
+ * starts at the first step after the last result was applied (so about one
+ * per 40 ms round trip plus a step), and the results still bring the
+ * agents together: the local steps taken meanwhile are kept (mixed - sent). */
+static void steps_overlap_rounds(void **state)
+{
+    (void)state;
+    sim_scenario *sc = scenario("[run]\nagents = 8\nmode = timed\nduration_s = 0.02\n"
+                                "[model]\nkind = quadratic\ndim = 16\nlr = 0.05\n"
+                                "[network]\nlatency_ms = 23\n"
+                                "[compute]\nstep_ms = 10\nstraggler_model = none\n");
+    sim_summary first, s;
+    run_ok(sc, &first);
+    set(sc, "run.duration_s=4");
+    run_ok(sc, &s);
+    assert_true(s.steps_total >= 8 * 399 && s.steps_total <= 8 * 400);
+    /* a round trip of 46 ms, then the next step at a multiple of 10 ms */
+    double rounds = extra(&s, "mix_rounds_completed") / 8;
+    print_message("rounds per agent in 4 s: %.1f (steps 400), loss %.4g -> %.4g\n", rounds,
+                  first.final_loss, s.final_loss);
+    assert_true(rounds > 4 / 0.06 && rounds <= 4 / 0.05);
+    assert_true(s.final_loss < 0.1 * first.final_loss);
+    /* blocking: one round per step and 50 ms per step */
+    set(sc, "mixing.overlap=false");
+    sim_summary b;
+    run_ok(sc, &b);
+    assert_true(b.steps_total <= 8 * 81);
     free(sc);
 }
 
@@ -424,6 +475,8 @@ static void bad_scenarios_rejected(void **state)
     assert_non_null(strstr(err, "ps"));
     sim_scenario_defaults(sc);
     set(sc, "run.agents=20000");
+    set(sc, "mixing.algorithm=dpsgd");
+    set(sc, "mixing.topology=ring");
     assert_int_equal(sim_run(sc, &o, &s, err, sizeof err), SIM_RUN_EINVAL);
     assert_non_null(strstr(err, "run.agents"));
     sim_scenario_defaults(sc);
@@ -446,6 +499,7 @@ int main(void)
         cmocka_unit_test(swim_membership),
         cmocka_unit_test(training_makes_progress),
         cmocka_unit_test(stragglers_ratio),
+        cmocka_unit_test(steps_overlap_rounds),
         cmocka_unit_test(writes_files),
         cmocka_unit_test(bad_scenarios_rejected),
     };
