@@ -288,8 +288,7 @@ void sim_agents_up(runner *r, uint32_t i, int restart)
     if (sim_runner_alive(r, i))
         return;
     sim_agents_destroy(r, i);
-    if ((r->swim ? agent_node_create(r, i, 1) : agent_mix_create(r, i)) ||
-        agent_sched_create(r, i))
+    if ((r->swim ? agent_node_create(r, i, 1) : agent_mix_create(r, i)) || agent_sched_create(r, i))
         return;
     agent_attach(r, i);
     if (r->swim && r->chk.seen_epoch) /* a new process numbers its views from 1 */

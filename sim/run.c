@@ -292,9 +292,8 @@ static int setup(runner *r)
                                "(use allreduce, gossip, push-sum, dpsgd or choco)");
     /* Under the oracle the mixers share one view (any size with random
      * peers); a static graph or a node's own views stop at the core's bound. */
-    if (r->n > GOSSIP_MEMBERS_MAX &&
-        (r->swim || sc->mixing.topology != GOSSIP_TOPO_RANDOM ||
-         sc->mixing.algorithm == SIM_MIX_ALLREDUCE))
+    if (r->n > GOSSIP_MEMBERS_MAX && (r->swim || sc->mixing.topology != GOSSIP_TOPO_RANDOM ||
+                                      sc->mixing.algorithm == SIM_MIX_ALLREDUCE))
         return sim_runner_fail(r, SIM_RUN_EINVAL,
                                "run.agents = %u: above %u agents the simulator runs only "
                                "mixing.topology = random without allreduce, under "

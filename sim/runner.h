@@ -56,8 +56,8 @@ enum { SIM_EV_STEP = SIM_EV_USER, SIM_EV_FAULT, SIM_EV_SAMPLE };
 typedef struct sim_agent_state {
     gossip_mix *mix;     /* its mixer (under SWIM: its node's) */
     gossip_sched *sched; /* its training/mixing schedule, as the agent's (gossip/sched) */
-    float *x;        /* the model vector (for networks: the net's parameters) */
-    model_rng *rng;  /* the engine's stream of this agent */
+    float *x;            /* the model vector (for networks: the net's parameters) */
+    model_rng *rng;      /* the engine's stream of this agent */
     uint8_t present, mixing;
     gossip_time_us mix_start;
     uint64_t steps, mixes, aborted;
@@ -158,8 +158,8 @@ struct runner {
     model_rng state, mrng;
     gossip_env renv; /* the runner's env (placement scratch) */
     gossip_time_us end_us;
-    uint64_t epoch;  /* oracle view epoch */
-    uint64_t *ids;   /* scratch: live ids */
+    uint64_t epoch; /* oracle view epoch */
+    uint64_t *ids;  /* scratch: live ids */
     /* Oracle: the current view, shared by every mixer (gossip_mix_set_view_shared:
      * one copy for the run, not one per agent); two buffers, the previous view
      * stays valid while the new one is installed. */
