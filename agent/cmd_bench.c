@@ -649,9 +649,10 @@ int cmd_bench(int argc, char **argv)
                "       (murmur bench allreduce --help for the options)\n");
         return 0;
     }
-    fprintf(stderr,
-            "murmur bench: %s '%s'\nusage: murmur bench allreduce --agents N --size BYTES "
-            "[OPTIONS]\n",
-            argc >= 2 ? "unknown benchmark" : "which benchmark?", argc >= 2 ? argv[1] : "");
+    if (argc >= 2)
+        fprintf(stderr, "murmur bench: unknown benchmark '%s' (there is: allreduce)\n", argv[1]);
+    else
+        fprintf(stderr, "murmur bench: which benchmark? (there is: allreduce)\n");
+    fprintf(stderr, "usage: murmur bench allreduce --agents N --size BYTES [OPTIONS]\n");
     return 2;
 }
