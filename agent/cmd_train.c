@@ -9,6 +9,7 @@
  */
 #include "agent/commands.h"
 
+#include <assert.h>
 #include <cblas.h>
 #include <errno.h>
 #include <math.h>
@@ -21,6 +22,8 @@
 #include <unistd.h>
 
 #include "agent/checkpoint.h"
+#include "common/cli.h"
+#include "common/text.h"
 #include "model/data.h"
 #include "model/export.h"
 #include "model/net.h"
@@ -32,23 +35,27 @@
  * SGD with heavy-ball momentum 0.9 at lr 0.05 with a cosine decay to 0
  * over the run and one warm-up epoch reaches 0.89+ with mlp:256,128,100 and
  * 0.84+ with softmax in 20 epochs. Weight decay 5e-4 is the usual value for
- * this model size; it costs nothing on softmax and helps the MLP. */
+ * this model size; it costs nothing on softmax and helps the MLP.
+ * Written as plain literals: the usage shows them (TRAIN_STR), so the text
+ * cannot drift from the values. */
 #define TRAIN_DEFAULT_MODEL  "mlp:256,128,100"
-#define TRAIN_DEFAULT_EPOCHS 20u
+#define TRAIN_DEFAULT_EPOCHS 20
 /* A cnn (the default CNN, MODEL_CNN_DEFAULT) reaches 0.92+ in 15 epochs
  * with the same optimiser settings (docs/BENCHMARKS.md, "cnn"); each epoch
  * costs ~30x an MLP epoch, so its default is shorter. */
-#define TRAIN_DEFAULT_EPOCHS_CNN    15u
-#define TRAIN_DEFAULT_BATCH         64u
-#define TRAIN_DEFAULT_LR            0.05f
-#define TRAIN_DEFAULT_MOMENTUM      0.9f
-#define TRAIN_DEFAULT_WEIGHT_DECAY  5e-4f
-#define TRAIN_DEFAULT_WARMUP_EPOCHS 1.0
-#define TRAIN_DEFAULT_STEP_EPOCHS   5u
-#define TRAIN_DEFAULT_GAMMA         0.1f
+#define TRAIN_DEFAULT_EPOCHS_CNN    15
+#define TRAIN_DEFAULT_BATCH         64
+#define TRAIN_DEFAULT_LR            0.05
+#define TRAIN_DEFAULT_MOMENTUM      0.9
+#define TRAIN_DEFAULT_WEIGHT_DECAY  5e-4
+#define TRAIN_DEFAULT_WARMUP_EPOCHS 1
+#define TRAIN_DEFAULT_STEP_EPOCHS   5
+#define TRAIN_DEFAULT_GAMMA         0.1
 #define TRAIN_DEFAULT_HOLDOUT       0.1 /* CSV without --test: fraction held out */
 #define TRAIN_SHARD_FILES_MAX       4096u
 #define TRAIN_EPOCHS_MAX            100000u
+#define TRAIN_STR_(x)               #x
+#define TRAIN_STR(x)                TRAIN_STR_(x)
 
 typedef struct train_opts {
     const char *model;
@@ -68,72 +75,134 @@ typedef struct train_opts {
     uint32_t shard_count;
 } train_opts;
 
+/* The flags, in the order the usage lists them; the usage's sections are
+ * the ranges [0, T_DATA), [T_DATA, T_BLAS_THREADS) and the rest. */
+enum {
+    T_MODEL,
+    T_EPOCHS,
+    T_BATCH,
+    T_LR,
+    T_MOMENTUM,
+    T_NESTEROV,
+    T_WEIGHT_DECAY,
+    T_SCHEDULE,
+    T_WARMUP_EPOCHS,
+    T_STEP_EPOCHS,
+    T_GAMMA,
+    T_MIN_LR,
+    T_SEED,
+    T_DATA,
+    T_TEST,
+    T_SHARDS,
+    T_NORM,
+    T_LIMIT,
+    T_TEST_LIMIT,
+    T_TEST_EVERY,
+    T_BLAS_THREADS,
+    T_SAVE,
+    T_FORCE,
+    T_HELP,
+    T_FLAG_COUNT
+};
+static const common_flag train_flags[] = {
+    {"model", 0, true, T_MODEL, "SPEC",
+     "'softmax', 'mlp:W1,W2,...' (hidden widths), 'cnn'\n"
+     "(the default CNN,\n" MODEL_CNN_DEFAULT ")\n"
+     "or 'cnn:LAYERS', LAYERS from\n"
+     "c<N>k<K>[s<S>][p<P>][g<G>] (convolution, G groups\n"
+     "of group norm), p<K>[s<S>] (max pool), a<K>[s<S>]\n"
+     "(average pool), f<N> (dense), d<RATE> (dropout),\n"
+     "first i<C>x<H>x<W> for a non-square or colour\n"
+     "input [" TRAIN_DEFAULT_MODEL "]",
+     NULL},
+    {"epochs", 0, true, T_EPOCHS, "N",
+     "passes over the training set [" TRAIN_STR(TRAIN_DEFAULT_EPOCHS) "; " TRAIN_STR(
+         TRAIN_DEFAULT_EPOCHS_CNN) " for a cnn]",
+     NULL},
+    {"batch", 0, true, T_BATCH, "N", "mini-batch size [" TRAIN_STR(TRAIN_DEFAULT_BATCH) "]", NULL},
+    {"lr", 0, true, T_LR, "F", "peak learning rate [" TRAIN_STR(TRAIN_DEFAULT_LR) "]", NULL},
+    {"momentum", 0, true, T_MOMENTUM, "F",
+     "SGD momentum in [0,1) [" TRAIN_STR(TRAIN_DEFAULT_MOMENTUM) "]", NULL},
+    {"nesterov", 0, false, T_NESTEROV, "", "Nesterov momentum [off]", NULL},
+    {"weight-decay", 0, true, T_WEIGHT_DECAY, "F",
+     "L2 weight decay [" TRAIN_STR(TRAIN_DEFAULT_WEIGHT_DECAY) "]", NULL},
+    {"schedule", 0, true, T_SCHEDULE, "S", "constant | step | cosine [cosine]", NULL},
+    {"warmup-epochs", 0, true, T_WARMUP_EPOCHS, "F",
+     "linear warm-up in epochs (fractions ok) [" TRAIN_STR(TRAIN_DEFAULT_WARMUP_EPOCHS) "]", NULL},
+    {"step-epochs", 0, true, T_STEP_EPOCHS, "N",
+     "step schedule: decay every N epochs [" TRAIN_STR(TRAIN_DEFAULT_STEP_EPOCHS) "]", NULL},
+    {"gamma", 0, true, T_GAMMA, "F",
+     "step schedule: decay factor [" TRAIN_STR(TRAIN_DEFAULT_GAMMA) "]", NULL},
+    {"min-lr", 0, true, T_MIN_LR, "F", "cosine schedule: final learning rate [0]", NULL},
+    {"seed", 0, true, T_SEED, "S", "seed of initialisation and shuffling [1]", NULL},
+    {"data", 0, true, T_DATA, "D",
+     "fashion-mnist (" MODEL_FASHION_DIR "),\n"
+     "a directory of IDX files (train-/t10k-images-\n"
+     "idx3-ubyte[.gz], ...-labels-idx1-ubyte[.gz]) or a\n"
+     "CSV file 'label,f1,...,fn' [fashion-mnist]",
+     NULL},
+    {"test", 0, true, T_TEST, "PATH",
+     "CSV test set for a CSV --data (default: hold out\n"
+     "a fraction " TRAIN_STR(TRAIN_DEFAULT_HOLDOUT) " of --data, chosen by the seed;\n"
+                                                    "required with --shards)",
+     NULL},
+    {"shards", 0, true, T_SHARDS, "FILE...",
+     "train on these shard files (from 'murmur shard');\n"
+     "the test set still comes from --data / --test",
+     NULL},
+    {"norm", 0, true, T_NORM, "M",
+     "none | unit (x/255) | global | feature (z-score\n"
+     "fitted on the training data) [unit for uint8 data,\n"
+     "feature for CSV]",
+     NULL},
+    {"limit", 0, true, T_LIMIT, "N", "use only the first N training samples [all]", NULL},
+    {"test-limit", 0, true, T_TEST_LIMIT, "N", "use only the first N test samples [all]", NULL},
+    {"test-every", 0, true, T_TEST_EVERY, "N", "evaluate on the test set every N epochs [1]", NULL},
+    {"blas-threads", 0, true, T_BLAS_THREADS, "N", "OpenBLAS threads [1]", NULL},
+    {"save", 0, true, T_SAVE, "FILE",
+     "write the trained model: FILE.npz or\n"
+     "FILE.safetensors (NumPy, PyTorch;\n"
+     "docs/EMBEDDING.md), FILE.raw (float32), anything\n"
+     "else a murmur checkpoint (an agent resumes from it;\n"
+     "murmur export converts it); an existing FILE is\n"
+     "refused",
+     NULL},
+    {"force", 0, false, T_FORCE, "", "let --save replace FILE", NULL},
+    {"help", 'h', false, T_HELP, "", "this text", NULL},
+};
+#define TRAIN_FLAGS (sizeof train_flags / sizeof train_flags[0])
+_Static_assert(TRAIN_FLAGS == T_FLAG_COUNT, "one row per flag, in enum order");
+
+/* The usage of a slice [from, to) of the table. */
+static void train_usage_rows(FILE *out, size_t from, size_t to)
+{
+    common_cli cli;
+    common_cli_init(&cli, "murmur train", train_flags + from, to - from, 0, NULL);
+    common_cli_usage(&cli, out);
+}
+
 static void train_usage(FILE *out)
 {
-    fprintf(
-        out,
-        "usage: murmur train [OPTIONS]\n"
-        "\n"
-        "Train a classifier on one machine and print one key=value line per epoch\n"
-        "(epoch, lr, train_loss, test_loss, test_accuracy, seconds, samples_per_s)\n"
-        "and a final line 'final ... test_accuracy=...'.\n"
-        "\n"
-        "model and optimiser:\n"
-        "  --model SPEC         'softmax', 'mlp:W1,W2,...' (hidden widths), 'cnn' (the\n"
-        "                       default CNN, %s) or 'cnn:LAYERS'\n"
-        "                       with LAYERS from c<N>k<K>[s<S>][p<P>][g<G>] (convolution,\n"
-        "                       G groups of group norm), p<K>[s<S>] (max pool), a<K>[s<S>]\n"
-        "                       (average pool), f<N> (dense), d<RATE> (dropout), first\n"
-        "                       i<C>x<H>x<W> for a non-square or colour input [%s]\n"
-        "  --epochs N           passes over the training set [%u; %u for a cnn]\n"
-        "  --batch N            mini-batch size [%u]\n"
-        "  --lr F               peak learning rate [%g]\n"
-        "  --momentum F         SGD momentum in [0,1) [%g]\n"
-        "  --nesterov           Nesterov momentum [off]\n"
-        "  --weight-decay F     L2 weight decay [%g]\n"
-        "  --schedule S         constant | step | cosine [cosine]\n"
-        "  --warmup-epochs F    linear warm-up length in epochs (fractions ok) [%g]\n"
-        "  --step-epochs N      step schedule: decay every N epochs [%u]\n"
-        "  --gamma F            step schedule: decay factor [%g]\n"
-        "  --min-lr F           cosine schedule: final learning rate [0]\n"
-        "  --seed S             seed of initialisation and shuffling [1]\n"
-        "\n"
-        "data:\n"
-        "  --data D             fashion-mnist (%s), a directory of IDX files\n"
-        "                       (train-/t10k-images-idx3-ubyte[.gz], ...-labels-idx1-ubyte[.gz])\n"
-        "                       or a CSV file 'label,f1,...,fn' [fashion-mnist]\n"
-        "  --test PATH          CSV test set for a CSV --data (default: hold out %g%% of\n"
-        "                       --data, chosen by the seed; required with --shards)\n"
-        "  --shards FILE...     train on these shard files (from 'murmur shard'); the\n"
-        "                       test set still comes from --data / --test\n"
-        "  --norm M             none | unit (x/255) | global | feature (z-score fitted on\n"
-        "                       the training data) [unit for uint8 data, feature for CSV]\n"
-        "  --limit N            use only the first N training samples [all]\n"
-        "  --test-limit N       use only the first N test samples [all]\n"
-        "  --test-every N       evaluate on the test set every N epochs [1]\n"
-        "\n"
-        "  --blas-threads N     OpenBLAS threads [1]\n"
-        "  --save FILE          write the trained model: FILE.npz or FILE.safetensors\n"
-        "                       (NumPy, PyTorch; docs/EMBEDDING.md), FILE.raw (float32),\n"
-        "                       anything else a murmur checkpoint (an agent resumes from it;\n"
-        "                       murmur export converts it); an existing FILE is refused\n"
-        "  --force              let --save replace FILE\n"
-        "  --help               this text\n"
-        "\n"
-        "Same seed and --blas-threads give identical output except the seconds= and\n"
-        "samples_per_s= fields.\n",
-        MODEL_CNN_DEFAULT, TRAIN_DEFAULT_MODEL, TRAIN_DEFAULT_EPOCHS, TRAIN_DEFAULT_EPOCHS_CNN,
-        TRAIN_DEFAULT_BATCH, (double)TRAIN_DEFAULT_LR, (double)TRAIN_DEFAULT_MOMENTUM,
-        (double)TRAIN_DEFAULT_WEIGHT_DECAY, TRAIN_DEFAULT_WARMUP_EPOCHS, TRAIN_DEFAULT_STEP_EPOCHS,
-        (double)TRAIN_DEFAULT_GAMMA, MODEL_FASHION_DIR, TRAIN_DEFAULT_HOLDOUT * 100);
+    fprintf(out, "usage: murmur train [OPTIONS]\n"
+                 "\n"
+                 "Train a classifier on one machine and print one key=value line per epoch\n"
+                 "(epoch, lr, train_loss, test_loss, test_accuracy, seconds, samples_per_s)\n"
+                 "and a final line 'final ... test_accuracy=...'.\n"
+                 "\n"
+                 "model and optimiser:\n");
+    train_usage_rows(out, 0, T_DATA);
+    fprintf(out, "\ndata:\n");
+    train_usage_rows(out, T_DATA, T_BLAS_THREADS);
+    fprintf(out, "\n");
+    train_usage_rows(out, T_BLAS_THREADS, TRAIN_FLAGS);
+    fprintf(out, "\nSame seed and --blas-threads give identical output except the seconds= and\n"
+                 "samples_per_s= fields.\n");
 }
 
 static int parse_u32(const char *flag, const char *s, uint32_t lo, uint32_t hi, uint32_t *out)
 {
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (!*s || *end || errno || v < lo || v > hi || *s == '-') {
+    uint64_t v;
+    if (!common_parse_u64(s, &v) || v < lo || v > hi) {
         fprintf(stderr, "murmur train: %s wants an integer in [%u, %u], not '%s'\n", flag, lo, hi,
                 s);
         return -1;
@@ -144,17 +213,116 @@ static int parse_u32(const char *flag, const char *s, uint32_t lo, uint32_t hi, 
 
 static int parse_double(const char *flag, const char *s, double lo, double hi, double *out)
 {
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (!*s || *end || errno || !(v >= lo && v <= hi)) {
+    if (!common_parse_f64(s, out) || !(*out >= lo && *out <= hi)) {
         fprintf(stderr, "murmur train: %s wants a number in [%g, %g], not '%s'\n", flag, lo, hi, s);
         return -1;
     }
-    *out = v;
     return 0;
 }
 
+static int parse_float(const char *flag, const char *s, double lo, double hi, float *out)
+{
+    double v;
+    if (parse_double(flag, s, lo, hi, &v))
+        return -1;
+    *out = (float)v;
+    return 0;
+}
+
+/* One flag with its value v. 0, 1 (--help shown) or -1 (message printed). */
+static int apply_flag(train_opts *o, int id, const char *flag, const char *v)
+{
+    switch (id) {
+    case T_HELP:
+        train_usage(stdout);
+        return 1;
+    case T_FORCE:
+        o->force = 1;
+        return 0;
+    case T_NESTEROV:
+        o->nesterov = 1;
+        return 0;
+    case T_MODEL:
+        o->model = v;
+        return 0;
+    case T_DATA:
+        o->data = v;
+        return 0;
+    case T_TEST:
+        o->test = v;
+        return 0;
+    case T_SAVE:
+        o->save = v;
+        return 0;
+    case T_EPOCHS:
+        o->epochs_set = 1;
+        return parse_u32(flag, v, 1, TRAIN_EPOCHS_MAX, &o->epochs);
+    case T_BATCH:
+        return parse_u32(flag, v, 1, 65536, &o->batch);
+    case T_TEST_EVERY:
+        return parse_u32(flag, v, 1, TRAIN_EPOCHS_MAX, &o->test_every);
+    case T_BLAS_THREADS:
+        return parse_u32(flag, v, 1, 1024, &o->blas_threads);
+    case T_STEP_EPOCHS:
+        return parse_u32(flag, v, 1, TRAIN_EPOCHS_MAX, &o->step_epochs);
+    case T_LIMIT:
+        return parse_u32(flag, v, 1, MODEL_SAMPLES_MAX, &o->limit);
+    case T_TEST_LIMIT:
+        return parse_u32(flag, v, 1, MODEL_SAMPLES_MAX, &o->test_limit);
+    case T_LR:
+        return parse_float(flag, v, 0, 100, &o->lr);
+    case T_MOMENTUM:
+        return parse_float(flag, v, 0, 0.999999, &o->momentum);
+    case T_WEIGHT_DECAY:
+        return parse_float(flag, v, 0, 1, &o->weight_decay);
+    case T_GAMMA:
+        return parse_float(flag, v, 0, 1, &o->gamma);
+    case T_MIN_LR:
+        return parse_float(flag, v, 0, 100, &o->min_lr);
+    case T_WARMUP_EPOCHS:
+        return parse_double(flag, v, 0, TRAIN_EPOCHS_MAX, &o->warmup_epochs);
+    case T_SEED:
+        if (!common_parse_u64(v, &o->seed)) {
+            fprintf(stderr, "murmur train: %s wants a non-negative integer, not '%s'\n", flag, v);
+            return -1;
+        }
+        return 0;
+    case T_SCHEDULE:
+        if (model_schedule_parse(v, &o->schedule)) {
+            fprintf(stderr, "murmur train: %s is constant, step or cosine, not '%s'\n", flag, v);
+            return -1;
+        }
+        return 0;
+    case T_NORM:
+        if (model_norm_parse(v, &o->norm)) {
+            fprintf(stderr, "murmur train: %s is none, unit, global or feature, not '%s'\n", flag,
+                    v);
+            return -1;
+        }
+        o->norm_set = 1;
+        return 0;
+    default:
+        assert(!"a flag of the table without a case");
+        return -1;
+    }
+}
+
+/* Add one shard file. 0, or -1 after a message. */
+static int add_shard(train_opts *o, const char *path)
+{
+    if (!strncmp(path, "--", 2) || !path[0]) {
+        fprintf(stderr, "murmur train: --shards wants at least one file, not '%s'\n", path);
+        return -1;
+    }
+    if (o->shard_count == TRAIN_SHARD_FILES_MAX) {
+        fprintf(stderr, "murmur train: more than %u shard files\n", TRAIN_SHARD_FILES_MAX);
+        return -1;
+    }
+    o->shards[o->shard_count++] = path;
+    return 0;
+}
+
+/* 0, 1 (--help shown: exit 0) or -1 (usage error, message printed). */
 static int parse_args(int argc, char **argv, train_opts *o)
 {
     *o = (train_opts){.model = TRAIN_DEFAULT_MODEL,
@@ -163,113 +331,43 @@ static int parse_args(int argc, char **argv, train_opts *o)
                       .test_every = 1,
                       .blas_threads = 1,
                       .step_epochs = TRAIN_DEFAULT_STEP_EPOCHS,
-                      .lr = TRAIN_DEFAULT_LR,
-                      .momentum = TRAIN_DEFAULT_MOMENTUM,
-                      .weight_decay = TRAIN_DEFAULT_WEIGHT_DECAY,
-                      .gamma = TRAIN_DEFAULT_GAMMA,
+                      .lr = (float)TRAIN_DEFAULT_LR,
+                      .momentum = (float)TRAIN_DEFAULT_MOMENTUM,
+                      .weight_decay = (float)TRAIN_DEFAULT_WEIGHT_DECAY,
+                      .gamma = (float)TRAIN_DEFAULT_GAMMA,
                       .warmup_epochs = TRAIN_DEFAULT_WARMUP_EPOCHS,
                       .schedule = MODEL_LR_COSINE,
                       .seed = 1,
                       .data = "fashion-mnist"};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            train_usage(stdout);
-            return 1;
-        }
-        if (!strcmp(a, "--force")) {
-            o->force = 1;
-            continue;
-        }
-        if (!strcmp(a, "--nesterov")) {
-            o->nesterov = 1;
-            continue;
-        }
-        if (!strcmp(a, "--shards")) {
-            while (i + 1 < argc && strncmp(argv[i + 1], "--", 2)) {
-                if (o->shard_count == TRAIN_SHARD_FILES_MAX) {
-                    fprintf(stderr, "murmur train: more than %u shard files\n",
-                            TRAIN_SHARD_FILES_MAX);
-                    return -1;
-                }
-                o->shards[o->shard_count++] = argv[++i];
-            }
-            if (!o->shard_count) {
-                fprintf(stderr, "murmur train: --shards wants at least one file\n");
-                return -1;
-            }
-            continue;
-        }
-        if (i + 1 >= argc || strncmp(a, "--", 2)) {
-            fprintf(stderr, "murmur train: unknown or incomplete option '%s' (see --help)\n", a);
+    common_cli cli;
+    common_cli_init(&cli, "murmur train", train_flags, TRAIN_FLAGS, argc, argv);
+    /* --shards FILE...: the files are its value and the positional
+     * arguments up to the next flag */
+    bool in_shards = false;
+    for (int id; (id = common_cli_next(&cli)) != COMMON_CLI_END;) {
+        int rc;
+        if (id == COMMON_CLI_ERROR) {
+            fprintf(stderr, "murmur train: %s\n", cli.err);
             return -1;
         }
-        const char *v = argv[++i];
-        double d;
-        int rc = 0;
-        if (!strcmp(a, "--model"))
-            o->model = v;
-        else if (!strcmp(a, "--epochs")) {
-            rc = parse_u32(a, v, 1, TRAIN_EPOCHS_MAX, &o->epochs);
-            o->epochs_set = 1;
-        } else if (!strcmp(a, "--batch"))
-            rc = parse_u32(a, v, 1, 65536, &o->batch);
-        else if (!strcmp(a, "--test-every"))
-            rc = parse_u32(a, v, 1, TRAIN_EPOCHS_MAX, &o->test_every);
-        else if (!strcmp(a, "--blas-threads"))
-            rc = parse_u32(a, v, 1, 1024, &o->blas_threads);
-        else if (!strcmp(a, "--step-epochs"))
-            rc = parse_u32(a, v, 1, TRAIN_EPOCHS_MAX, &o->step_epochs);
-        else if (!strcmp(a, "--limit"))
-            rc = parse_u32(a, v, 1, MODEL_SAMPLES_MAX, &o->limit);
-        else if (!strcmp(a, "--test-limit"))
-            rc = parse_u32(a, v, 1, MODEL_SAMPLES_MAX, &o->test_limit);
-        else if (!strcmp(a, "--lr") && !(rc = parse_double(a, v, 0, 100, &d)))
-            o->lr = (float)d;
-        else if (!strcmp(a, "--momentum") && !(rc = parse_double(a, v, 0, 0.999999, &d)))
-            o->momentum = (float)d;
-        else if (!strcmp(a, "--weight-decay") && !(rc = parse_double(a, v, 0, 1, &d)))
-            o->weight_decay = (float)d;
-        else if (!strcmp(a, "--gamma") && !(rc = parse_double(a, v, 0, 1, &d)))
-            o->gamma = (float)d;
-        else if (!strcmp(a, "--min-lr") && !(rc = parse_double(a, v, 0, 100, &d)))
-            o->min_lr = (float)d;
-        else if (!strcmp(a, "--warmup-epochs"))
-            rc = parse_double(a, v, 0, TRAIN_EPOCHS_MAX, &o->warmup_epochs);
-        else if (!strcmp(a, "--seed")) {
-            char *end;
-            errno = 0;
-            o->seed = strtoull(v, &end, 0);
-            if (!*v || *end || errno || *v == '-') {
-                fprintf(stderr, "murmur train: --seed wants a non-negative integer, not '%s'\n", v);
+        if (id == COMMON_CLI_POSITIONAL) {
+            if (!in_shards) {
+                fprintf(stderr,
+                        "murmur train: unexpected argument '%s' (every option is a flag; "
+                        "see --help)\n",
+                        cli.arg);
                 return -1;
             }
-        } else if (!strcmp(a, "--schedule")) {
-            if (model_schedule_parse(v, &o->schedule)) {
-                fprintf(stderr, "murmur train: --schedule is constant, step or cosine, not '%s'\n",
-                        v);
-                return -1;
-            }
-        } else if (!strcmp(a, "--norm")) {
-            if (model_norm_parse(v, &o->norm)) {
-                fprintf(stderr, "murmur train: --norm is none, unit, global or feature, not '%s'\n",
-                        v);
-                return -1;
-            }
-            o->norm_set = 1;
-        } else if (!strcmp(a, "--data"))
-            o->data = v;
-        else if (!strcmp(a, "--test"))
-            o->test = v;
-        else if (!strcmp(a, "--save"))
-            o->save = v;
-        else if (strcmp(a, "--lr") && strcmp(a, "--momentum") && strcmp(a, "--weight-decay") &&
-                 strcmp(a, "--gamma") && strcmp(a, "--min-lr")) {
-            fprintf(stderr, "murmur train: unknown option '%s' (see --help)\n", a);
-            return -1;
+            rc = add_shard(o, cli.arg);
+        } else if (id == T_SHARDS) {
+            in_shards = true;
+            rc = add_shard(o, cli.arg);
+        } else {
+            in_shards = false;
+            rc = apply_flag(o, id, cli.given, cli.arg);
         }
         if (rc)
-            return -1;
+            return rc;
     }
     if (!o->epochs_set && !strncmp(o->model, "cnn", 3))
         o->epochs = TRAIN_DEFAULT_EPOCHS_CNN;

@@ -168,9 +168,15 @@ void common_cli_usage(const common_cli *c, FILE *out)
         else
             snprintf(left, sizeof left, "--%s%s%s", f->name, f->has_value ? " " : "",
                      f->has_value ? f->metavar : "");
-        if (f->sets)
+        if (f->sets) {
             fprintf(out, "  %-26s same as --set %s=%s\n", left, f->sets, f->metavar);
-        else
-            fprintf(out, "  %-26s %s\n", left, f->help);
+            continue;
+        }
+        /* a help of several lines: the others under the first */
+        const char *h = f->help;
+        fprintf(out, "  %-26s ", left);
+        for (size_t n; (n = strcspn(h, "\n")), h[n]; h += n + 1)
+            fprintf(out, "%.*s\n  %-26s ", (int)n, h, "");
+        fprintf(out, "%s\n", h);
     }
 }

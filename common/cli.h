@@ -51,7 +51,8 @@ typedef struct common_flag {
     bool has_value;      /* takes a value */
     int id;              /* returned by common_cli_next; >= 0 */
     const char *metavar; /* "MS", for the usage */
-    const char *help;    /* one line, for the usage; NULL with `sets` */
+    const char *help;    /* for the usage; lines after a \n are indented under the
+                            first; NULL with `sets` */
     const char *sets;    /* the setting this flag is a name for ("node.listen"), or NULL;
                             the usage then says "same as --set node.listen=METAVAR" */
 } common_flag;

@@ -35,9 +35,19 @@ expect 2 "unknown flag '--jsn'; did you mean --json?" "$bin" status --jsn 127.0.
 expect 2 "unknown flag '--ot'; did you mean --out?" "$bin" keygen --ot "$tmp/k"
 expect 2 "unknown flag '--shrads'; did you mean --shards?" "$bin" shard --shrads 4
 expect 2 "unknown flag '--sweeep'; did you mean --sweep?" "$bin" sim x.ini --sweeep a.b=1
+expect 2 "unknown flag '--epohcs'; did you mean --epochs?" "$bin" train --epohcs 3
+expect 2 "unknown flag '--fromat'; did you mean --format?" "$bin" export x.ckpt --fromat npz
+expect 2 "unknown flag '--agnets'; did you mean --agents?" "$bin" launch --agnets 2
+expect 2 "unknown flag '--lgo-x'; did you mean --log-x?" "$bin" sim plot --lgo-x
 expect 2 "unknown option 'mixing.bist'; did you mean 'mixing.bits'?" \
     "$bin" agent --set mixing.bist=4
 expect 2 "--out needs a value" "$bin" keygen --out
+expect 2 "--lr needs a value" "$bin" train --lr
+# every subcommand's --help lists its flags from the one table it parses with
+for cmd in agent train shard keygen status export launch sim; do
+    "$bin" $cmd --help >"$tmp/help" 2>&1 || fail "murmur $cmd --help exited $?"
+    grep -q -- "--help" "$tmp/help" || fail "murmur $cmd --help does not list --help"
+done
 
 # status: HOST without a port is a usage error, before any connection
 expect 2 "'localhost' is not HOST:PORT" "$bin" status localhost

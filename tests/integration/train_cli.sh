@@ -2,7 +2,9 @@
 # murmur train / murmur shard as a user runs them: --help documents every
 # flag; same seed -> identical output except the timing fields; shards are
 # byte-identical for a seed, verified, tamper-detected and trainable; bad
-# input gives a clear error and the right exit status; CSV data trains.
+# input gives a clear error and the right exit status; CSV data trains;
+# the command line follows getopt_long (common/cli) and --help shows the
+# defaults a run uses.
 set -eu
 build=${BUILD:-build}
 bin="$build/murmur"
@@ -83,6 +85,48 @@ awk 'BEGIN { srand(5); print "label,a,b,c,d";
 acc=$(sed -n 's/^final .*test_accuracy=\([0-9.]*\).*/\1/p' "$tmp/csv.out")
 grep -q 'norm=feature' "$tmp/csv.out" || fail "CSV default normalisation should be feature"
 awk -v a="$acc" 'BEGIN { exit !(a >= 0.99) }' || fail "separable CSV reached only $acc"
+
+# the defaults --help shows are the ones a run uses (the header line)
+"$bin" train --data "$tmp/own.csv" >"$tmp/def.out"
+hdr=$(head -n 1 "$tmp/def.out")
+for pair in epochs:epochs batch:batch lr:lr momentum:momentum weight-decay:weight_decay \
+    warmup-epochs:warmup_epochs step-epochs: gamma: seed:seed model:model; do
+    flag=${pair%%:*} key=${pair#*:}
+    shown=$(grep -- "^  --$flag " "$tmp/help" | sed -n 's/.*\[\([^];]*\)[];].*/\1/p')
+    [ -n "$shown" ] || shown=$(sed -n "/^  --$flag /,/^  --/p" "$tmp/help" | sed '$d' | tr -d '\n' |
+        sed -n 's/.*\[\([^];]*\)[];].*/\1/p')
+    [ -n "$shown" ] || fail "--help shows no default for --$flag"
+    [ -n "$key" ] || continue
+    used=$(echo "$hdr" | tr ' ' '\n' | sed -n "s/^$key=//p")
+    if [ "$flag" = model ]; then
+        [ "$shown" = "$used" ] || fail "--$flag: help says [$shown], a run uses $used"
+    else
+        awk -v a="$shown" -v b="$used" 'BEGIN { exit !(a + 0 == b + 0) }' ||
+            fail "--$flag: help says [$shown], a run uses $used"
+    fi
+done
+
+# the command line: getopt_long rules (--flag=VALUE, unique prefixes), and
+# every mistake is a usage error (2) that names the flag or the nearest one
+"$bin" train --data="$tmp/own.csv" --model=softmax --epo 1 --lr=0.1 | grep -q ' epochs=1 .* lr=0.1 ' ||
+    fail "--flag=VALUE or a unique prefix not taken"
+usage_err() { # want-text args...
+    want=$1
+    shift
+    set +e
+    "$bin" train "$@" >/dev/null 2>"$tmp/err"
+    st=$?
+    set -e
+    [ $st -eq 2 ] && grep -q -- "$want" "$tmp/err" || fail "train $*: status $st, $(cat "$tmp/err")"
+}
+usage_err "unknown flag '--epohcs'; did you mean --epochs?" --epohcs 3
+usage_err "unknown flag '--weightdecay'; did you mean --weight-decay?" --weightdecay 0
+usage_err "--lr needs a value" --lr
+usage_err "--nesterov takes no value" --nesterov=1
+usage_err "ambiguous flag '--te'" --te x
+usage_err "unexpected argument 'extra'" extra
+usage_err "--shards wants at least one file" --shards --epochs 1
+usage_err "--seed wants a non-negative integer" --seed -3
 
 # cnn: the default CNN (and its default of 15 epochs), deterministic for a
 # seed with dropout; spec errors name the item and the rule; a CSV whose
