@@ -28,6 +28,9 @@
 #define SHARD_PATH_MAX 4096u
 /* Most files one --verify checks. */
 #define SHARD_VERIFY_MAX 4096
+/* MODEL_SHARDS_MAX as the usage writes it */
+#define SHARD_COUNT_MAX_TEXT "65536"
+_Static_assert(MODEL_SHARDS_MAX == 65536u, "SHARD_COUNT_MAX_TEXT follows MODEL_SHARDS_MAX");
 
 static int write_catalog(const char *out_dir, const uint8_t *hashes, const uint32_t *samples,
                          uint32_t shards, const char *data, double alpha, unsigned long long seed,
@@ -35,45 +38,51 @@ static int write_catalog(const char *out_dir, const uint8_t *hashes, const uint3
 
 enum { SH_DATA, SH_SHARDS, SH_OUT, SH_ALPHA, SH_SEED, SH_VERIFY, SH_TEST_FRACTION, SH_HELP };
 static const common_flag shard_flags[] = {
-    {"data", 0, true, SH_DATA, "D", "", NULL},
-    {"shards", 0, true, SH_SHARDS, "S", "", NULL},
-    {"out", 0, true, SH_OUT, "DIR", "", NULL},
-    {"alpha", 0, true, SH_ALPHA, "A", "", NULL},
-    {"seed", 0, true, SH_SEED, "S", "", NULL},
-    {"verify", 0, false, SH_VERIFY, "", "", NULL},
-    {"test-fraction", 0, true, SH_TEST_FRACTION, "F", "", NULL},
-    {"help", 'h', false, SH_HELP, "", "", NULL},
+    {"data", 0, true, SH_DATA, "D",
+     "fashion-mnist (" MODEL_FASHION_DIR ", training\n"
+     "set), a directory of IDX files, or a CSV file\n"
+     "'label,f1,...,fn' [fashion-mnist]",
+     NULL},
+    {"shards", 0, true, SH_SHARDS, "S", "number of shards, 1.." SHARD_COUNT_MAX_TEXT, NULL},
+    {"out", 0, true, SH_OUT, "DIR",
+     "output directory (created if missing); refused if it\n"
+     "already holds shards of a different split",
+     NULL},
+    {"alpha", 0, true, SH_ALPHA, "A",
+     "label skew: per-class shard proportions ~\n"
+     "Dirichlet(A); smaller is more skewed (0.1 strong,\n"
+     "100 nearly IID) [0 = IID: equal-sized random parts]",
+     NULL},
+    {"seed", 0, true, SH_SEED, "S", "seed of the split [1]", NULL},
+    {"test-fraction", 0, true, SH_TEST_FRACTION, "F",
+     "rows of a CSV held out of the shards, written to\n"
+     "DIR/test.csv for model.test_dataset (seeded by\n"
+     "--seed) [0.1 for a CSV; Fashion-MNIST and IDX have\n"
+     "test files]",
+     NULL},
+    {"verify", 0, false, SH_VERIFY, "",
+     "check the shard files given as arguments (structure,\n"
+     "hash, labels) and print their content addresses;\n"
+     "exit 1 if any is bad",
+     NULL},
+    {"help", 'h', false, SH_HELP, "", "this text", NULL},
 };
 #define SHARD_FLAGS (sizeof shard_flags / sizeof shard_flags[0])
 
 static void shard_usage(FILE *out)
 {
-    fprintf(out,
-            "usage: murmur shard --shards S --out DIR [OPTIONS]\n"
-            "       murmur shard --verify FILE...\n"
-            "\n"
-            "Split a training set into S shard files DIR/shard-III-of-SSS.msh, each named\n"
-            "inside by its BLAKE2b-256 content address, and print one line per shard\n"
-            "(index, samples, per-class counts, hash, path). Deterministic for a seed.\n"
-            "Also writes DIR/catalog: the content addresses of all S shards, one per\n"
-            "line in index order, which every agent of a cluster needs (docs/AGENT.md).\n"
-            "\n"
-            "  --data D        fashion-mnist (%s, training set), a directory\n"
-            "                  of IDX files, or a CSV file 'label,f1,...,fn' [fashion-mnist]\n"
-            "  --shards S      number of shards, 1..%u\n"
-            "  --out DIR       output directory (created if missing); refused if it\n"
-            "                  already holds shards of a different split\n"
-            "  --alpha A       label skew: per-class shard proportions ~ Dirichlet(A);\n"
-            "                  smaller is more skewed (0.1 strong, 100 nearly IID)\n"
-            "                  [0 = IID: equal-sized random parts]\n"
-            "  --seed S        seed of the split [1]\n"
-            "  --test-fraction F  rows of a CSV held out of the shards, written to\n"
-            "                  DIR/test.csv for model.test_dataset (seeded by --seed)\n"
-            "                  [0.1 for a CSV; Fashion-MNIST and IDX have test files]\n"
-            "  --verify F...   check shard files (structure, hash, labels) and print\n"
-            "                  their content addresses; exit 1 if any is bad\n"
-            "  --help          this text\n",
-            MODEL_FASHION_DIR, MODEL_SHARDS_MAX);
+    common_cli cli;
+    common_cli_init(&cli, "murmur shard", shard_flags, SHARD_FLAGS, 0, NULL);
+    fprintf(out, "usage: murmur shard --shards S --out DIR [OPTIONS]\n"
+                 "       murmur shard --verify FILE...\n"
+                 "\n"
+                 "Split a training set into S shard files DIR/shard-III-of-SSS.msh, each named\n"
+                 "inside by its BLAKE2b-256 content address, and print one line per shard\n"
+                 "(index, samples, per-class counts, hash, path). Deterministic for a seed.\n"
+                 "Also writes DIR/catalog: the content addresses of all S shards, one per\n"
+                 "line in index order, which every agent of a cluster needs (docs/DATA.md).\n"
+                 "\n");
+    common_cli_usage(&cli, out);
 }
 
 static int verify_files(int argc, char **argv)
