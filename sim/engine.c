@@ -143,6 +143,8 @@ static uint64_t hbytes(uint64_t h, const uint8_t *p, size_t n)
 
 void sim_engine_trace(sim_engine *e, uint64_t v)
 {
+    if (e->cfg.hooks.trace)
+        e->cfg.hooks.trace(e->cfg.hooks.ctx, e->now, 0, 0, NULL, 0, v);
     e->hash = hmix(e->hash, v);
 }
 
@@ -691,6 +693,8 @@ static void deliver(sim_engine *e, frame *f)
     agent *to = &e->a[f->to];
     if (to->alive && to->ops) {
         gossip_header h;
+        if (e->cfg.hooks.trace)
+            e->cfg.hooks.trace(e->cfg.hooks.ctx, e->now, f->from, f->to, f->bytes, f->len, 0);
         e->hash = hmix(hmix(hmix(e->hash, e->now), f->from), f->to);
         e->hash = hbytes(e->hash, f->bytes, f->len);
         to->bytes_recv += f->len;

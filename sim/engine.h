@@ -119,6 +119,12 @@ typedef struct sim_engine_hooks {
     /* Extra one-way delay of a frame, added to its delivery time when it is
      * sent (timed mode): per-message jitter, a slow receiver. */
     uint64_t (*delay)(void *ctx, uint32_t from, uint32_t to);
+    /* Every input of the trace hash as it is mixed in, in order: a
+     * delivered frame (frame != NULL: sender, receiver, its bytes) or a
+     * host value of sim_engine_trace (frame == NULL, value). For an event
+     * trace export (murmur sim --trace). */
+    void (*trace)(void *ctx, gossip_time_us now, uint32_t from, uint32_t to, const uint8_t *frame,
+                  size_t len, uint64_t value);
 } sim_engine_hooks;
 
 typedef struct sim_engine_config {

@@ -5,6 +5,7 @@
 #include "common/fs.h"
 #include "common/json.h"
 #include "common/text.h"
+#include "gossip/wire.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -112,6 +113,53 @@ void sim_summary_init(sim_summary *s)
     s->consensus_distance_final = NAN;
     s->final_loss = NAN;
     s->memory_per_agent_bytes = NAN;
+    s->time_to_target_sustained_s = NAN;
+    s->diverged_time_s = NAN;
+}
+
+void sim_diverge_init(sim_diverge *d, double factor)
+{
+    memset(d, 0, sizeof *d);
+    d->factor = factor;
+    d->cd_ref = d->loss_ref = NAN;
+    d->time_s = NAN;
+}
+
+static int diverge_now(sim_diverge *d, double time_s, uint64_t round, const char *fmt, double v,
+                       double ref)
+{
+    d->diverged = 1;
+    d->round = round;
+    d->time_s = time_s;
+    snprintf(d->reason, sizeof d->reason, fmt, v, ref);
+    return 1;
+}
+
+int sim_diverge_sample(sim_diverge *d, double time_s, uint64_t round, uint32_t live, double loss,
+                       double cd)
+{
+    if (d->diverged || live == 0)
+        return 0;
+    if (!isfinite(cd))
+        return diverge_now(d, time_s, round, "consensus distance is %g", cd, 0);
+    if (isinf(loss))
+        return diverge_now(d, time_s, round, "loss is %g", loss, 0);
+    if (isnan(loss) && isfinite(d->loss_ref))
+        return diverge_now(d, time_s, round, "loss is %g (it was %g)", loss, d->loss_ref);
+    if (isnan(d->cd_ref) && cd > 0)
+        d->cd_ref = cd;
+    if (isnan(d->loss_ref) && loss > 0)
+        d->loss_ref = loss;
+    if (d->factor > 0 && cd > d->factor * d->cd_ref)
+        return diverge_now(d, time_s, round,
+                           "consensus distance %g grew past run.diverge_factor times its first "
+                           "value %g",
+                           cd, d->cd_ref);
+    if (d->factor > 0 && loss > d->factor * d->loss_ref)
+        return diverge_now(d, time_s, round,
+                           "loss %g grew past run.diverge_factor times its first value %g", loss,
+                           d->loss_ref);
+    return 0;
 }
 
 int sim_summary_add(sim_summary *s, const char *name, double value)
@@ -132,12 +180,12 @@ int sim_summary_add(sim_summary *s, const char *name, double value)
 /* The scalar fields, in order, shared by summary.json and sweep.csv. */
 typedef struct scalar {
     const char *name;
-    int is_u64;
+    int is_u64; /* 1: an integer; 2: a flag (true/false in JSON, 1/0 in CSV) */
     uint64_t u;
     double d;
 } scalar;
 
-enum { NSCALARS = 18 };
+enum { NSCALARS = 22 };
 
 static void scalars(const sim_summary *s, scalar out[NSCALARS])
 {
@@ -160,6 +208,10 @@ static void scalars(const sim_summary *s, scalar out[NSCALARS])
         {"messages", 1, s->messages, 0},
         {"messages_lost", 1, s->messages_lost, 0},
         {"memory_per_agent_bytes", 0, 0, s->memory_per_agent_bytes},
+        {"time_to_target_sustained_s", 0, 0, s->time_to_target_sustained_s},
+        {"interrupted", 2, (uint64_t)s->interrupted, 0},
+        {"diverged", 2, (uint64_t)s->diverged, 0},
+        {"diverged_round", 0, 0, s->diverged ? (double)s->diverged_round : NAN},
     };
     memcpy(out, v, sizeof v);
 }
@@ -176,6 +228,8 @@ int sim_summary_write(const sim_summary *s, FILE *f)
             char hex[17];
             snprintf(hex, sizeof hex, "%016llx", (unsigned long long)v[i].u);
             common_json_string(&j, v[i].name, hex);
+        } else if (v[i].is_u64 == 2) {
+            common_json_bool(&j, v[i].name, v[i].u != 0);
         } else if (v[i].is_u64) {
             common_json_u64(&j, v[i].name, v[i].u);
         } else {
@@ -183,9 +237,14 @@ int sim_summary_write(const sim_summary *s, FILE *f)
         }
     }
     common_json_number(&j, "events_per_s", s->wall_s > 0 ? (double)s->events / s->wall_s : NAN);
+    common_json_number(&j, "diverged_time_s", s->diverged_time_s);
+    if (s->diverged)
+        common_json_string(&j, "diverged_reason", s->diverged_reason);
     for (uint32_t i = 0; i < s->nextra; i++)
         common_json_number(&j, s->extra[i].name, s->extra[i].value);
     common_json_string(&j, "label", s->label);
+    if (s->scenario[0])
+        common_json_string(&j, "scenario", s->scenario);
     common_json_end(&j);
     return common_json_finish(&j, NULL) ? SIM_OUTPUT_EIO : SIM_OUTPUT_OK;
 }
@@ -275,6 +334,202 @@ int sim_sweep_csv_row(sim_sweep_csv *c, const sim_sweep *sw, uint64_t run, const
 int sim_sweep_csv_close(sim_sweep_csv *c, char *err, size_t errlen)
 {
     return close_file(&c->f, c->path, err, errlen);
+}
+
+/* ---- replications ---- */
+
+/* The numbers summarised over seeds: scalars but identity and flags. */
+static int stat_scalar(const char *name)
+{
+    return strcmp(name, "seed") && strcmp(name, "trace_hash") && strcmp(name, "interrupted") &&
+           strcmp(name, "diverged") && strcmp(name, "diverged_round");
+}
+
+static double scalar_value(const scalar *v)
+{
+    return v->is_u64 ? (double)v->u : v->d;
+}
+
+/* Stats of scalar i (or of extra `name` when name != NULL) over the runs. */
+static void runs_stats(const sim_summary *runs, size_t n, int i, const char *name, sim_stats *st)
+{
+    double *x = malloc((n ? n : 1) * sizeof *x);
+    if (!x) {
+        sim_stats_compute(NULL, 0, SIM_STATS_LEVEL, st);
+        return;
+    }
+    for (size_t k = 0; k < n; k++) {
+        x[k] = NAN;
+        if (name) {
+            for (uint32_t e = 0; e < runs[k].nextra; e++)
+                if (!strcmp(runs[k].extra[e].name, name))
+                    x[k] = runs[k].extra[e].value;
+        } else {
+            scalar v[NSCALARS];
+            scalars(&runs[k], v);
+            x[k] = scalar_value(&v[i]);
+        }
+    }
+    sim_stats_compute(x, n, SIM_STATS_LEVEL, st);
+    free(x);
+}
+
+static void json_stats(common_json *j, const char *name, const sim_stats *st)
+{
+    common_json_object_begin(j, name);
+    common_json_u64(j, "n", st->n);
+    common_json_number(j, "mean", st->mean);
+    common_json_number(j, "sd", st->sd);
+    common_json_number(j, "ci_low", st->ci_low);
+    common_json_number(j, "ci_high", st->ci_high);
+    common_json_number(j, "half_width", st->half);
+    common_json_end(j);
+}
+
+int sim_summary_write_stats(const sim_summary *runs, size_t n, FILE *f)
+{
+    common_json j;
+    common_json_init_file(&j, f, 2);
+    common_json_object_begin(&j, NULL);
+    uint64_t nint = 0, ndiv = 0;
+    for (size_t k = 0; k < n; k++)
+        nint += runs[k].interrupted != 0, ndiv += runs[k].diverged != 0;
+    if (n && runs[0].scenario[0])
+        common_json_string(&j, "scenario", runs[0].scenario);
+    common_json_string(&j, "label", n ? runs[0].label : "");
+    common_json_array_begin(&j, "seeds");
+    for (size_t k = 0; k < n; k++)
+        common_json_u64(&j, NULL, runs[k].seed);
+    common_json_end(&j);
+    common_json_u64(&j, "runs", n);
+    common_json_u64(&j, "runs_interrupted", nint);
+    common_json_u64(&j, "runs_diverged", ndiv);
+    common_json_bool(&j, "interrupted", nint > 0);
+    common_json_bool(&j, "diverged", ndiv > 0);
+    common_json_number(&j, "confidence_level", SIM_STATS_LEVEL);
+    common_json_object_begin(&j, "metrics");
+    scalar v[NSCALARS];
+    sim_summary dummy;
+    sim_summary_init(&dummy);
+    scalars(&dummy, v);
+    sim_stats st;
+    for (int i = 0; i < NSCALARS; i++) {
+        if (!stat_scalar(v[i].name))
+            continue;
+        runs_stats(runs, n, i, NULL, &st);
+        json_stats(&j, v[i].name, &st);
+    }
+    for (uint32_t e = 0; n && e < runs[0].nextra; e++) {
+        runs_stats(runs, n, 0, runs[0].extra[e].name, &st);
+        json_stats(&j, runs[0].extra[e].name, &st);
+    }
+    common_json_end(&j);
+    common_json_end(&j);
+    return common_json_finish(&j, NULL) ? SIM_OUTPUT_EIO : SIM_OUTPUT_OK;
+}
+
+int sim_summary_write_stats_file(const sim_summary *runs, size_t n, const char *dir, char *err,
+                                 size_t errlen)
+{
+    char path[SIM_OUTPUT_PATH_MAX];
+    int rc = sim_mkdirs(dir, err, errlen);
+    if (rc || (rc = join(path, dir, "summary.json", err, errlen)))
+        return rc;
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        return common_errf(err, errlen, SIM_OUTPUT_EIO, "cannot create %s: %s", path,
+                           strerror(errno));
+    }
+    sim_summary_write_stats(runs, n, f);
+    return close_file(&f, path, err, errlen);
+}
+
+int sim_sweep_csv_open_stats(sim_sweep_csv *c, const char *dir, const sim_sweep *sw, char *err,
+                             size_t errlen)
+{
+    memset(c, 0, sizeof *c);
+    int rc = sim_mkdirs(dir, err, errlen);
+    if (rc || (rc = join(c->path, dir, "sweep.csv", err, errlen)))
+        return rc;
+    c->f = fopen(c->path, "w");
+    if (!c->f) {
+        return common_errf(err, errlen, SIM_OUTPUT_EIO, "cannot create %s: %s", c->path,
+                           strerror(errno));
+    }
+    fputs("run", c->f);
+    for (uint32_t a = 0; a < sw->naxes; a++) {
+        fputc(',', c->f);
+        csv_text(c->f, sw->axes[a].key);
+    }
+    fputs(",seeds,runs_interrupted,runs_diverged", c->f);
+    sim_summary dummy;
+    sim_summary_init(&dummy);
+    scalar v[NSCALARS];
+    scalars(&dummy, v);
+    for (int i = 0; i < NSCALARS; i++)
+        if (stat_scalar(v[i].name))
+            fprintf(c->f, ",%s,%s_sd,%s_ci_low,%s_ci_high,%s_n", v[i].name, v[i].name, v[i].name,
+                    v[i].name, v[i].name);
+    fputc('\n', c->f);
+    return ferror(c->f) ? SIM_OUTPUT_EIO : SIM_OUTPUT_OK;
+}
+
+int sim_sweep_csv_row_stats(sim_sweep_csv *c, const sim_sweep *sw, uint64_t run,
+                            const sim_summary *runs, size_t n)
+{
+    FILE *f = c->f;
+    fprintf(f, "%llu", (unsigned long long)run);
+    for (uint32_t a = 0; a < sw->naxes; a++) {
+        fputc(',', f);
+        csv_text(f, sw->axes[a].values[sim_sweep_value_index(sw, run, a)]);
+    }
+    uint64_t nint = 0, ndiv = 0;
+    for (size_t k = 0; k < n; k++)
+        nint += runs[k].interrupted != 0, ndiv += runs[k].diverged != 0;
+    fprintf(f, ",%zu,%llu,%llu", n, (unsigned long long)nint, (unsigned long long)ndiv);
+    sim_summary dummy;
+    sim_summary_init(&dummy);
+    scalar v[NSCALARS];
+    scalars(&dummy, v);
+    for (int i = 0; i < NSCALARS; i++) {
+        if (!stat_scalar(v[i].name))
+            continue;
+        sim_stats st;
+        runs_stats(runs, n, i, NULL, &st);
+        fputc(',', f);
+        csv_double(f, st.mean);
+        fputc(',', f);
+        csv_double(f, st.sd);
+        fputc(',', f);
+        csv_double(f, st.ci_low);
+        fputc(',', f);
+        csv_double(f, st.ci_high);
+        fprintf(f, ",%u", st.n);
+    }
+    fputc('\n', f);
+    return ferror(f) ? SIM_OUTPUT_EIO : SIM_OUTPUT_OK;
+}
+
+/* ---- event trace ---- */
+
+void sim_trace_line(FILE *f, uint64_t now_us, uint32_t from, uint32_t to, const uint8_t *frame,
+                    size_t len, uint64_t value)
+{
+    if (!frame) {
+        fprintf(f, "%llu mark %016llx\n", (unsigned long long)now_us, (unsigned long long)value);
+        return;
+    }
+    uint64_t h = 0xcbf29ce484222325ULL; /* FNV-1a 64 */
+    for (size_t k = 0; k < len; k++)
+        h = (h ^ frame[k]) * 0x100000001b3ULL;
+    gossip_header hd;
+    int typed = gossip_header_decode(frame, len, &hd) == GOSSIP_OK;
+    fprintf(f, "%llu frame %u %u %zu ", (unsigned long long)now_us, from, to, len);
+    if (typed)
+        fprintf(f, "0x%02x", hd.type);
+    else
+        fputc('-', f);
+    fprintf(f, " %016llx\n", (unsigned long long)h);
 }
 
 /* ---- consensus distance ---- */

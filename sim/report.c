@@ -57,9 +57,16 @@ void sim_report_sample(runner *r, uint64_t rounds)
     r->rep.last_cd = cd;
     if (r->rep.rows == 0)
         r->rep.first_cd = cd;
-    if (isnan(r->rep.target_time) && isfinite(r->rep.last_acc) &&
-        r->rep.last_acc >= r->sc->run.target_accuracy)
-        r->rep.target_time = (double)sim_runner_now(r) / 1e6;
+    double now_s = (double)sim_runner_now(r) / 1e6;
+    int at_target = isfinite(r->rep.last_acc) && r->rep.last_acc >= r->sc->run.target_accuracy;
+    if (isnan(r->rep.target_time) && at_target)
+        r->rep.target_time = now_s;
+    if (!at_target)
+        r->rep.target_since = NAN;
+    else if (isnan(r->rep.target_since))
+        r->rep.target_since = now_s;
+    (void)sim_diverge_sample(&r->rep.div, now_s, sim_report_round(r, rounds), live,
+                             r->rep.last_loss, cd);
     if (r->rep.out_open) {
         sim_series_row row = {(double)sim_runner_now(r) / 1e6,
                               sim_report_round(r, rounds),
@@ -98,6 +105,12 @@ void sim_report_summary(runner *r, uint64_t rounds, sim_summary *out)
     out->bytes_per_agent_max = maxb;
     out->final_accuracy = r->rep.last_acc;
     out->time_to_target_s = r->rep.target_time;
+    out->time_to_target_sustained_s = r->rep.target_since;
+    out->interrupted = r->interrupted;
+    out->diverged = r->rep.div.diverged;
+    out->diverged_round = r->rep.div.round;
+    out->diverged_time_s = r->rep.div.time_s;
+    snprintf(out->diverged_reason, sizeof out->diverged_reason, "%s", r->rep.div.reason);
     out->consensus_distance_final = r->rep.last_cd;
     out->shards_lost = r->sh.shards_lost;
     out->agents = r->n;
@@ -107,6 +120,8 @@ void sim_report_summary(runner *r, uint64_t rounds, sim_summary *out)
     out->memory_per_agent_bytes = r->rep.mem_per_agent;
     if (opts->label)
         snprintf(out->label, sizeof out->label, "%s", opts->label);
+    if (opts->scenario)
+        snprintf(out->scenario, sizeof out->scenario, "%s", opts->scenario);
     (void)sim_summary_add(out, "params", r->dim);
     (void)sim_summary_add(out, "mix_rounds_completed", (double)r->tally.mix_done);
     (void)sim_summary_add(out, "mix_rounds_aborted", (double)r->tally.mix_aborted);

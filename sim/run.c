@@ -90,13 +90,21 @@ static void env_free(void *ctx, void *p)
 static void progress(runner *r, uint64_t rounds)
 {
     uint64_t events = sim_engine_get_stats(r->e)->events;
-    if (r->opts->quiet || (events & 4095) != 0)
+    /* timed: look at the clock every 4096 events only (a round is long) */
+    if ((r->opts->quiet && !r->opts->on_progress) || (r->timed && (events & 4095) != 0))
         return;
     double p = r->opts->progress_s > 0 ? r->opts->progress_s : 5.0;
     if (wall_since(&r->last_print) < p)
         return;
     clock_gettime(CLOCK_MONOTONIC, &r->last_print);
     double w = wall_since(&r->t0);
+    if (r->opts->on_progress) {
+        double now_s = (double)sim_runner_now(r) / 1e6;
+        double frac = r->timed ? (r->sc->run.duration_s > 0 ? now_s / r->sc->run.duration_s : 1)
+                               : (double)rounds / r->sc->run.rounds;
+        r->opts->on_progress(r->opts->hook_ctx, frac, now_s, events);
+        return;
+    }
     FILE *f = r->opts->progress ? r->opts->progress : stderr;
     if (r->timed)
         fprintf(f, "sim: t=%.3f/%.3f s  events %llu (%.3g/s)  wall %.1f s\n",
@@ -146,11 +154,18 @@ static void hook_event(void *ctx, const sim_event *ev)
     }
 }
 
+static void hook_trace(void *ctx, gossip_time_us now, uint32_t from, uint32_t to,
+                       const uint8_t *frame, size_t len, uint64_t value)
+{
+    runner *r = ctx;
+    r->opts->on_trace(r->opts->hook_ctx, now, from, to, frame, len, value);
+}
+
 static int timed_stop(void *ctx)
 {
     runner *r = ctx;
     progress(r, 0);
-    return r->failed;
+    return sim_runner_halted(r);
 }
 
 static void run_timed(runner *r)
@@ -195,7 +210,7 @@ static uint64_t run_rounds(runner *r)
     uint32_t every = r->sc->output.every_rounds;
     sim_report_sample(r, 0);
     uint64_t last_sample = 0;
-    for (uint32_t round = 0; round < r->sc->run.rounds && !r->failed; round++) {
+    for (uint32_t round = 0; round < r->sc->run.rounds && !sim_runner_halted(r); round++) {
         while (r->next_fault < r->faults.len &&
                r->faults.events[r->next_fault].time_us <= sim_runner_now(r) && !r->failed) {
             sim_engine_count(r->e, 1);
@@ -281,7 +296,8 @@ static int setup(runner *r)
     r->timed = sc->run.mode == SIM_RUN_TIMED;
     r->swim = sc->membership.mode == SIM_MEMBERSHIP_SWIM;
     r->end_us = (uint64_t)llround(sc->run.duration_s * 1e6);
-    r->rep.target_time = NAN;
+    r->rep.target_time = r->rep.target_since = NAN;
+    sim_diverge_init(&r->rep.div, sc->run.diverge_factor);
     r->rep.last_acc = r->rep.last_loss = r->rep.last_cd = NAN;
     model_rng_seed(&r->state, sc->run.seed, SIM_SALT_STATE);
     model_rng_seed(&r->mrng, sc->run.seed, SIM_SALT_MODEL);
@@ -345,7 +361,8 @@ static int setup(runner *r)
         .hooks = {.ctx = r,
                   .prepare = sim_agents_hook_prepare,
                   .after = sim_agents_hook_after,
-                  .event = hook_event},
+                  .event = hook_event,
+                  .trace = r->opts->on_trace ? hook_trace : NULL},
     };
     rc = sim_engine_create(&r->e, &ec);
     free(r->matrix);

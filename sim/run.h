@@ -67,6 +67,11 @@
  * min(r, live) complete live copies at the end) and
  * consensus_distance_initial, for liveness checks after healing.
  *
+ * A run stops early, and still writes its files and returns SIM_RUN_OK,
+ * when opts->stop is set (interrupted) or when it diverges (sim_diverge in
+ * sim/output.h: non-finite values, or growth past run.diverge_factor;
+ * with opts->check a divergence is marked and the run goes on).
+ *
  * Output on opts->log (stdout by default): "SEED=<seed>" first, then
  * "TRACE_HASH=<16 hex digits>" last; a progress line on opts->progress
  * (stderr by default) every few wall seconds on long runs.
@@ -74,6 +79,7 @@
 #ifndef SIM_RUN_H
 #define SIM_RUN_H
 
+#include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
 
@@ -91,14 +97,29 @@ typedef enum sim_run_err {
 } sim_run_err;
 
 typedef struct sim_run_opts {
-    FILE *log;         /* SEED= and TRACE_HASH= lines; NULL = stdout */
-    FILE *progress;    /* progress lines; NULL = stderr */
-    int quiet;         /* nonzero: no SEED/TRACE_HASH/progress lines */
-    double progress_s; /* wall seconds between progress lines; 0 = 5 */
-    int write_files;   /* nonzero: series.csv, summary.json (and plots) in dir */
-    const char *dir;   /* output directory; NULL = sc->output.dir */
-    const char *label; /* summary label (sweep point); may be NULL */
-    int check;         /* nonzero: check the safety invariants (below) as it runs */
+    FILE *log;            /* SEED= and TRACE_HASH= lines; NULL = stdout */
+    FILE *progress;       /* progress lines; NULL = stderr */
+    int quiet;            /* nonzero: no SEED/TRACE_HASH/progress lines */
+    double progress_s;    /* wall seconds between progress lines; 0 = 5 */
+    int write_files;      /* nonzero: series.csv, summary.json (and plots) in dir */
+    const char *dir;      /* output directory; NULL = sc->output.dir */
+    const char *label;    /* summary label (sweep point); may be NULL */
+    const char *scenario; /* summary "scenario" (the file's name); may be NULL */
+    int check;            /* nonzero: check the safety invariants (below) as it runs */
+    /* Nonzero *stop (a signal handler sets it) ends the run at the next
+     * event (timed) or round (rounds): the run samples the time reached,
+     * writes its files with interrupted = 1 and returns SIM_RUN_OK.
+     * NULL = never. */
+    volatile sig_atomic_t *stop;
+    /* When set, called every progress_s wall seconds instead of printing
+     * a progress line: the fraction of the run done (simulated time or
+     * rounds, 0..1), the simulated time and the events so far. */
+    void (*on_progress)(void *ctx, double fraction, double sim_time_s, uint64_t events);
+    /* When set, every input of the trace hash as it is mixed in
+     * (sim_engine_hooks.trace): murmur sim --trace. */
+    void (*on_trace)(void *ctx, uint64_t now_us, uint32_t from, uint32_t to, const uint8_t *frame,
+                     size_t len, uint64_t value);
+    void *hook_ctx; /* passed to on_progress and on_trace */
 } sim_run_opts;
 
 const char *sim_run_strerror(int err);

@@ -133,6 +133,8 @@ typedef struct sim_report {
     double first_cd;         /* consensus distance of the first sample */
     uint64_t last_sample_us; /* timed mode: time of the last sample */
     double mem_per_agent;    /* heap bytes allocated by agent setup, per agent */
+    double target_since;     /* first sample of the current stretch at or above the target */
+    sim_diverge div;
 } sim_report;
 
 /* agents.c: counts of what happened to the agents. */
@@ -176,7 +178,17 @@ struct runner {
     struct timespec t0, last_print;
     char err[512];
     int failed;
+    int interrupted; /* opts->stop was seen */
 };
+
+/* The run stops early: failed, interrupted or diverged (under opts->check,
+ * the soak, a divergence is only marked: the invariants see what follows). */
+static inline int sim_runner_halted(runner *r)
+{
+    if (r->opts->stop && *r->opts->stop)
+        r->interrupted = 1;
+    return r->failed || r->interrupted || (r->rep.div.diverged && !r->opts->check);
+}
 
 /* run.c */
 int sim_runner_fail(runner *r, int code, const char *fmt, ...)

@@ -114,6 +114,9 @@ static const common_option scenario_options[] = {
      .help = "simulated seconds to run (mode timed); horizon of random faults in both modes"},
     {"run", "target_accuracy", F64, F(run.target_accuracy), .min = 0, .max = 1, .def = "0.9",
      .help = "accuracy whose first crossing gives time_to_target_s"},
+    {"run", "diverge_factor", F64, F(run.diverge_factor), .min = 0, .max = 1e300, .def = "1000000",
+     .help = "a run diverges when consensus distance or loss exceeds this times its first "
+             "value (0 = only non-finite values)"},
     {"model", "kind", ENUM, F(model.kind), .names = MODEL_KINDS, .def = "consensus",
      .help = "model trained: mlp, softmax, cnn, consensus (average of vectors), quadratic"},
     {"model", "dim", U32, F(model.dim), .min = 1, .max = 1e8, .def = "100",

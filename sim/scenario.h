@@ -125,6 +125,7 @@ typedef struct sim_scenario {
         uint32_t rounds;
         double duration_s;
         double target_accuracy;
+        double diverge_factor; /* sim_diverge (sim/output.h); 0 = growth not checked */
     } run;
     struct {
         sim_model_kind kind;

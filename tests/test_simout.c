@@ -143,6 +143,9 @@ static int json_object(const char *p, jfield *f, int max)
         if (!strncmp(p, "null", 4)) {
             f[n].is_null = 1;
             p += 4;
+        } else if (!strncmp(p, "true", 4) || !strncmp(p, "false", 5)) {
+            f[n].num = *p == 't'; /* a flag: 1 or 0 */
+            p += *p == 't' ? 4 : 5;
         } else if (*p == '"') {
             f[n].is_str = 1;
             if (!(p = json_str(p, f[n].str, sizeof f[n].str)))
@@ -227,6 +230,10 @@ static void summary_json(void **state)
     assert_true(get(f, n, "bytes_total")->num == 1099511627776.0);
     assert_true(get(f, n, "events_per_s")->num == 24690);
     assert_true(get(f, n, "peak_flows")->num == 42);
+    assert_true(get(f, n, "interrupted")->num == 0 && get(f, n, "diverged")->num == 0);
+    assert_true(get(f, n, "diverged_round")->is_null);
+    assert_true(get(f, n, "time_to_target_sustained_s")->is_null);
+    assert_non_null(strstr(text, "\"interrupted\": false,"));
     /* whole numbers stay whole: "60", not "6e+01" */
     assert_non_null(strstr(text, "\"sim_time_s\": 60,"));
     assert_non_null(strstr(text, "\"wall_s\": 0.5,"));
@@ -267,12 +274,12 @@ static void sweep_csv(void **state)
         "run,mixing.bits,model.data,seed,trace_hash,events,wall_s,sim_time_s,rounds,steps_total,"
         "bytes_total,bytes_per_agent_max,final_accuracy,time_to_target_s,"
         "consensus_distance_final,shards_lost,agents,final_loss,messages,messages_lost,"
-        "memory_per_agent_bytes\n";
+        "memory_per_agent_bytes,time_to_target_sustained_s,interrupted,diverged,diverged_round\n";
     assert_memory_equal(text, want_head, strlen(want_head));
     const char *rows = text + strlen(want_head);
     assert_memory_equal(
-        rows, "0,4,\"a\"\"b\",1,00000000000000ff,0,0,0,0,0,0,0,0.5,,,0,0,,0,0,\n",
-        strlen("0,4,\"a\"\"b\",1,00000000000000ff,0,0,0,0,0,0,0,0.5,,,0,0,,0,0,\n"));
+        rows, "0,4,\"a\"\"b\",1,00000000000000ff,0,0,0,0,0,0,0,0.5,,,0,0,,0,0,,,0,0,\n",
+        strlen("0,4,\"a\"\"b\",1,00000000000000ff,0,0,0,0,0,0,0,0.5,,,0,0,,0,0,,,0,0,\n"));
     int lines = 0;
     for (const char *p = text; *p; p++)
         lines += *p == '\n';
@@ -280,6 +287,131 @@ static void sweep_csv(void **state)
     assert_non_null(strstr(text, "\n3,8,c,4,"));
     free(base);
     rm_rf(dir);
+}
+
+/* Divergence: non-finite values at once; growth past factor x the first
+ * positive value; nothing without live agents; only the first counts. */
+static void diverge(void **state)
+{
+    (void)state;
+    sim_diverge d;
+    sim_diverge_init(&d, 1e3);
+    assert_int_equal(sim_diverge_sample(&d, 0, 0, 4, NAN, 0), 0); /* consensus at 0: no ref */
+    assert_int_equal(sim_diverge_sample(&d, 1, 1, 4, NAN, 2), 0);
+    assert_int_equal(sim_diverge_sample(&d, 2, 2, 4, NAN, 1999), 0);
+    assert_int_equal(sim_diverge_sample(&d, 3, 3, 0, NAN, NAN), 0); /* nobody live */
+    assert_int_equal(sim_diverge_sample(&d, 4, 4, 4, NAN, 2001), 1);
+    assert_int_equal(d.diverged, 1);
+    assert_int_equal(d.round, 4);
+    assert_true(d.time_s == 4);
+    assert_non_null(strstr(d.reason, "run.diverge_factor"));
+    assert_int_equal(sim_diverge_sample(&d, 5, 5, 4, NAN, NAN), 0); /* once */
+    assert_int_equal(d.round, 4);
+
+    sim_diverge_init(&d, 0); /* growth off: only non-finite values */
+    assert_int_equal(sim_diverge_sample(&d, 0, 0, 2, 2.3, 1), 0);
+    assert_int_equal(sim_diverge_sample(&d, 1, 7, 2, 1e30, 1e30), 0);
+    assert_int_equal(sim_diverge_sample(&d, 2, 8, 2, NAN, 1), 1); /* loss was defined */
+    assert_int_equal(d.round, 8);
+    sim_diverge_init(&d, 0);
+    assert_int_equal(sim_diverge_sample(&d, 0, 3, 2, 1, INFINITY), 1);
+    assert_non_null(strstr(d.reason, "consensus distance is inf"));
+    sim_diverge_init(&d, 10);
+    assert_int_equal(sim_diverge_sample(&d, 0, 0, 2, 2, 0), 0);
+    assert_int_equal(sim_diverge_sample(&d, 1, 1, 2, 21, 0), 1); /* loss > 10 x 2 */
+    assert_non_null(strstr(d.reason, "loss 21"));
+}
+
+/* Seeds: summary.json of the replications holds mean, sd and the t
+ * interval per metric, computed over the runs where it is defined. */
+static void replications(void **state)
+{
+    (void)state;
+    char dir[64], err[256];
+    tmpdir(dir, sizeof dir);
+    sim_summary runs[3];
+    const double acc[3] = {0.70, 0.80, 0.90}, ttt[3] = {5, NAN, 7};
+    for (int k = 0; k < 3; k++) {
+        sim_summary_init(&runs[k]);
+        runs[k].seed = 10 + k;
+        runs[k].final_accuracy = acc[k];
+        runs[k].time_to_target_s = ttt[k];
+        runs[k].rounds = 100;
+        snprintf(runs[k].scenario, sizeof runs[k].scenario, "x.ini");
+        snprintf(runs[k].label, sizeof runs[k].label, "mixing.bits=8");
+        assert_int_equal(sim_summary_add(&runs[k], "crashes", k), 0);
+    }
+    runs[2].diverged = 1;
+    assert_int_equal(sim_summary_write_stats_file(runs, 3, dir, err, sizeof err), 0);
+    char path[128];
+    snprintf(path, sizeof path, "%s/summary.json", dir);
+    const char *text = slurp(path);
+    assert_non_null(strstr(text, "\"seeds\": [\n    10,\n    11,\n    12\n  ]"));
+    assert_non_null(strstr(text, "\"runs\": 3,"));
+    assert_non_null(strstr(text, "\"runs_diverged\": 1,"));
+    assert_non_null(strstr(text, "\"diverged\": true,"));
+    assert_non_null(strstr(text, "\"interrupted\": false,"));
+    assert_non_null(strstr(text, "\"scenario\": \"x.ini\""));
+    /* accuracy: mean 0.8, sd 0.1, half = t(0.975, 2) 0.1 / sqrt(3) */
+    const char *a = strstr(text, "\"final_accuracy\": {");
+    assert_non_null(a);
+    double mean, sd, lo, hi;
+    assert_int_equal(sscanf(strstr(a, "\"mean\":"), "\"mean\": %lf", &mean), 1);
+    assert_int_equal(sscanf(strstr(a, "\"sd\":"), "\"sd\": %lf", &sd), 1);
+    assert_int_equal(sscanf(strstr(a, "\"ci_low\":"), "\"ci_low\": %lf", &lo), 1);
+    assert_int_equal(sscanf(strstr(a, "\"ci_high\":"), "\"ci_high\": %lf", &hi), 1);
+    double half = 4.302652729749464 * 0.1 / sqrt(3);
+    assert_true(fabs(mean - 0.8) < 1e-12 && fabs(sd - 0.1) < 1e-12);
+    assert_true(fabs(lo - (0.8 - half)) < 1e-9 && fabs(hi - (0.8 + half)) < 1e-9);
+    /* time to target: defined in 2 of 3 runs */
+    const char *t = strstr(text, "\"time_to_target_s\": {");
+    assert_non_null(t);
+    assert_non_null(strstr(t, "\"n\": 2,"));
+    assert_non_null(strstr(t, "\"mean\": 6,"));
+    assert_non_null(strstr(text, "\"crashes\": {"));
+    assert_null(strstr(text, "\"trace_hash\""));
+
+    /* the sweep row: mean, sd, interval and n per metric */
+    sim_scenario *base = malloc(sizeof *base);
+    sim_scenario_defaults(base);
+    sim_sweep sw;
+    sim_sweep_init(&sw);
+    assert_int_equal(sim_sweep_add(&sw, base, "mixing.bits=8", err, sizeof err), 0);
+    sim_sweep_csv c;
+    assert_int_equal(sim_sweep_csv_open_stats(&c, dir, &sw, err, sizeof err), 0);
+    assert_int_equal(sim_sweep_csv_row_stats(&c, &sw, 0, runs, 3), 0);
+    assert_int_equal(sim_sweep_csv_close(&c, err, sizeof err), 0);
+    snprintf(path, sizeof path, "%s/sweep.csv", dir);
+    text = slurp(path);
+    assert_non_null(strstr(text, "run,mixing.bits,seeds,runs_interrupted,runs_diverged,events,"
+                                 "events_sd,events_ci_low,events_ci_high,events_n,"));
+    assert_non_null(strstr(text, ",final_accuracy,final_accuracy_sd,"));
+    assert_non_null(strstr(text, "\n0,8,3,0,1,"));
+    assert_non_null(strstr(text, ",rounds,rounds_sd,"));
+    assert_non_null(strstr(text, ",100,0,100,100,3,")); /* rounds: all equal */
+    free(base);
+    rm_rf(dir);
+}
+
+/* The event trace lines: frames with type and digest, host marks. */
+static void trace_lines(void **state)
+{
+    (void)state;
+    char buf[512];
+    FILE *f = fmemopen(buf, sizeof buf, "w");
+    assert_non_null(f);
+    sim_trace_line(f, 1500, 0, 0, NULL, 0, 0x57E9000000000003ULL);
+    const uint8_t junk[3] = {1, 2, 3};
+    sim_trace_line(f, 2000, 4, 5, junk, 3, 0);
+    fclose(f);
+    /* FNV-1a 64 of 01 02 03 */
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (int k = 0; k < 3; k++)
+        h = (h ^ junk[k]) * 0x100000001b3ULL;
+    char want[256];
+    snprintf(want, sizeof want, "1500 mark 57e9000000000003\n2000 frame 4 5 3 - %016llx\n",
+             (unsigned long long)h);
+    assert_string_equal(buf, want);
 }
 
 static void consensus_distance(void **state)
@@ -352,7 +484,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(series_csv),       cmocka_unit_test(summary_json),
         cmocka_unit_test(sweep_csv),        cmocka_unit_test(consensus_distance),
-        cmocka_unit_test(directory_errors),
+        cmocka_unit_test(directory_errors), cmocka_unit_test(diverge),
+        cmocka_unit_test(replications),     cmocka_unit_test(trace_lines),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
