@@ -3,7 +3,10 @@
 # seed twice gives the same hash; series.csv has the documented header and
 # population rows; summary.json has every documented field; --sweep writes
 # one sweep.csv row per combination; --plot writes PNG, SVG and PDF figures; bad scenario files,
-# keys and values fail with a message naming them and exit status 2.
+# keys and values fail with a message naming them and exit status 2. SIGINT and SIGTERM write
+# what was simulated (interrupted, exit 130); a diverging run is marked and exits 3 unless
+# --allow-divergence; --seeds N runs in worker processes with the same hashes as one seed at a
+# time and summarises mean, sd and the 95% interval; --trace writes the hash's event stream.
 set -eu
 build=${BUILD:-build}
 bin="$build/murmur"
@@ -88,6 +91,123 @@ rc=$?
 set -e
 [ "$rc" -eq 1 ] && grep -q "no series.csv, seed-S/ or run-RRRR/" "$tmp/cmp.err" ||
     fail "sim plot on a directory without runs: status $rc, $(cat "$tmp/cmp.err")"
+
+# jget FILE KEY: a top-level value of summary.json
+jget() { sed -n "s/^  \"$2\": \"\{0,1\}\([^\",]*\)\"\{0,1\},\{0,1\}\$/\1/p" "$1" | head -n 1; }
+
+# interrupted: SIGINT after some simulated time writes series and summary, exit 130
+cat >"$tmp/long.ini" <<'INI'
+[run]
+seed = 3
+agents = 64
+mode = timed
+duration_s = 100000
+[model]
+kind = quadratic
+dim = 200
+[network]
+latency_ms = 2
+bandwidth_mbps = 50
+[output]
+every_s = 0.5
+INI
+interrupt() { # signal, outdir, args...: start, wait for 3 samples, signal; sets rc
+    sig=$1 o=$2
+    shift 2
+    "$bin" sim "$tmp/long.ini" --out "$o" "$@" >"$o.log" 2>"$o.err" &
+    pid=$!
+    i=0
+    until [ "$(find "$o" -name series.csv -exec cat {} + 2>/dev/null | grep -c ',all,')" -ge 3 ]; do
+        i=$((i + 1))
+        [ $i -lt 600 ] || { kill -KILL $pid; fail "no samples from the long run after 60 s"; }
+        sleep 0.1
+    done
+    kill -"$sig" $pid
+    set +e
+    wait $pid
+    rc=$?
+    set -e
+}
+interrupt INT "$tmp/int"
+[ "$rc" -eq 130 ] || { cat "$tmp/int.err"; fail "SIGINT: exit status $rc, not 130"; }
+[ "$(jget "$tmp/int/summary.json" interrupted)" = true ] || fail "SIGINT: summary not marked interrupted"
+t=$(jget "$tmp/int/summary.json" sim_time_s)
+awk -v t="$t" 'BEGIN { exit !(t > 0 && t < 100000) }' || fail "SIGINT: sim_time_s $t is not the time reached"
+last=$(grep ',all,' "$tmp/int/series.csv" | tail -n1 | cut -d, -f1)
+[ "$last" = "$t" ] || fail "SIGINT: last series row at $last, summary at $t"
+grep -q "interrupted" "$tmp/int.err" || fail "SIGINT: no message on stderr"
+# SIGTERM to the parent of workers: every seed writes its part, the summary of seeds too
+interrupt TERM "$tmp/term" --seeds 2 --jobs 2 --quiet
+[ "$rc" -eq 130 ] || { cat "$tmp/term.err"; fail "SIGTERM with workers: exit status $rc, not 130"; }
+for sd in 3 4; do
+    [ "$(jget "$tmp/term/seed-$sd/summary.json" interrupted)" = true ] || fail "SIGTERM: seed $sd not marked"
+done
+[ "$(jget "$tmp/term/summary.json" interrupted)" = true ] || fail "SIGTERM: seeds summary not marked"
+# a second signal does not wait for the run to finish writing
+"$bin" sim "$tmp/long.ini" --out "$tmp/int2" --quiet >/dev/null 2>&1 &
+pid=$!
+sleep 1
+kill -INT $pid
+kill -INT $pid 2>/dev/null || true
+set +e
+wait $pid
+rc=$?
+set -e
+[ "$rc" -eq 130 ] || fail "two SIGINTs: exit status $rc, not 130"
+
+# divergence: a quadratic objective with lr > 2 grows without bound
+timeout 60 "$bin" sim "$tmp/s.ini" --out "$tmp/div" --quiet --set model.lr=5 >"$tmp/div.log" 2>"$tmp/div.err" && rc=0 || rc=$?
+[ "$rc" -eq 3 ] || fail "diverging run: exit status $rc, not 3"
+[ "$(jget "$tmp/div/summary.json" diverged)" = true ] || fail "diverging run not marked"
+r=$(jget "$tmp/div/summary.json" diverged_round)
+[ -n "$r" ] && [ "$r" != null ] || fail "diverging run: no diverged_round"
+grep -q "diverged at round $r" "$tmp/div.err" || fail "diverging run: no message naming round $r"
+[ "$(jget "$tmp/a/summary.json" diverged)" = false ] || fail "a converging run is marked diverged"
+timeout 60 "$bin" sim "$tmp/s.ini" --out "$tmp/div2" --quiet --set model.lr=5 --allow-divergence \
+    >/dev/null 2>&1 || fail "--allow-divergence: non-zero exit"
+timeout 60 "$bin" sim "$tmp/s.ini" --out "$tmp/divsw" --quiet --allow-divergence --sweep model.lr=0.05,5 \
+    >/dev/null 2>&1 || fail "sweep with a diverging point and --allow-divergence"
+awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
+    { d[NR - 1] = $c["diverged"] } END { exit !(d[1] == 0 && d[2] == 1) }' "$tmp/divsw/sweep.csv" ||
+    fail "sweep.csv does not show which point diverged"
+
+# seeds: workers give the hashes of single runs; the summary holds mean, sd and interval
+timeout 120 "$bin" sim "$tmp/s.ini" --out "$tmp/seeds" --seeds 3 --jobs 2 --plot >"$tmp/seeds.log" 2>&1 ||
+    { cat "$tmp/seeds.log"; fail "--seeds 3"; }
+for sd in 5 6 7; do
+    [ -s "$tmp/seeds/seed-$sd/series.csv" ] || fail "--seeds: no seed-$sd/series.csv"
+done
+h6=$(jget "$tmp/seeds/seed-6/summary.json" trace_hash)
+[ "$h6" = "$(tail -n1 "$tmp/c.log" | cut -d= -f2)" ] || fail "--seeds: seed 6 in a worker differs from a run of seed 6"
+grep -q '"metrics": {' "$tmp/seeds/summary.json" || fail "--seeds: no metrics in summary.json"
+mean=$(sed -n '/"final_loss": {/,/}/s/^ *"mean": \([^,]*\),$/\1/p' "$tmp/seeds/summary.json")
+want=$(for sd in 5 6 7; do jget "$tmp/seeds/seed-$sd/summary.json" final_loss; done |
+    awk '{ s += $1; n++ } END { printf "%.10g", s / n }')
+[ "$(printf '%.10g' "$mean")" = "$want" ] || fail "--seeds: mean final_loss $mean, want $want"
+grep -q '"ci_low"' "$tmp/seeds/summary.json" || fail "--seeds: no interval"
+[ -s "$tmp/seeds/loss_vs_time.png" ] || fail "--seeds --plot: no figure of the mean"
+[ "$(grep -c '^TRACE_HASH=' "$tmp/seeds.log")" -eq 3 ] || fail "--seeds: want 3 TRACE_HASH lines"
+timeout 120 "$bin" sim "$tmp/s.ini" --out "$tmp/seedsw" --seeds 2 --quiet --sweep mixing.bits=8,32 \
+    >/dev/null 2>&1 || fail "--seeds with --sweep"
+head -n1 "$tmp/seedsw/sweep.csv" | grep -q '^run,mixing.bits,seeds,runs_interrupted,runs_diverged,' ||
+    fail "--seeds sweep.csv header"
+grep -q ',final_loss_ci_low,' "$tmp/seedsw/sweep.csv" || fail "--seeds sweep.csv has no intervals"
+[ -s "$tmp/seedsw/run-0001/seed-6/summary.json" ] || fail "--seeds sweep: no run-0001/seed-6"
+
+# --trace: the stream of the hash, one event per line; same seed, same file
+timeout 60 "$bin" sim "$tmp/s.ini" --out "$tmp/tr1" --trace "$tmp/t1.txt" --quiet >"$tmp/tr1.log"
+timeout 60 "$bin" sim "$tmp/s.ini" --out "$tmp/tr2" --trace "$tmp/t2.txt" --quiet >/dev/null
+timeout 60 "$bin" sim "$tmp/s.ini" --out "$tmp/tr3" --trace "$tmp/t3.txt" --quiet --set run.seed=6 >/dev/null
+cmp -s "$tmp/t1.txt" "$tmp/t2.txt" || fail "--trace: same seed, different traces"
+! cmp -s "$tmp/t1.txt" "$tmp/t3.txt" || fail "--trace: different seeds, same trace"
+[ "$(tail -n1 "$tmp/t1.txt")" = "# trace_hash $hash" ] || fail "--trace does not end with the run's hash"
+frames=$(grep -c ' frame ' "$tmp/t1.txt")
+[ "$frames" -gt 0 ] && grep -q ' mark ' "$tmp/t1.txt" || fail "--trace: no frames or marks"
+awk '!/^#/ && !(NF == 7 && $2 == "frame") && !(NF == 3 && $2 == "mark") { exit 1 }' "$tmp/t1.txt" ||
+    fail "--trace: a line of neither form"
+expect_err2() { pat=$1; shift; set +e; "$bin" sim "$@" >/dev/null 2>"$tmp/e.err"; rc=$?; set -e
+    [ "$rc" -eq 2 ] && grep -q -- "$pat" "$tmp/e.err" || { cat "$tmp/e.err"; fail "want status 2 and '$pat' for: $*"; }; }
+expect_err2 "--trace exports one run" "$tmp/s.ini" --out "$tmp/x" --trace "$tmp/t.txt" --seeds 2
 
 # errors: exit status 2 and a message naming the problem
 expect_err() { # pattern, args...
