@@ -187,7 +187,7 @@ static void run_timed(runner *r)
         sim_engine_run_until(r->e, r->end_us, timed_stop, r);
     if (sim_runner_failed(r))
         return;
-    if (r->rep.last_sample_us != r->end_us)
+    if (r->rep.last_sample_us != sim_runner_now(r)) /* not twice at one time (stopped early) */
         sim_report_sample(r, 0);
 }
 

@@ -156,23 +156,23 @@ set -e
 [ "$rc" -eq 130 ] || fail "two SIGINTs: exit status $rc, not 130"
 
 # divergence: a quadratic objective with lr > 2 grows without bound
-timeout 60 "$bin" sim "$tmp/s.ini" --out "$tmp/div" --quiet --set model.lr=5 >"$tmp/div.log" 2>"$tmp/div.err" && rc=0 || rc=$?
+timeout 600 "$bin" sim "$tmp/s.ini" --out "$tmp/div" --quiet --set model.lr=5 >"$tmp/div.log" 2>"$tmp/div.err" && rc=0 || rc=$?
 [ "$rc" -eq 3 ] || fail "diverging run: exit status $rc, not 3"
 [ "$(jget "$tmp/div/summary.json" diverged)" = true ] || fail "diverging run not marked"
 r=$(jget "$tmp/div/summary.json" diverged_round)
 [ -n "$r" ] && [ "$r" != null ] || fail "diverging run: no diverged_round"
 grep -q "diverged at round $r" "$tmp/div.err" || fail "diverging run: no message naming round $r"
 [ "$(jget "$tmp/a/summary.json" diverged)" = false ] || fail "a converging run is marked diverged"
-timeout 60 "$bin" sim "$tmp/s.ini" --out "$tmp/div2" --quiet --set model.lr=5 --allow-divergence \
+timeout 600 "$bin" sim "$tmp/s.ini" --out "$tmp/div2" --quiet --set model.lr=5 --allow-divergence \
     >/dev/null 2>&1 || fail "--allow-divergence: non-zero exit"
-timeout 60 "$bin" sim "$tmp/s.ini" --out "$tmp/divsw" --quiet --allow-divergence --sweep model.lr=0.05,5 \
+timeout 600 "$bin" sim "$tmp/s.ini" --out "$tmp/divsw" --quiet --allow-divergence --sweep model.lr=0.05,5 \
     >/dev/null 2>&1 || fail "sweep with a diverging point and --allow-divergence"
 awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
     { d[NR - 1] = $c["diverged"] } END { exit !(d[1] == 0 && d[2] == 1) }' "$tmp/divsw/sweep.csv" ||
     fail "sweep.csv does not show which point diverged"
 
 # seeds: workers give the hashes of single runs; the summary holds mean, sd and interval
-timeout 120 "$bin" sim "$tmp/s.ini" --out "$tmp/seeds" --seeds 3 --jobs 2 --plot >"$tmp/seeds.log" 2>&1 ||
+timeout 600 "$bin" sim "$tmp/s.ini" --out "$tmp/seeds" --seeds 3 --jobs 2 --plot >"$tmp/seeds.log" 2>&1 ||
     { cat "$tmp/seeds.log"; fail "--seeds 3"; }
 for sd in 5 6 7; do
     [ -s "$tmp/seeds/seed-$sd/series.csv" ] || fail "--seeds: no seed-$sd/series.csv"
@@ -187,7 +187,7 @@ want=$(for sd in 5 6 7; do jget "$tmp/seeds/seed-$sd/summary.json" final_loss; d
 grep -q '"ci_low"' "$tmp/seeds/summary.json" || fail "--seeds: no interval"
 [ -s "$tmp/seeds/loss_vs_time.png" ] || fail "--seeds --plot: no figure of the mean"
 [ "$(grep -c '^TRACE_HASH=' "$tmp/seeds.log")" -eq 3 ] || fail "--seeds: want 3 TRACE_HASH lines"
-timeout 120 "$bin" sim "$tmp/s.ini" --out "$tmp/seedsw" --seeds 2 --quiet --sweep mixing.bits=8,32 \
+timeout 600 "$bin" sim "$tmp/s.ini" --out "$tmp/seedsw" --seeds 2 --quiet --sweep mixing.bits=8,32 \
     >/dev/null 2>&1 || fail "--seeds with --sweep"
 head -n1 "$tmp/seedsw/sweep.csv" | grep -q '^run,mixing.bits,seeds,runs_interrupted,runs_diverged,' ||
     fail "--seeds sweep.csv header"
@@ -195,9 +195,9 @@ grep -q ',final_loss_ci_low,' "$tmp/seedsw/sweep.csv" || fail "--seeds sweep.csv
 [ -s "$tmp/seedsw/run-0001/seed-6/summary.json" ] || fail "--seeds sweep: no run-0001/seed-6"
 
 # --trace: the stream of the hash, one event per line; same seed, same file
-timeout 60 "$bin" sim "$tmp/s.ini" --out "$tmp/tr1" --trace "$tmp/t1.txt" --quiet >"$tmp/tr1.log"
-timeout 60 "$bin" sim "$tmp/s.ini" --out "$tmp/tr2" --trace "$tmp/t2.txt" --quiet >/dev/null
-timeout 60 "$bin" sim "$tmp/s.ini" --out "$tmp/tr3" --trace "$tmp/t3.txt" --quiet --set run.seed=6 >/dev/null
+timeout 600 "$bin" sim "$tmp/s.ini" --out "$tmp/tr1" --trace "$tmp/t1.txt" --quiet >"$tmp/tr1.log"
+timeout 600 "$bin" sim "$tmp/s.ini" --out "$tmp/tr2" --trace "$tmp/t2.txt" --quiet >/dev/null
+timeout 600 "$bin" sim "$tmp/s.ini" --out "$tmp/tr3" --trace "$tmp/t3.txt" --quiet --set run.seed=6 >/dev/null
 cmp -s "$tmp/t1.txt" "$tmp/t2.txt" || fail "--trace: same seed, different traces"
 ! cmp -s "$tmp/t1.txt" "$tmp/t3.txt" || fail "--trace: different seeds, same trace"
 [ "$(tail -n1 "$tmp/t1.txt")" = "# trace_hash $hash" ] || fail "--trace does not end with the run's hash"
