@@ -53,6 +53,7 @@ struct conn {
     uint64_t peer;              /* node id once OPEN */
     int penalize;               /* an authentication failure closed it */
     int carried;                /* a frame of ours was queued on it (find_conn) */
+    uint64_t remote_key;        /* the remote IP address as seen on the socket, hashed (on_open) */
     gossip_time_us active_us;   /* last time bytes moved either way */
     nng_stream *s;
     nng_stream_dialer *dialer;
@@ -582,6 +583,8 @@ static void conn_fail(conn *c, int cause, int penalize)
 
 static uint32_t links_in_use(const net_transport *t);
 
+static void remote_host(nng_stream *s, char *out, size_t cap);
+
 static void on_open(conn *c)
 {
     net_transport *t = c->t;
@@ -592,6 +595,9 @@ static void on_open(conn *c)
     }
     c->state = C_OPEN;
     c->peer = net_channel_peer(c->ch);
+    char host[GOSSIP_ADDR_MAX];
+    remote_host(c->s, host, sizeof host);
+    c->remote_key = net_penalty_key(host);
     t->stats.handshakes_ok++;
     net_penalty_forgive(t->penalty, c->pen_key);
     if (c->dialed) {
@@ -1406,10 +1412,22 @@ static conn *find_conn(net_transport *t, uint64_t id, const char *addr)
      * lives, so that one sender's frames arrive in order even when both
      * peers dialed each other (the allreduce ring needs it): two sockets
      * are read by two aios, and nothing orders frames across them. */
-    for (conn *c = t->conns; id && c; c = c->next)
+    conn *sticky = NULL;
+    for (conn *c = t->conns; id && c && !sticky; c = c->next)
         if (c->carried && c->state != C_CLOSING &&
             ((c->peer == id && c->state == C_OPEN) || (c->dialed && c->expect == id)))
-            return c;
+            sticky = c;
+    /* ... unless another open link claims id from another host: two
+     * processes hold one key (a duplicate identity, gossip/node refuses the
+     * newcomer). Frames then go where they did before stickiness (the first
+     * open link), so the newcomer hears the answers that tell it so rather
+     * than nothing at all. */
+    for (conn *c = t->conns; sticky && c; c = c->next)
+        if (c != sticky && c->state == C_OPEN && c->peer == id && sticky->state == C_OPEN &&
+            c->remote_key != sticky->remote_key)
+            sticky = NULL;
+    if (sticky)
+        return sticky;
     for (conn *c = t->conns; c; c = c->next) {
         if (c->state == C_CLOSING)
             continue;
