@@ -166,6 +166,10 @@ MURMUR_API int murmur_mix(murmur_agent *a, float *params, uint32_t steps, uint64
     if (a->stop)
         return MURMUR_ESTOPPED;
     pthread_mutex_lock(&a->mu);
+    /* A host with no data (0 steps, 0 samples) on an agent whose store is
+     * full will get none: one schedule step, not counted as a local step,
+     * keeps its mixing rounds coming (issue 13 item 11). */
+    uint32_t sched_steps = steps == 0 && samples == 0 && a->idle_mix ? 1u : steps;
     gossip_sched_applied applied = gossip_sched_before_step(a->sched, params);
     int due = 0, rc = MURMUR_MIX_NONE;
     if (applied == GOSSIP_SCHED_REPLACED)
@@ -177,8 +181,9 @@ MURMUR_API int murmur_mix(murmur_agent *a, float *params, uint32_t steps, uint64
     a->host_samples += samples;
     int max_steps = a->cfg.run_max_steps && a->host_steps >= a->cfg.run_max_steps;
     /* one schedule step per counted step; the samples go with the last */
-    for (uint32_t s = 0; s < steps; s++) {
-        uint64_t n = s + 1 == steps ? samples - (samples / steps) * (steps - 1) : samples / steps;
+    for (uint32_t s = 0; s < sched_steps; s++) {
+        uint64_t n = s + 1 == sched_steps ? samples - (samples / sched_steps) * (sched_steps - 1)
+                                          : samples / sched_steps;
         due |= gossip_sched_after_step(a->sched, params, (uint32_t)n, live);
     }
     /* Checked only when a round takes a copy (a pass over params per step

@@ -775,6 +775,9 @@ size_t agent_status_json(const agent_status *st, char *buf, size_t cap)
         common_json_string(&j, "train_reason", st->train_reason);
         common_json_u64(&j, "train_shards", st->train_shards);
         common_json_u64(&j, "shards_pending", st->shards_pending);
+        common_json_bool(&j, "store_full", st->store_full != 0);
+        common_json_u64(&j, "shards_handed", st->shards_handed);
+        common_json_u64(&j, "shards_taken", st->shards_taken);
     }
     if (st->faults_enabled) { /* [faults]: what murmur chaos checks */
         common_json_u64(&j, "faults_active", st->faults_active);

@@ -187,8 +187,9 @@ int agent_metrics_std_reject(const agent_metrics_std *s, const char *cause);
 #define AGENT_STATUS_MIXING_MAX 24u
 #define AGENT_STATUS_STATE_MAX  24u
 #define AGENT_STATUS_TRAIN_MAX  24u
-/* Longest /status document: a dozen fields of bounded size. */
-#define AGENT_STATUS_JSON_MAX 1024u
+/* Longest /status document: about 35 fields of bounded size (keys ~650
+ * bytes, numbers at most 25 characters each, the address escaped). */
+#define AGENT_STATUS_JSON_MAX 2048u
 
 typedef struct agent_status {
     uint64_t node_id;
@@ -221,6 +222,10 @@ typedef struct agent_status {
     uint32_t faults_enabled, faults_active, training_paused;
     uint64_t faults_applied, faults_removed, fault_frames;
     double training_slow;
+    /* A full shards directory (gossip_shards_full_get): this agent hands
+     * its primaries to the next holders (store_full, shards_handed), or
+     * trains shards of a full agent (shards_taken). */
+    uint32_t store_full, shards_handed, shards_taken;
 } agent_status;
 
 /* Called on an NNG thread for every GET /status; fills *out, which arrives

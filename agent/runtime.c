@@ -231,8 +231,11 @@ static void on_shards(agent_runtime *a)
     int source_changed = info.source != a->train.source || info.reason != a->train.reason;
     a->train = info;
     a->train_count = np;
+    gossip_shards_full_info full;
+    gossip_shards_full_get(sh, &full);
     pthread_mutex_lock(&a->mu);
     a->train_pub = info; /* for murmur_shards_get */
+    a->idle_mix = full.full;
     int same = np == a->n_primary &&
                !memcmp(a->primary, a->primary_scratch, np * sizeof *a->primary_scratch);
     if (!same) {
@@ -243,6 +246,20 @@ static void on_shards(agent_runtime *a)
     }
     pthread_mutex_unlock(&a->mu);
     a->primary_count = held_primary;
+    if (full.full != a->full.full || full.handed != a->full.handed || full.taken != a->full.taken) {
+        agent_log_line l;
+        agent_log_begin(&l, AGENT_LOG_INFO, "primaries_moved");
+        agent_log_u64(&l, "store_full", (uint64_t)full.full);
+        agent_log_u64(&l, "handed", full.handed);
+        agent_log_u64(&l, "taken", full.taken);
+        agent_log_str(&l, "why",
+                      full.full ? "this agent's shards directory is full: the next holders train "
+                                  "its primaries; it trains what it holds and keeps mixing"
+                      : full.taken ? "training the primaries of an agent whose store is full"
+                                   : "every store has room: primaries back to placement");
+        agent_log_end(&l);
+    }
+    a->full = full;
     if (!same || source_changed) {
         agent_log_line l;
         agent_log_begin(&l, AGENT_LOG_INFO, "shards_assigned");
@@ -456,6 +473,9 @@ static void sync_metrics(agent_runtime *a)
     a->st.shards_missing = a->missing_count;
     a->st.shards_pending = a->train.pending;
     a->st.train_shards = a->train_count;
+    a->st.store_full = (uint32_t)a->full.full;
+    a->st.shards_handed = a->full.handed;
+    a->st.shards_taken = a->full.taken;
     snprintf(a->st.train_source, sizeof a->st.train_source, "%s",
              gossip_shards_train_source_name(a->train.source));
     snprintf(a->st.train_reason, sizeof a->st.train_reason, "%s",
@@ -508,6 +528,9 @@ static void log_progress(agent_runtime *a)
     agent_log_u64(&l, "train_shards", s.train_shards);
     agent_log_str(&l, "train_reason", s.train_reason);
     agent_log_u64(&l, "shards_pending", s.shards_pending);
+    agent_log_u64(&l, "store_full", s.store_full);
+    agent_log_u64(&l, "shards_handed", s.shards_handed);
+    agent_log_u64(&l, "shards_taken", s.shards_taken);
     agent_log_end(&l);
 }
 

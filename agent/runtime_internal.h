@@ -126,6 +126,11 @@ struct murmur_agent {
     uint64_t quarantined_seen;
     agent_metric *store_errors;
     uint64_t store_errors_seen, store_full_seen, store_warn_us, store_suppressed;
+    gossip_shards_full_info full; /* who trains what while a store is full */
+    /* Under mu: the store is full, so a host without data has none to wait
+     * for: murmur_mix(a, params, 0, 0) then counts one schedule step (not a
+     * local step), so that the agent keeps mixing, as a relay. */
+    int idle_mix;
 
     /* admission (runtime.c, loop only) */
     uint64_t conflict_seen; /* last gossip_swim_conflict seq logged */

@@ -64,6 +64,12 @@ typedef struct probe {
     uint32_t shard;
 } probe;
 
+/* A member that said its store is full (a FULL notice), until `until`. */
+typedef struct full_member {
+    uint64_t id;
+    gossip_time_us until;
+} full_member;
+
 typedef struct manifest_cache {
     int valid;
     uint32_t shard;
@@ -102,6 +108,14 @@ struct gossip_shards {
 
     int scan;                  /* look for shards to fetch */
     gossip_time_us full_until; /* store full: no fetch starts before this */
+    /* A full store (see the header): full = a write failed for lack of
+     * room and nothing was stored since; self_full = full while an assigned
+     * shard is missing (then this agent hands its primaries over). */
+    int full, self_full;
+    gossip_time_us notice_at;    /* next round of FULL notices (while self_full) */
+    uint32_t notice_s, notice_j; /* cursor of the round in progress */
+    full_member full_members[GOSSIP_SHARDS_FULL_MEMBERS_MAX];
+    uint32_t n_full_members;
     uint32_t scan_from;
     uint32_t next_xfer;
     uint8_t *frame;
@@ -170,7 +184,7 @@ int gossip_shard_msg_decode(uint8_t type, const uint8_t *p, size_t len, gossip_s
         m->first = gossip_r_u32(&r);
         m->count = gossip_r_u16(&r);
         m->chunk_bytes = gossip_r_u32(&r);
-        if (m->kind > GOSSIP_SHARD_PROBE)
+        if (m->kind > GOSSIP_SHARD_FULL)
             return GOSSIP_EMALFORMED;
         if (m->kind == GOSSIP_SHARD_DATA) {
             if (m->count == 0 || m->chunk_bytes == 0)
@@ -576,7 +590,85 @@ static uint32_t fetches_active(const gossip_shards *sh)
     return k;
 }
 
-/* Start fetches for assigned shards not held, round-robin from scan_from. */
+/* ---- a full store: who trains what (see the header) ---------------------- */
+
+static int member_full(const gossip_shards *sh, uint64_t id)
+{
+    if (id == sh->cfg.self)
+        return sh->self_full;
+    for (uint32_t i = 0; i < sh->n_full_members; i++)
+        if (sh->full_members[i].id == id)
+            return 1;
+    return 0;
+}
+
+/* The slot of shard s's primary in its placement row: the first holder not
+ * known to be full, or the placement primary (slot 0) when all are. */
+static uint32_t primary_slot(const gossip_shards *sh, uint32_t s)
+{
+    const uint64_t *row = sh->holders + (size_t)s * sh->width;
+    for (uint32_t j = 0; j < sh->width; j++)
+        if (!member_full(sh, row[j]))
+            return j;
+    return 0;
+}
+
+/* Recompute F_PRIMARY (after a view, a notice, an expiry, or a change of
+ * our own store's state). */
+static void primaries_update(gossip_shards *sh)
+{
+    int missing = 0;
+    for (uint32_t s = 0; s < sh->n_shards; s++) {
+        missing |= (sh->flags[s] & (F_ASSIGNED | F_HELD)) == F_ASSIGNED;
+        sh->flags[s] &= (uint8_t)~F_PRIMARY;
+    }
+    sh->self_full = sh->full && missing;
+    if (!sh->holders)
+        return;
+    for (uint32_t s = 0; s < sh->n_shards; s++)
+        if (sh->holders[(size_t)s * sh->width + primary_slot(sh, s)] == sh->cfg.self)
+            sh->flags[s] |= F_PRIMARY;
+}
+
+/* A FULL notice from `from`: remember it as full for the TTL. */
+static void on_full_notice(gossip_shards *sh, uint64_t from, gossip_time_us now)
+{
+    if (!is_live(sh, from)) {
+        sh->c.stale++;
+        return;
+    }
+    sh->c.full_notices++;
+    gossip_time_us until = now + GOSSIP_SHARDS_FULL_TTL_US;
+    uint32_t oldest = 0;
+    for (uint32_t i = 0; i < sh->n_full_members; i++) {
+        if (sh->full_members[i].id == from) {
+            sh->full_members[i].until = until;
+            return; /* already known: nothing changes */
+        }
+        if (sh->full_members[i].until < sh->full_members[oldest].until)
+            oldest = i;
+    }
+    uint32_t at =
+        sh->n_full_members < GOSSIP_SHARDS_FULL_MEMBERS_MAX ? sh->n_full_members++ : oldest;
+    sh->full_members[at] = (full_member){from, until};
+    primaries_update(sh);
+}
+
+/* Forget the full members not heard from for the TTL. */
+static void full_expire(gossip_shards *sh, gossip_time_us now)
+{
+    int changed = 0;
+    for (uint32_t i = 0; i < sh->n_full_members;)
+        if (sh->full_members[i].until <= now) {
+            sh->full_members[i] = sh->full_members[--sh->n_full_members];
+            changed = 1;
+        } else {
+            i++;
+        }
+    if (changed)
+        primaries_update(sh);
+}
+
 /* A store operation of a fetch failed with rc. No room (GOSSIP_EFULL):
  * every fetch in flight would fail the same way, so all are aborted (their
  * partial writes freed) and none starts for GOSSIP_SHARDS_FULL_BACKOFF_US;
@@ -587,11 +679,18 @@ static void store_failed(gossip_shards *sh, int rc, gossip_time_us now)
         return;
     sh->c.store_full++;
     sh->full_until = now + GOSSIP_SHARDS_FULL_BACKOFF_US;
+    if (!sh->full) {
+        sh->full = 1;
+        sh->notice_at = now;
+        sh->notice_s = 0;
+        sh->notice_j = 1;
+    }
     for (uint32_t i = 0; i < sh->cfg.fetch_max; i++)
         if (sh->fetches[i].active) {
             sh->c.cancelled++;
             fetch_release(sh, &sh->fetches[i], 1);
         }
+    primaries_update(sh); /* hand our primaries over */
 }
 
 static void pump(gossip_shards *sh, gossip_time_us now)
@@ -686,7 +785,7 @@ int gossip_shards_set_view(gossip_shards *sh, const gossip_view *view, gossip_ti
         const uint64_t *row = holders + (size_t)s * width;
         for (uint32_t j = 0; j < width; j++)
             if (row[j] == sh->cfg.self)
-                fl |= (uint8_t)(F_ASSIGNED | (j == 0 ? F_PRIMARY : 0));
+                fl |= F_ASSIGNED;
         assigned |= (fl & F_ASSIGNED) != 0;
         if (!(fl & F_ASSIGNED)) {
             fl &= (uint8_t)~F_LOST; /* not ours to report any more */
@@ -698,6 +797,10 @@ int gossip_shards_set_view(gossip_shards *sh, const gossip_view *view, gossip_ti
     }
     if (!assigned)
         guest_choose(sh);
+    primaries_update(sh);
+    sh->notice_at = now; /* tell the holders of the new rows at once */
+    sh->notice_s = 0;
+    sh->notice_j = 1;
     for (uint32_t i = 0; i < sh->cfg.fetch_max; i++) {
         fetch *f = &sh->fetches[i];
         if (!f->active)
@@ -736,8 +839,12 @@ static int serve_push(gossip_shards *sh, const serve *e)
     return GOSSIP_OK;
 }
 
-static void on_want(gossip_shards *sh, uint64_t from, const gossip_shard_msg *m)
+static void on_want(gossip_shards *sh, uint64_t from, const gossip_shard_msg *m, gossip_time_us now)
 {
+    if (m->kind == GOSSIP_SHARD_FULL) {
+        on_full_notice(sh, from, now);
+        return;
+    }
     long s = shard_index(sh, m->id);
     serve e = {.peer = from, .xfer = m->xfer, .kind = m->kind};
     if (s < 0) {
@@ -957,6 +1064,10 @@ static void fetch_finish(gossip_shards *sh, fetch *f, gossip_time_us now)
     sh->lost_since[f->shard] = 0;
     sh->c.fetched++;
     fetch_release(sh, f, 0);
+    if (sh->full) {
+        sh->full = 0; /* there was room after all: take our primaries back */
+        primaries_update(sh);
+    }
 }
 
 static void on_manifest(gossip_shards *sh, fetch *f, const gossip_shard_msg *m, gossip_time_us now)
@@ -1062,7 +1173,7 @@ int gossip_shards_recv(gossip_shards *sh, uint64_t from, const gossip_header *h,
         return GOSSIP_EMALFORMED;
     }
     if (m.type == GOSSIP_MSG_SHARD_WANT) {
-        on_want(sh, from, &m);
+        on_want(sh, from, &m, now);
         return GOSSIP_OK;
     }
     if (m.type == GOSSIP_MSG_SHARD_CHUNK && m.kind == GOSSIP_SHARD_HAVE) {
@@ -1143,6 +1254,7 @@ int gossip_shards_tick(gossip_shards *sh, gossip_time_us now)
         sh->full_until = 0;
         sh->scan = 1;
     }
+    full_expire(sh, now);
     if (sh->holders && sh->probe_at <= now) {
         drop_confirmed(sh);
         if (sh->n_probes == 0)
@@ -1164,6 +1276,11 @@ gossip_time_us gossip_shards_deadline(const gossip_shards *sh)
             d = sh->retry_at[s];
     if (sh->full_until && sh->full_until < d)
         d = sh->full_until;
+    for (uint32_t i = 0; i < sh->n_full_members; i++)
+        if (sh->full_members[i].until < d)
+            d = sh->full_members[i].until;
+    if (sh->self_full && sh->holders && sh->notice_at < d)
+        d = sh->notice_at;
     if (sh->holders) {
         /* Probe only while some surplus shard exists. */
         for (uint32_t s = 0; s < sh->n_shards; s++)
@@ -1218,6 +1335,40 @@ static size_t build_probe(gossip_shards *sh, const probe *p)
     return GOSSIP_HEADER_SIZE + w.len;
 }
 
+static size_t build_full_notice(gossip_shards *sh)
+{
+    gossip_writer w;
+    gossip_writer_init(&w, sh->frame + GOSSIP_HEADER_SIZE, sh->frame_cap - GOSSIP_HEADER_SIZE);
+    static const uint8_t zero[ID];
+    gossip_w_bytes(&w, zero, ID);
+    gossip_w_u32(&w, 0);
+    gossip_w_u8(&w, GOSSIP_SHARD_FULL);
+    gossip_w_u32(&w, 0);
+    gossip_w_u16(&w, 0);
+    gossip_w_u32(&w, 0);
+    frame_header(sh, GOSSIP_MSG_SHARD_WANT, w.len);
+    sh->c.full_notices_sent++;
+    return GOSSIP_HEADER_SIZE + w.len;
+}
+
+/* The next destination of the FULL notice round in progress: the other
+ * holders of each shard whose placement primary is this agent (duplicates
+ * are harmless: a notice is idempotent). 0 when the round is over. */
+static uint64_t notice_next(gossip_shards *sh)
+{
+    for (; sh->notice_s < sh->n_shards; sh->notice_s++, sh->notice_j = 1) {
+        const uint64_t *row = sh->holders + (size_t)sh->notice_s * sh->width;
+        if (row[0] != sh->cfg.self)
+            continue;
+        while (sh->notice_j < sh->width) {
+            uint64_t dest = row[sh->notice_j++];
+            if (dest != sh->cfg.self)
+                return dest;
+        }
+    }
+    return 0;
+}
+
 int gossip_shards_poll_send(gossip_shards *sh, gossip_send *out, gossip_time_us now)
 {
     pump(sh, now);
@@ -1240,6 +1391,17 @@ int gossip_shards_poll_send(gossip_shards *sh, gossip_send *out, gossip_time_us 
             out->len = build_probe(sh, &p);
             return 1;
         }
+    }
+    if (sh->self_full && sh->holders && sh->notice_at <= now) {
+        uint64_t dest = notice_next(sh);
+        if (dest) {
+            out->dest = dest;
+            out->len = build_full_notice(sh);
+            return 1;
+        }
+        sh->notice_s = 0;
+        sh->notice_j = 1;
+        sh->notice_at = now + GOSSIP_SHARDS_FULL_NOTICE_US;
     }
     while (sh->n_serves) {
         uint32_t i = sh->serve_rr % sh->n_serves;
@@ -1354,7 +1516,7 @@ int gossip_shards_status(const gossip_shards *sh, uint32_t s, gossip_shard_statu
     st->confirmed = 0;
     for (uint32_t j = 0; j < 8; j++)
         st->confirmed += (sh->confirmed[s] >> j) & 1u;
-    st->primary_id = sh->holders ? sh->holders[(size_t)s * sh->width] : 0;
+    st->primary_id = sh->holders ? sh->holders[(size_t)s * sh->width + primary_slot(sh, s)] : 0;
     return GOSSIP_OK;
 }
 
@@ -1378,6 +1540,23 @@ int gossip_shards_quarantine(gossip_shards *sh, uint32_t s, gossip_time_us now)
 int gossip_shards_store_full(const gossip_shards *sh, gossip_time_us now)
 {
     return sh->full_until && now < sh->full_until;
+}
+
+void gossip_shards_full_get(const gossip_shards *sh, gossip_shards_full_info *out)
+{
+    out->full = sh->self_full;
+    out->members = sh->n_full_members;
+    out->handed = out->taken = 0;
+    if (!sh->holders)
+        return;
+    for (uint32_t s = 0; s < sh->n_shards; s++) {
+        const uint64_t *row = sh->holders + (size_t)s * sh->width;
+        uint32_t j = primary_slot(sh, s);
+        if (j == 0)
+            continue;
+        out->handed += row[0] == sh->cfg.self;
+        out->taken += row[j] == sh->cfg.self;
+    }
 }
 
 uint32_t gossip_shards_lost_count(const gossip_shards *sh)

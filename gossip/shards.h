@@ -11,6 +11,8 @@
  *   fetcher -> source  SHARD_WANT  kind DATA: chunks [first, first+count)
  *   source  -> fetcher SHARD_CHUNK kind DATA: one chunk per frame
  *   anyone  -> holder  SHARD_WANT  kind PROBE: do you hold it?
+ *   full    -> holders SHARD_WANT  kind FULL: my store is full, train my
+ *                      primaries for me (see "A full store" below)
  *   holder  -> anyone  SHARD_CHUNK kind HAVE, or SHARD_NACK
  *   source  -> fetcher SHARD_NACK  (not held, busy, bad request)
  * Chunks are accepted strictly in order (a gap is dropped and re-requested),
@@ -30,6 +32,18 @@
  * kept (and served) until every current holder has answered a PROBE with
  * HAVE; then it is dropped. So a replica leaves only after the new holders
  * have it, and a surplus copy is a source meanwhile.
+ *
+ * A full store: an agent whose store refused a write for lack of room (and
+ * has stored nothing since) while it still misses an assigned shard hands
+ * its primaries to others. It sends a FULL notice every
+ * GOSSIP_SHARDS_FULL_NOTICE_US to the other holders of the shards it is
+ * primary for; a receiver remembers the sender as full for
+ * GOSSIP_SHARDS_FULL_TTL_US. Every agent takes as the primary of a shard
+ * the first holder of its placement row not known to be full (the
+ * placement primary when all are): a deterministic rule, so the holders of
+ * a shard that heard the same notices agree on who trains it, and an agent
+ * full with no notice lost hands all its primaries to the next holders.
+ * The full agent keeps mixing and trains what it holds (REPLICAS).
  *
  * Invariants: at most fetch_max fetches in flight, window chunks requested
  * per fetch, GOSSIP_SHARDS_SERVE_MAX queued answers, GOSSIP_SHARDS_PROBE_MAX
@@ -79,6 +93,17 @@
  * 30 s, so a full disk costs one failed chunk per 30 s instead of a stream of
  * fetched bytes that cannot be stored, and freed space is used within 30 s. */
 #define GOSSIP_SHARDS_FULL_BACKOFF_US 30000000u
+/* A full agent repeats its FULL notice every 10 s; a receiver forgets it
+ * 35 s after the last one: three notices and 5 s of slack, so two lost
+ * notices in a row do not take the primaries back. The cost of the TTL: for
+ * up to 35 s after the agent stored a shard again, it and the next holder
+ * both train its primaries (some samples visited twice, none skipped). */
+#define GOSSIP_SHARDS_FULL_NOTICE_US 10000000u
+#define GOSSIP_SHARDS_FULL_TTL_US    35000000u
+/* Members remembered as full at once. When more are, the entry heard from
+ * last longest ago is replaced: that member's shards go back to it as
+ * primary (as before notices existed) until it is heard again. */
+#define GOSSIP_SHARDS_FULL_MEMBERS_MAX 64u
 /* Byte ranges of a shard left out of its content address (see
  * gossip_shards_config.skip): murmur shard files need 2. */
 #define GOSSIP_SHARDS_SKIP_MAX 4u
@@ -89,6 +114,8 @@
 #define GOSSIP_SHARDS_DATA_FIXED     (GOSSIP_SHARDS_CHUNK_HDR_SIZE + 8u)
 #define GOSSIP_SHARDS_NACK_SIZE      37u
 
+_Static_assert(GOSSIP_SHARDS_FULL_TTL_US > 3u * GOSSIP_SHARDS_FULL_NOTICE_US,
+               "a full member survives two lost notices");
 _Static_assert(GOSSIP_SHARDS_WINDOW_MAX <= UINT16_MAX, "WANT count is a u16");
 _Static_assert(GOSSIP_SHARDS_MANIFEST_FIXED + 32ull * GOSSIP_SHARDS_CHUNKS_MAX <=
                    GOSSIP_PAYLOAD_MAX,
@@ -103,6 +130,7 @@ typedef enum gossip_shard_kind {
     GOSSIP_SHARD_DATA = 1,
     GOSSIP_SHARD_PROBE = 2, /* in WANT */
     GOSSIP_SHARD_HAVE = 2,  /* in CHUNK: the answer to PROBE */
+    GOSSIP_SHARD_FULL = 3,  /* in WANT: the sender's store is full (id zero) */
 } gossip_shard_kind;
 
 typedef enum gossip_shard_nack_reason {
@@ -200,15 +228,17 @@ typedef struct gossip_shards_counters {
     uint64_t serve_dropped; /* requests dropped: answer queue full */
     uint64_t store_errors;  /* store operations that failed */
     uint64_t probes_sent;
-    uint64_t dropped;     /* surplus shards dropped after confirmation */
-    uint64_t quarantined; /* held shards whose bytes did not match their id */
-    uint64_t lost;        /* times a shard was found held by no live member */
-    uint64_t store_full;  /* store writes refused for lack of room (fetching paused) */
+    uint64_t dropped;           /* surplus shards dropped after confirmation */
+    uint64_t quarantined;       /* held shards whose bytes did not match their id */
+    uint64_t lost;              /* times a shard was found held by no live member */
+    uint64_t store_full;        /* store writes refused for lack of room (fetching paused) */
+    uint64_t full_notices_sent; /* FULL notices sent (our store is full) */
+    uint64_t full_notices;      /* FULL notices accepted from live members */
 } gossip_shards_counters;
 
 typedef struct gossip_shard_status {
     int assigned;       /* this agent is a holder in the current view (or its guest shard) */
-    int primary;        /* ... and the first one */
+    int primary;        /* ... and trains it: the first holder not known to be full */
     int guest;          /* its guest shard (see gossip_shards_train) */
     int held;           /* complete and verified in the store */
     int lost;           /* assigned, and every live member said it does not hold it */
@@ -314,6 +344,16 @@ const uint64_t *gossip_shards_holders(const gossip_shards *sh, uint32_t s, uint3
 int gossip_shards_quarantine(gossip_shards *sh, uint32_t s, gossip_time_us now);
 /* 1 while fetching is paused because the store ran out of room. */
 int gossip_shards_store_full(const gossip_shards *sh, gossip_time_us now);
+
+/* Who trains what while some store is full (see "A full store" above). */
+typedef struct gossip_shards_full_info {
+    int full;         /* this agent's store is full: it hands its primaries over */
+    uint32_t handed;  /* shards whose placement primary is this agent, trained by another */
+    uint32_t taken;   /* shards this agent trains for a full placement primary */
+    uint32_t members; /* other members known to be full */
+} gossip_shards_full_info;
+/* Fill *out. Pure query. */
+void gossip_shards_full_get(const gossip_shards *sh, gossip_shards_full_info *out);
 /* Shards assigned to this agent that no live member holds: the last fetch
  * asked every live member and each answered NOT_HELD (data lost with its
  * holders). Cleared when the shard is fetched or no longer assigned. */

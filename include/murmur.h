@@ -148,7 +148,11 @@ MURMUR_API int murmur_wait_ready(murmur_agent *a, float *params, float *momentum
  * MURMUR_ESTOPPED (the agent is stopping: call murmur_close),
  * MURMUR_ENONFINITE (a round was due and params hold a NaN or an
  * infinity: nothing was sent; restore your model, e.g. from
- * murmur_latest) or MURMUR_EINVAL. The steps are counted either way. */
+ * murmur_latest) or MURMUR_EINVAL. The steps are counted either way.
+ * A host with no data calls it with 0 steps and 0 samples; while the
+ * agent's shards directory is full (it has handed its primaries to other
+ * agents and gets no data), such a call counts one schedule step, not a
+ * local step, so that the agent keeps mixing. */
 MURMUR_API int murmur_mix(murmur_agent *a, float *params, uint32_t steps, uint64_t samples);
 
 /* The learning rate of the schedule for the next step (model.lr,

@@ -1332,6 +1332,154 @@ static void full_store_pauses_fetching(void **state)
     gossip_store_mem_destroy(&full_inner);
 }
 
+/* Deliver every frame the agents have to send now (dest by id). */
+static void full_exchange(gossip_shards **sh, const uint64_t *node, int n, gossip_time_us now)
+{
+    for (int i = 0; i < n; i++)
+        gossip_shards_tick(sh[i], now);
+    for (int i = 0; i < n; i++) {
+        gossip_send out;
+        while (gossip_shards_poll_send(sh[i], &out, now) == 1) {
+            gossip_header h;
+            assert_int_equal(gossip_header_decode(out.frame, out.len, &h), GOSSIP_OK);
+            uint8_t f[4096 + 256];
+            memcpy(f, out.frame, out.len);
+            for (int k = 0; k < n; k++)
+                if (node[k] == out.dest)
+                    gossip_shards_recv(sh[k], node[i], &h, f + 32, h.payload_len, now);
+        }
+    }
+}
+
+/* Every shard has exactly one agent that trains it (status.primary), all
+ * agents name the same one, and it is not `avoid`. Returns how many shards
+ * have a primary other than their placement primary (row[0]). */
+static uint32_t full_check_primaries(gossip_shards **sh, const uint64_t *node, int n,
+                                     uint32_t n_shards, uint64_t avoid)
+{
+    uint32_t moved = 0;
+    for (uint32_t s = 0; s < n_shards; s++) {
+        int trainers = 0;
+        uint64_t named = 0;
+        for (int i = 0; i < n; i++) {
+            gossip_shard_status st;
+            assert_int_equal(gossip_shards_status(sh[i], s, &st), GOSSIP_OK);
+            if (st.primary) {
+                trainers++;
+                assert_int_equal(st.primary_id, node[i]);
+            }
+            if (i == 0)
+                named = st.primary_id;
+            assert_int_equal(st.primary_id, named);
+        }
+        assert_int_equal(trainers, 1);
+        assert_true(named != avoid);
+        uint32_t w;
+        const uint64_t *row = gossip_shards_holders(sh[0], s, &w);
+        moved += row[0] != named;
+    }
+    return moved;
+}
+
+/* Issue 13 item 11: an agent whose store is full hands its primaries to
+ * the next holders (FULL notices), which train them; once it stores a
+ * shard again it takes them back, and the others give them back when its
+ * notices stop (TTL). Before, its primaries were trained by nobody. */
+static void full_store_hands_primaries_over(void **state)
+{
+    (void)state;
+    test_env t;
+    test_env_init(&t, test_seed(31));
+    enum { S = 6, SIZE = 3000, N = 3 };
+    uint8_t ids[S][32];
+    static uint8_t data[S][SIZE];
+    gossip_store st[2];
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(gossip_store_mem_create(&st[i], &t.env, 16, 4096), GOSSIP_OK);
+    assert_int_equal(gossip_store_mem_create(&full_inner, &t.env, 16, 4096), GOSSIP_OK);
+    for (int k = 0; k < S; k++) {
+        for (int i = 0; i < SIZE; i++)
+            data[k][i] = (uint8_t)(k * 37 + i * 5);
+        crypto_generichash(ids[k], 32, data[k], SIZE, NULL, 0);
+        for (int i = 0; i < 2; i++) {
+            assert_int_equal(st[i].ops->begin(st[i].ctx, ids[k], SIZE), GOSSIP_OK);
+            assert_int_equal(st[i].ops->write(st[i].ctx, ids[k], 0, data[k], SIZE), GOSSIP_OK);
+            assert_int_equal(st[i].ops->commit(st[i].ctx, ids[k]), GOSSIP_OK);
+        }
+    }
+    gossip_store full_store = {&full_ops, NULL};
+    gossip_shards_config cfg;
+    gossip_shards_config_default(&cfg);
+    cfg.ids = (const uint8_t(*)[32])ids;
+    cfg.n_shards = S;
+    cfg.chunk_bytes = 512;
+    cfg.shard_bytes_max = 4096;
+    cfg.placement.r = 2;
+    uint64_t node[N] = {0x0A, 0x0B, 0x0C};
+    gossip_shards *sh[N];
+    for (int i = 0; i < N; i++) {
+        cfg.self = node[i];
+        cfg.store = i == 2 ? full_store : st[i];
+        assert_int_equal(gossip_shards_create(&sh[i], &t.env, &cfg), GOSSIP_OK);
+        gossip_view v = {1, N, node};
+        assert_int_equal(gossip_shards_set_view(sh[i], &v, 0), GOSSIP_OK);
+    }
+    /* Balanced primaries: 2 each, so the full agent has some to hand over. */
+    uint32_t own = 0;
+    for (uint32_t s = 0; s < S; s++) {
+        uint32_t w;
+        own += gossip_shards_holders(sh[2], s, &w)[0] == node[2];
+    }
+    assert_int_equal(own, S / N);
+    full_on = 1;
+    gossip_time_us now = 0;
+    for (; now < 15000000; now += 100000)
+        full_exchange(sh, node, N, now);
+    gossip_shards_full_info fi;
+    gossip_shards_full_get(sh[2], &fi);
+    assert_true(fi.full);
+    assert_int_equal(fi.handed, own);
+    assert_int_equal(fi.taken, 0);
+    assert_int_equal(full_check_primaries(sh, node, N, S, node[2]), own);
+    uint32_t taken = 0;
+    for (int i = 0; i < 2; i++) {
+        gossip_shards_full_get(sh[i], &fi);
+        assert_false(fi.full);
+        assert_int_equal(fi.members, 1);
+        taken += fi.taken;
+    }
+    assert_int_equal(taken, own);
+    /* The full agent trains nothing it does not hold; the others train
+     * every shard between them. */
+    uint32_t out[S];
+    gossip_shards_train_info info;
+    assert_int_equal(gossip_shards_primary(sh[2], out, S), 0);
+    assert_int_equal(gossip_shards_primary(sh[0], out, S) + gossip_shards_primary(sh[1], out, S),
+                     S);
+    assert_int_equal(gossip_shards_train(sh[2], out, S, &info), 0);
+    /* Room again: the full agent fetches, stores and takes its primaries
+     * back; the others forget it within the TTL. */
+    full_on = 0;
+    gossip_time_us end = now + GOSSIP_SHARDS_FULL_BACKOFF_US + GOSSIP_SHARDS_FULL_TTL_US + 2000000;
+    for (; now < end; now += 100000)
+        full_exchange(sh, node, N, now);
+    gossip_shards_full_get(sh[2], &fi);
+    assert_false(fi.full);
+    assert_int_equal(fi.handed, 0);
+    assert_true(gossip_shards_counters_get(sh[2])->fetched > 0);
+    for (int i = 0; i < 2; i++) {
+        gossip_shards_full_get(sh[i], &fi);
+        assert_int_equal(fi.members, 0);
+        assert_int_equal(fi.taken, 0);
+    }
+    assert_int_equal(full_check_primaries(sh, node, N, S, 0), 0);
+    for (int i = 0; i < N; i++)
+        gossip_shards_destroy(sh[i]);
+    for (int i = 0; i < 2; i++)
+        gossip_store_mem_destroy(&st[i]);
+    gossip_store_mem_destroy(&full_inner);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1348,6 +1496,7 @@ int main(void)
         cmocka_unit_test(corrupt_holder_quarantines),
         cmocka_unit_test(lost_shards_reported),
         cmocka_unit_test(full_store_pauses_fetching),
+        cmocka_unit_test(full_store_hands_primaries_over),
         cmocka_unit_test(corrupt_shard_quarantined_and_refetched),
         cmocka_unit_test(silent_source_times_out),
         cmocka_unit_test(random_bytes_never_crash),

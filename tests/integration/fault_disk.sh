@@ -5,6 +5,10 @@
 # - Agent 3 reports the failed writes (a rate-limited warn line, a
 #   counter), stops fetching what it cannot store (a few MB at most in 15 s;
 #   before, it fetched 953 MB in 44 s and said nothing), and stays a member.
+# - Agent 3 hands its primaries to the next holders (FULL notices, see
+#   gossip/shards.h): agents 1 and 2 train all 8 shards between them (their
+#   primaries and train lists), agent 3 says so in /status and its progress
+#   lines, and it keeps mixing. Before, its primaries were trained by nobody.
 # - Agent 1 counts every failed checkpoint but warns once a minute, not at
 #   every save, and keeps training.
 NAME=fault_disk
@@ -41,4 +45,27 @@ c=$(grep -c 'event=checkpoint_failed' "$tmp/a1.log")
 s0=$(fnum 1 step)
 sleep 2
 [ "$(fnum 1 step)" -gt "$s0" ] || fail "agent 1 stopped training"
-echo "$NAME: ok: agent 3 fetched $got shard bytes in 15 s after its disk filled ($e store errors, $w warn lines); agent 1: $f failed checkpoints, $c line"
+# Agent 3's primaries are trained by agents 1 and 2.
+handed() { [ "$(fnum 3 store_full)" -eq 1 ] && [ "$(fnum 3 shards_handed)" -ge 1 ]; }
+wait_for 20 handed || fail "agent 3 does not report handing its primaries over (store_full=$(field 3 store_full) shards_handed=$(field 3 shards_handed))"
+h=$(fnum 3 shards_handed)
+all_trained() {
+    [ $(($(fnum 1 shards_primary) + $(fnum 2 shards_primary))) -eq 8 ] &&
+        [ $(($(fnum 1 shards_taken) + $(fnum 2 shards_taken))) -eq "$h" ] &&
+        [ "$(field 1 train)" = primary ] && [ "$(field 2 train)" = primary ]
+}
+wait_for 20 all_trained || fail "agents 1 and 2 train $(fnum 1 shards_primary) + $(fnum 2 shards_primary) of 8 shards (took $(fnum 1 shards_taken) + $(fnum 2 shards_taken) of agent 3's $h)"
+[ "$(fnum 3 shards_primary)" -eq 0 ] || fail "agent 3 still counts $(fnum 3 shards_primary) primaries"
+grep -q 'event=primaries_moved .*store_full=1' "$tmp/a3.log" || fail "agent 3 did not log its primaries_moved line"
+st=$(netns_exec 3 bash -c "exec 3<>/dev/tcp/10.77.0.3/$FAULT_METRICS; printf 'GET /status HTTP/1.0\r\nHost: x\r\n\r\n' >&3; cat <&3" 2>/dev/null)
+echo "$st" | grep -q '"store_full":true' || fail "agent 3's /status does not say store_full: $st"
+echo "$st" | grep -q "\"shards_handed\":$h" || fail "agent 3's /status does not count $h shards handed: $st"
+# The shards agent 3 handed over are trained: agents 1 and 2 step; agent 3 mixes.
+s1=$(fnum 1 step)
+s2=$(fnum 2 step)
+m3=$(fnum 3 mixing_rounds)
+mixes() { [ "$(fnum 3 mixing_rounds)" -gt "$m3" ]; }
+wait_for 15 mixes || fail "agent 3 stopped mixing ($m3 rounds, then $(fnum 3 mixing_rounds) in 15 s)"
+[ "$(fnum 1 step)" -gt "$s1" ] && [ "$(fnum 2 step)" -gt "$s2" ] || fail "agents 1 and 2 stopped training"
+[ "$(fnum 3 step)" -eq 0 ] || fail "agent 3 counts $(fnum 3 step) local steps without data"
+echo "$NAME: ok: agent 3 fetched $got shard bytes in 15 s after its disk filled ($e store errors, $w warn lines), handed $h primaries to agents 1 and 2 and kept mixing; agent 1: $f failed checkpoints, $c line"
