@@ -74,6 +74,10 @@ static void flush_sends(agent_runtime *a, uint64_t now)
         if (rc == NET_OK) {
             a->bytes_sent += s.len;
             agent_metrics_std_message(&a->ms, true, s.len > 3 ? s.frame[3] : 0, s.len);
+        } else if (s.dest) {
+            /* Not sent (no route, dials backing off, queue full): the mixer
+             * stops waiting for an answer that cannot come. */
+            gossip_node_unreachable(a->node, s.dest, now);
         }
     }
 }

@@ -535,6 +535,15 @@ int gossip_mix_pending(const gossip_mix *m, float *out)
     return GOSSIP_OK;
 }
 
+int gossip_mix_unreachable(gossip_mix *m, uint64_t peer, gossip_time_us now)
+{
+    if (!m || peer == 0)
+        return GOSSIP_EINVAL;
+    if (m->st[GOSSIP_MIX_GOSSIP])
+        mix_gossip_unreachable(m, peer, now);
+    return GOSSIP_OK;
+}
+
 const gossip_mix_stats *gossip_mix_get_stats(const gossip_mix *m)
 {
     return &m->stats;

@@ -147,6 +147,7 @@ typedef struct gossip_mix_stats {
     uint64_t choco_resets;   /* public copies restarted (a lost round, here or at a peer) */
     uint64_t round_jumps;    /* dpsgd/choco: caught up with members rounds ahead */
     uint64_t stash_replayed; /* frames of a view installed late, replayed (GOSSIP_MIX_STASH_MAX) */
+    uint64_t exchanges_cancelled; /* gossip: exchanges ended early, their peer left the view */
 } gossip_mix_stats;
 
 typedef enum gossip_mix_state {
@@ -232,6 +233,14 @@ int gossip_mix_recv(gossip_mix *m, uint64_t from, const gossip_header *h, const 
 int gossip_mix_tick(gossip_mix *m, gossip_time_us now);
 int gossip_mix_poll_send(gossip_mix *m, gossip_send *out, gossip_time_us now);
 gossip_time_us gossip_mix_deadline(const gossip_mix *m);
+
+/* The host could not hand a frame for `peer` to the network (no route to
+ * it, its link backing off after failed dials, its queue full). Pairwise
+ * gossip ends a running exchange with that peer at once (outcome
+ * GOSSIP_EABORTED; answers that still arrive are applied) and avoids it in
+ * its peer choice for a second; the other rules ignore it (their deadlines
+ * and aborts cover a lost member). Returns GOSSIP_OK or GOSSIP_EINVAL. */
+int gossip_mix_unreachable(gossip_mix *m, uint64_t peer, gossip_time_us now);
 
 /* Passive changes (pairwise-gossip answers given while idle) not yet handed to
  * the caller, into out[dim]; the next start adds them. A caller that stops

@@ -253,6 +253,9 @@ void mix_push_write(const gossip_mix *m, uint8_t *p, uint8_t algo, uint8_t bits,
 uint8_t *mix_reply_slot(gossip_mix *m);
 void mix_reply_commit(gossip_mix *m, uint64_t dest, size_t len);
 
+/* Pairwise gossip (mix_gossip.c): see gossip_mix_unreachable. */
+void mix_gossip_unreachable(gossip_mix *m, uint64_t peer, gossip_time_us now);
+
 /* ---- synchronous rounds over a graph: dpsgd and choco (mix_sync.c) ------ */
 
 typedef struct mix_slot {

@@ -417,6 +417,13 @@ int gossip_node_poll_send(gossip_node *n, gossip_send *out, gossip_time_us now)
     return 0;
 }
 
+int gossip_node_unreachable(gossip_node *n, uint64_t dest, gossip_time_us now)
+{
+    if (!n || dest == 0)
+        return GOSSIP_EINVAL;
+    return gossip_mix_unreachable(n->mix, dest, now);
+}
+
 static gossip_time_us tmin(gossip_time_us a, gossip_time_us b)
 {
     return a < b ? a : b;

@@ -146,6 +146,12 @@ int gossip_node_recv(gossip_node *n, uint64_t from, const gossip_header *h, cons
 int gossip_node_tick(gossip_node *n, gossip_time_us now);
 int gossip_node_poll_send(gossip_node *n, gossip_send *out, gossip_time_us now);
 gossip_time_us gossip_node_deadline(const gossip_node *n);
+/* The host could not hand a frame from poll_send to the network (`dest`:
+ * its destination id; no route, dials backing off, queue full). The mixer
+ * ends an exchange with that peer at once and avoids it for a while
+ * (gossip_mix_unreachable); membership relies on its own probes. Returns
+ * GOSSIP_OK or GOSSIP_EINVAL (dest 0). */
+int gossip_node_unreachable(gossip_node *n, uint64_t dest, gossip_time_us now);
 
 /* The current membership view (owned by the node, valid until the next
  * call that changes it). */

@@ -699,6 +699,176 @@ static void async_rounds_keep_mean(void **state)
     }
 }
 
+/* An exchange with a peer that leaves the view (declared dead) ends when the
+ * view is installed, not a step timeout later; answers it may still send
+ * are applied, so the mean is kept. (fault_partition: an agent whose push
+ * went to a member across the partition stalled its mixing for the whole
+ * deadline, 5 s in the agent.) */
+static void gossip_cancels_exchange_with_dead_peer(void **state)
+{
+    (void)state;
+    uint64_t seed = test_seed(31);
+    gossip_mix_config cfg = base_config(GOSSIP_MIX_GOSSIP, GOSSIP_TOPO_RANDOM);
+    cfg.step_timeout_us = 5000000;
+    cluster c;
+    cluster_init(&c, 2, 6, &cfg,
+                 &(sim_driver_config){.seed = seed, .mode = SIM_MODE_TIMED, .latency_us = 1000});
+    model_rng rng;
+    model_rng_seed(&rng, seed, 1);
+    cluster_fill(&c, &rng, 0);
+    assert_int_equal(sim_driver_crash(c.d, 1, sim_driver_now(c.d)), 0);
+    cluster_start(&c, 0);
+    gossip_time_us t0 = sim_driver_now(c.d);
+    sim_driver_run_until(c.d, t0 + 100000, NULL, NULL);
+    assert_int_equal(gossip_mix_get_state(c.m[0]), GOSSIP_MIX_RUNNING);
+    /* Membership declares agent 1 dead 100 ms into the exchange. */
+    cluster_view(&c, (const int[]){1, 0});
+    if (gossip_mix_get_state(c.m[0]) != GOSSIP_MIX_DONE)
+        fail_msg("seed %llu: the exchange with a dead peer still runs (deadline in %llu us)",
+                 (unsigned long long)seed,
+                 (unsigned long long)(gossip_mix_deadline(c.m[0]) - sim_driver_now(c.d)));
+    int outcome;
+    float *before = malloc(c.dim * sizeof *before);
+    memcpy(before, c.x[0], c.dim * sizeof *before);
+    assert_int_equal(gossip_mix_take(c.m[0], c.x[0], &outcome), GOSSIP_OK);
+    assert_int_equal(outcome, GOSSIP_EABORTED);
+    assert_memory_equal(before, c.x[0], c.dim * sizeof *before);
+    assert_int_equal(gossip_mix_get_stats(c.m[0])->exchanges_cancelled, 1);
+    /* Alone in the view, the next round completes at once. */
+    cluster_start(&c, 0);
+    assert_int_equal(gossip_mix_get_state(c.m[0]), GOSSIP_MIX_DONE);
+    free(before);
+    cluster_free(&c);
+}
+
+/* Pushes from agent 0 to agent 1 seen by the driver's filter. */
+typedef struct push_count {
+    unsigned to[8];
+} push_count;
+
+static int count_pushes(void *ctx, uint32_t from, uint32_t to, const gossip_header *h,
+                        gossip_time_us now)
+{
+    (void)now;
+    push_count *pc = ctx;
+    if (from == 0 && to < 8 && h->type == GOSSIP_MSG_MIX_PUSH)
+        pc->to[to]++;
+    return 0;
+}
+
+/* Drops agent 0's first push and remembers its destination. */
+typedef struct drop_first {
+    uint32_t to;
+} drop_first;
+
+static int drop_first_push(void *ctx, uint32_t from, uint32_t to, const gossip_header *h,
+                           gossip_time_us now)
+{
+    (void)now;
+    drop_first *df = ctx;
+    if (from != 0 || h->type != GOSSIP_MSG_MIX_PUSH || df->to != UINT32_MAX)
+        return df->to == to && from == 0;
+    df->to = to;
+    return 1;
+}
+
+/* A frame the host could not send ends the exchange with that peer at once,
+ * and the random peer choice then avoids the peer for a while: of 60 rounds
+ * among 4 members, about 20 go to each peer normally, almost none to the
+ * unreachable one. */
+static void gossip_avoids_unreachable_peer(void **state)
+{
+    (void)state;
+    uint64_t seed = test_seed(41);
+    gossip_mix_config cfg = base_config(GOSSIP_MIX_GOSSIP, GOSSIP_TOPO_RANDOM);
+    cfg.step_timeout_us = 5000000;
+    cluster c;
+    cluster_init(&c, 4, 3, &cfg,
+                 &(sim_driver_config){.seed = seed, .mode = SIM_MODE_ROUNDS});
+    model_rng rng;
+    model_rng_seed(&rng, seed, 1);
+    cluster_fill(&c, &rng, 0);
+    assert_int_equal(cluster_round(&c), 4);
+    /* Agent 0 starts a push; the host cannot send it to its peer. */
+    drop_first drop = {.to = UINT32_MAX};
+    sim_driver_set_filter(c.d, drop_first_push, &drop);
+    cluster_start(&c, 0);
+    sim_driver_run_round(c.d);
+    assert_int_equal(gossip_mix_get_state(c.m[0]), GOSSIP_MIX_RUNNING);
+    assert_true(drop.to > 0 && drop.to < c.n);
+    uint64_t peer = cluster_id(drop.to);
+    assert_int_equal(gossip_mix_unreachable(c.m[0], peer, sim_driver_now(c.d)), GOSSIP_OK);
+    assert_int_equal(gossip_mix_get_state(c.m[0]), GOSSIP_MIX_DONE);
+    int outcome;
+    assert_int_equal(gossip_mix_take(c.m[0], c.x[0], &outcome), GOSSIP_OK);
+    assert_int_equal(outcome, GOSSIP_EABORTED);
+    assert_int_equal(gossip_mix_get_stats(c.m[0])->exchanges_cancelled, 1);
+    uint32_t bad = UINT32_MAX;
+    for (uint32_t i = 0; i < c.n; i++)
+        if (cluster_id(i) == peer)
+            bad = i;
+    assert_true(bad > 0 && bad < c.n);
+    /* 60 rounds of agent 0 alone, within the avoidance period (rounds mode
+     * does not advance the clock). */
+    push_count pc = {{0}};
+    sim_driver_set_filter(c.d, count_pushes, &pc);
+    for (int r = 0; r < 60; r++) {
+        cluster_start(&c, 0);
+        sim_driver_run_round(c.d);
+        assert_int_equal(gossip_mix_take(c.m[0], c.x[0], &outcome), GOSSIP_OK);
+        assert_int_equal(outcome, GOSSIP_OK);
+    }
+    unsigned total = 0;
+    for (uint32_t i = 1; i < c.n; i++)
+        total += pc.to[i];
+    assert_int_equal(total, 60);
+    if (pc.to[bad] > 6)
+        fail_msg("seed %llu: %u of 60 pushes to the unreachable peer", (unsigned long long)seed,
+                 pc.to[bad]);
+    for (uint32_t i = 1; i < c.n; i++)
+        if (i != bad && pc.to[i] < 15)
+            fail_msg("seed %llu: only %u of 60 pushes to healthy peer %u", (unsigned long long)seed,
+                     pc.to[i], i);
+    cluster_free(&c);
+}
+
+/* The deadline of an exchange follows its link's measured time: a link
+ * never measured waits min(step timeout, 2 s); one measured at ~2 ms waits
+ * the 500 ms floor, not the 5 s step timeout. */
+static void gossip_deadline_follows_link(void **state)
+{
+    (void)state;
+    uint64_t seed = test_seed(51);
+    gossip_mix_config cfg = base_config(GOSSIP_MIX_GOSSIP, GOSSIP_TOPO_RANDOM);
+    cfg.step_timeout_us = 5000000;
+    cluster c;
+    cluster_init(&c, 2, 4, &cfg,
+                 &(sim_driver_config){.seed = seed, .mode = SIM_MODE_TIMED, .latency_us = 1000});
+    model_rng rng;
+    model_rng_seed(&rng, seed, 1);
+    cluster_fill(&c, &rng, 0);
+    /* Agent 1 answers only once it holds a vector (it refuses before). */
+    cluster_start(&c, 1);
+    sim_driver_run_until(c.d, sim_driver_now(c.d) + 50000, NULL, NULL);
+    assert_int_equal(gossip_mix_take(c.m[1], c.x[1], NULL), GOSSIP_OK);
+    cluster_start(&c, 0);
+    assert_int_equal(gossip_mix_deadline(c.m[0]) - sim_driver_now(c.d),
+                     GOSSIP_MIX_STEP_TIMEOUT_DEFAULT_US);
+    for (int r = 0; r < 5; r++) {
+        gossip_time_us t = sim_driver_now(c.d);
+        sim_driver_run_until(c.d, t + 50000, NULL, NULL);
+        int outcome;
+        assert_int_equal(gossip_mix_take(c.m[0], c.x[0], &outcome), GOSSIP_OK);
+        assert_int_equal(outcome, GOSSIP_OK);
+        cluster_start(&c, 0);
+    }
+    gossip_time_us left = gossip_mix_deadline(c.m[0]) - sim_driver_now(c.d);
+    if (left != 500000)
+        fail_msg("seed %llu: deadline %llu us after 5 exchanges of ~2 ms", (unsigned long long)seed,
+                 (unsigned long long)left);
+    cluster_free(&c);
+}
+
 /* ---- the driver --------------------------------------------------------- */
 
 static uint64_t traced_run(uint64_t seed, double loss)
@@ -867,6 +1037,9 @@ int main(void)
         cmocka_unit_test(choco_recovers_after_loss),
         cmocka_unit_test(switch_algorithms_between_rounds),
         cmocka_unit_test(async_rounds_keep_mean),
+        cmocka_unit_test(gossip_cancels_exchange_with_dead_peer),
+        cmocka_unit_test(gossip_avoids_unreachable_peer),
+        cmocka_unit_test(gossip_deadline_follows_link),
         cmocka_unit_test(driver_same_seed_same_trace),
         cmocka_unit_test(random_bytes_never_crash),
     };
