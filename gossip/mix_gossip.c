@@ -37,10 +37,10 @@
 #define PICK_RETRIES        3u
 
 typedef struct mix_link {
-    uint64_t id;                 /* 0: free */
-    uint32_t ewma_us;            /* 0: never measured */
-    gossip_time_us avoid_until;  /* unreachable: not drawn before this */
-    gossip_time_us last_used;    /* eviction order */
+    uint64_t id;                /* 0: free */
+    uint32_t ewma_us;           /* 0: never measured */
+    gossip_time_us avoid_until; /* unreachable: not drawn before this */
+    gossip_time_us last_used;   /* eviction order */
 } mix_link;
 
 typedef struct mix_pending {
@@ -148,8 +148,7 @@ static gossip_time_us link_timeout(const gossip_mix *m, const mix_link *l)
 }
 
 /* 1 if peer still owes the answer to an earlier exchange. */
-static int link_owes(const gossip_mix *m, const gossip_state *g, uint64_t peer,
-                     gossip_time_us now)
+static int link_owes(const gossip_mix *m, const gossip_state *g, uint64_t peer, gossip_time_us now)
 {
     for (uint32_t k = 0; k < GOSSIP_MIX_PENDING_MAX; k++) {
         const mix_pending *p = &g->pend[k];
@@ -318,8 +317,7 @@ static int gossip_recv_push(gossip_mix *m, gossip_state *g, const mix_frame *f)
     return GOSSIP_OK;
 }
 
-static int gossip_recv_reply(gossip_mix *m, gossip_state *g, const mix_frame *f,
-                             gossip_time_us now)
+static int gossip_recv_reply(gossip_mix *m, gossip_state *g, const mix_frame *f, gossip_time_us now)
 {
     const mix_push_hdr *ph = f->push;
     if (ph->scale != 1.0f)

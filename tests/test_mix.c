@@ -783,8 +783,7 @@ static void gossip_avoids_unreachable_peer(void **state)
     gossip_mix_config cfg = base_config(GOSSIP_MIX_GOSSIP, GOSSIP_TOPO_RANDOM);
     cfg.step_timeout_us = 5000000;
     cluster c;
-    cluster_init(&c, 4, 3, &cfg,
-                 &(sim_driver_config){.seed = seed, .mode = SIM_MODE_ROUNDS});
+    cluster_init(&c, 4, 3, &cfg, &(sim_driver_config){.seed = seed, .mode = SIM_MODE_ROUNDS});
     model_rng rng;
     model_rng_seed(&rng, seed, 1);
     cluster_fill(&c, &rng, 0);
