@@ -22,8 +22,12 @@
  * connection closed before its handshake completes, puts the address into
  * exponential backoff (dial_backoff_min_ms doubling to dial_backoff_max_ms):
  * frames sent to it meanwhile are dropped and counted as unreachable, so
- * nothing ever waits on a dead peer. Both peers may dial each other; either
- * connection carries frames, each frame goes over one of them.
+ * nothing ever waits on a dead peer. Both peers may dial each other; the
+ * frames to one peer stay on the link that carried the first ones while it
+ * lives, so they arrive in the order sent (a ring allreduce needs it).
+ * Large frames (64 KiB and more) are sealed on NNG's threads, small ones
+ * at once; up to 8 records go out in one write; every link runs with
+ * TCP_NODELAY.
  *
  * Admission: the secure channel (network key, signatures, allow-list). A
  * host whose connections keep failing authentication is cut off (net/
