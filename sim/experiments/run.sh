@@ -45,6 +45,26 @@ want() {
     return 1
 }
 
+# cnn_table DIR STEP_MS BENCH: experiment 4's CNN rows from DIR/sweep.csv
+# (one seed; sweep.csv: run,mixing.algorithm,seed,trace_hash,events,wall_s,
+# sim_time_s,rounds,steps_total,bytes_total,bytes_per_agent_max,
+# final_accuracy,time_to_target_s,...; the parameter count from a run's
+# summary.json)
+cnn_table() {
+    printf '%s\n\n' "The same network on the default CNN (\`model.kind = cnn\`, batch 64, one seed): its step, $2 ms, is measured by \`$3 3 30 cnn\` (CPU time per step at batch 64, one thread) in this run."
+    printf '%s\n%s\n' "| model | parameters | step (ms) | mixing | time to 0.80 (simulated s) | final accuracy | bytes per agent | steps per agent |" \
+        "|---|---:|---:|---|---:|---:|---:|---:|"
+    awk -F, -v params="$(jget "$1/run-0000/summary.json" params)" -v step="$2" '
+        NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; next }
+        { alg = $col["mixing.algorithm"]; t[alg] = $col["time_to_target_s"]
+          printf "| CNN (`cnn`) | %d | %s | %s | %s | %.4f | %.0f | %.0f |\n", params, step, alg,
+              t[alg] == "" ? "not reached" : t[alg], $col["final_accuracy"],
+              $col["bytes_total"] / 16, $col["steps_total"] / 16 }
+        END { if (t["allreduce"] != "" && t["gossip"] != "")
+                  printf "\nCNN: gossip reaches the target %.1f times sooner than allreduce.\n\n", t["allreduce"] / t["gossip"]
+              else printf "\n" }' "$1/sweep.csv"
+}
+
 if want 1; then
     echo "experiments: 1 (ring allreduce vs alpha-beta)"
     p "### 1. Ring allreduce time vs the alpha-beta cost"
@@ -165,6 +185,21 @@ if want 4; then
                   printf "\nGossip reaches the target (first crossing, mean over seeds) %.1f times sooner than allreduce.\n", t["allreduce"] / t["gossip"] }' \
         "$o/sweep.csv" >>"$res"
     p ""
+    # The CNN rows: the default CNN (model/spec.h; its parameter count comes
+    # from the net) on the same network, batch 64, with the step time measured
+    # here, bench_train's CPU time per step at batch 64 on one thread (median
+    # of 3 runs of 30 steps). One seed: each run trains 16 real CNNs.
+    bt="$build/bench/bench_train"
+    [ -x "$bt" ] || make --no-print-directory BUILD="$build" "$bt" >/dev/null ||
+        { echo "experiments: $bt is missing (make $bt)" >&2; exit 1; }
+    cnn_us=$(nice "$bt" 3 30 cnn | sed -n 's/.*cpu_step_us=\([0-9.]*\).*/\1/p')
+    [ -n "$cnn_us" ] || { echo "experiments: $bt printed no cpu_step_us" >&2; exit 1; }
+    cnn_ms=$(awk -v u="$cnn_us" 'BEGIN { printf "%.1f", u / 1000 }')
+    e4c="$out/e4-cnn"
+    sim exp4_slownet.ini "$e4c" --set model.kind=cnn --set model.spec=cnn --set model.batch=64 \
+        --set compute.step_ms="$cnn_ms" --set run.duration_s=120 --set output.every_s=4 \
+        --sweep mixing.algorithm=allreduce,gossip
+    cnn_table "$e4c" "$cnn_ms" "$bt" >>"$res"
 fi
 
 if want 5; then

@@ -1,8 +1,9 @@
 #!/bin/sh
 # Every scenario file of sim/experiments/ loads and runs (shortened), so the
 # shipped experiments cannot rot, and so does a small model.kind = cnn; and
-# run.sh's table code runs on a tiny sweep of experiment 3 (bytes per step), whose expected figures must match
-# the measured ones within 8% (the formula of docs/experiments.md).
+# run.sh's table code runs on a tiny sweep of experiment 3 (bytes per step),
+# whose expected figures must match the measured ones within 8% (the
+# formula of docs/experiments.md).
 set -eu
 build=${BUILD:-build}
 bin="$build/murmur"
