@@ -68,6 +68,14 @@ const char *sim_fault_kind_name(sim_fault_kind kind)
         return "slow";
     case SIM_FAULT_SLOW_END:
         return "slow-end";
+    case SIM_FAULT_PAUSE:
+        return "pause";
+    case SIM_FAULT_RESUME:
+        return "resume";
+    case SIM_FAULT_CORRUPT_START:
+        return "corrupt";
+    case SIM_FAULT_CORRUPT_END:
+        return "corrupt-end";
     }
     return "unknown";
 }
@@ -197,13 +205,17 @@ static int parse_line(const char *line, parsed *p, char *err, size_t errlen)
         {"heal", SIM_FAULT_HEAL, 0, "", NULL},
         {"loss", SIM_FAULT_LOSS_START, 3, "duration", NULL},
         {"slow", SIM_FAULT_SLOW, 1, "factor duration", "factor"},
+        {"pause", SIM_FAULT_PAUSE, 1, "duration", NULL},
+        {"corrupt", SIM_FAULT_CORRUPT_START, 3, "duration", NULL},
     };
     size_t k = 0, nk = sizeof kinds / sizeof kinds[0];
     while (k < nk && strcmp(tok[1], kinds[k].name))
         k++;
     if (k == nk) {
         set_err(err, errlen,
-                "unknown fault '%s' (crash, restart, join, partition, heal, loss, slow)", tok[1]);
+                "unknown fault '%s' (crash, restart, join, partition, heal, loss, slow, pause, "
+                "corrupt)",
+                tok[1]);
         return SIM_FAULTS_ESYNTAX;
     }
     p->kind = kinds[k].kind;
@@ -461,6 +473,16 @@ static int add_line(builder *b, const sim_faults_config *cfg, size_t li, char *e
         if (!rc && p.duration_s > 0)
             rc =
                 push_event(b, t + s_to_us(p.duration_s), SIM_FAULT_SLOW_END, first, count, 1, line);
+        break;
+    case SIM_FAULT_PAUSE:
+        rc = push_event(b, t, SIM_FAULT_PAUSE, first, count, p.duration_s, line);
+        if (!rc && p.duration_s > 0)
+            rc = push_event(b, t + s_to_us(p.duration_s), SIM_FAULT_RESUME, first, count, 0, line);
+        break;
+    case SIM_FAULT_CORRUPT_START:
+        rc = push_event(b, t, SIM_FAULT_CORRUPT_START, first, 0, p.value, line);
+        if (!rc && p.duration_s > 0)
+            rc = push_event(b, t + s_to_us(p.duration_s), SIM_FAULT_CORRUPT_END, first, 0, 0, line);
         break;
     default:
         rc = push_event(b, t, p.kind, first, count, 0, line);

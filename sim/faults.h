@@ -22,6 +22,13 @@
  *                                       back to network.loss after S
  *                                       (0 = until the next `loss` line)
  *   T slow TARGETS factor=F [duration=S]  CPU F times slower (0 = for good)
+ *   T pause TARGETS [duration=S]        agents frozen (SIGSTOP): no frame in or
+ *                                       out, no training step; state kept;
+ *                                       resumed after S (0 = until the end)
+ *   T corrupt P [duration=S]            each frame has one bit of its payload
+ *                                       flipped with probability P, and the
+ *                                       receiver's channel MAC refuses it;
+ *                                       back to none after S (0 = for good)
  *
  *   TARGETS: comma-separated agent indices and ranges (3,5-9), `all`, or
  *   `random:K` (K distinct agents drawn from the seed).
@@ -37,6 +44,9 @@
  *   LOSS_END   sim_net_set_loss(network.loss)
  *   SLOW       sim_compute_set_slow(target, value)
  *   SLOW_END   sim_compute_set_slow(target, 1)
+ *   PAUSE      frames from and to the targets dropped, their CPU stopped
+ *   RESUME     undo PAUSE (their state was kept: no state transfer)
+ *   CORRUPT_START / CORRUPT_END  frame corruption probability (sim/inject)
  *
  * Random faults (in [0, horizon)):
  * - crashes at crash_rate_per_s for the whole population (exponential gaps
@@ -85,6 +95,10 @@ typedef enum sim_fault_kind {
     SIM_FAULT_LOSS_END,
     SIM_FAULT_SLOW,
     SIM_FAULT_SLOW_END,
+    SIM_FAULT_PAUSE,
+    SIM_FAULT_RESUME,
+    SIM_FAULT_CORRUPT_START,
+    SIM_FAULT_CORRUPT_END,
 } sim_fault_kind;
 
 typedef enum sim_faults_err {
@@ -97,7 +111,8 @@ typedef enum sim_faults_err {
 
 /* One fault. Targets are targets[first .. first + count) of the list; for
  * PARTITION, groups[i] is the group of targets[i] (agents not listed are in
- * group 0). value: LOSS_START probability, SLOW factor, else 0. */
+ * group 0). value: LOSS_START and CORRUPT_START probability, SLOW factor,
+ * PAUSE duration in seconds (0 = until the end), else 0. */
 typedef struct sim_fault {
     uint64_t time_us;
     sim_fault_kind kind;

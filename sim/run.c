@@ -300,6 +300,7 @@ static int setup(runner *r)
     sim_diverge_init(&r->rep.div, sc->run.diverge_factor);
     r->rep.last_acc = r->rep.last_loss = r->rep.last_cd = NAN;
     model_rng_seed(&r->state, sc->run.seed, SIM_SALT_STATE);
+    model_rng_seed(&r->corrupt_rng, sc->run.seed, SIM_SALT_CORRUPT);
     model_rng_seed(&r->mrng, sc->run.seed, SIM_SALT_MODEL);
     r->renv = (gossip_env){env_alloc, env_free, model_rng_callback, NULL, &r->mrng};
     if (sc->mixing.algorithm == SIM_MIX_PS)
@@ -362,7 +363,8 @@ static int setup(runner *r)
                   .prepare = sim_agents_hook_prepare,
                   .after = sim_agents_hook_after,
                   .event = hook_event,
-                  .trace = r->opts->on_trace ? hook_trace : NULL},
+                  .trace = r->opts->on_trace ? hook_trace : NULL,
+                  .filter = sim_inject_filter},
     };
     rc = sim_engine_create(&r->e, &ec);
     free(r->matrix);

@@ -48,9 +48,10 @@ enum { SIM_EV_STEP = SIM_EV_USER, SIM_EV_FAULT, SIM_EV_SAMPLE };
 
 /* Generator salts (streams) of the runner's own draws; agents use streams
  * 0..agents-1 of the seed. */
-#define SIM_SALT_ORDER 0x5155000000000001ULL /* rounds-mode delivery order, loss */
-#define SIM_SALT_MODEL 0x5155000000000002ULL /* initial vectors, data, placement */
-#define SIM_SALT_STATE 0x5155000000000003ULL /* state-transfer source of a restart */
+#define SIM_SALT_ORDER   0x5155000000000001ULL /* rounds-mode delivery order, loss */
+#define SIM_SALT_MODEL   0x5155000000000002ULL /* initial vectors, data, placement */
+#define SIM_SALT_STATE   0x5155000000000003ULL /* state-transfer source of a restart */
+#define SIM_SALT_CORRUPT 0x5155000000000004ULL /* corrupt fault: which frames, which bit */
 
 /* One agent, besides its engine slot. */
 typedef struct sim_agent_state {
@@ -67,9 +68,10 @@ typedef struct sim_agent_state {
     uint32_t *rows, nrows, cursor;
     /* membership.mode = swim: the agent's protocol core; mix is its mixer */
     gossip_node *node;
-    uint8_t ready; /* the node has an agreed model (READY): it may mix */
-    uint32_t dim;  /* for the state-transfer snapshot */
-    char addr[24]; /* "sim://<index>" */
+    uint8_t ready;  /* the node has an agreed model (READY): it may mix */
+    uint8_t paused; /* a pause fault: no frame in or out (sim/inject) */
+    uint32_t dim;   /* for the state-transfer snapshot */
+    char addr[24];  /* "sim://<index>" */
 } sim_agent_state;
 
 typedef struct runner runner;
@@ -169,7 +171,12 @@ struct runner {
     gossip_mix_shared_view views[2];
     int vcur;
     uint32_t *group; /* partition groups, NULL = none */
-    double *matrix;  /* latency matrix until the engine copied it */
+    /* corrupt fault (sim/inject): probability and the stream of its draws */
+    double corrupt_p;
+    model_rng corrupt_rng;
+    uint64_t corrupted; /* frames corrupted */
+    uint32_t n_paused;
+    double *matrix; /* latency matrix until the engine copied it */
     sim_models m;
     sim_shardsim sh;
     sim_checks chk;
@@ -238,6 +245,10 @@ void sim_agents_hook_after(void *ctx, uint32_t i);
 
 /* inject.c */
 void sim_inject_fault(runner *r, const sim_fault *ft);
+/* The engine's filter hook (sim_engine_hooks.filter; ctx is the runner):
+ * drops frames from and to paused agents, corrupts frames while a corrupt
+ * fault lasts. */
+int sim_inject_filter(void *ctx, uint32_t from, uint32_t to, uint8_t *frame, size_t len);
 
 /* shardsim.c */
 int sim_shardsim_init(runner *r, const sim_net_config *nc);

@@ -148,7 +148,7 @@ void sim_soak_draw(uint64_t seed, sim_soak_sets *s)
     }
     uint32_t nf = 1 + (uint32_t)model_rng_below(&g, FAULTS_MAX);
     for (uint32_t f = 0; f < nf; f++) {
-        uint32_t kind = (uint32_t)model_rng_below(&g, 4);
+        uint32_t kind = (uint32_t)model_rng_below(&g, 6);
         double t = uniform(&g, 0.02, 0.6) * fault_s;
         double len = uniform(&g, 0.05, 0.35) * fault_s;
         if (kind == 0) {
@@ -163,9 +163,19 @@ void sim_soak_draw(uint64_t seed, sim_soak_sets *s)
                 len);
         } else if (kind == 2) {
             add(s, "faults.event=%.4f loss %.3f duration=%.4f", t, uniform(&g, 0.05, 0.5), len);
-        } else {
+        } else if (kind == 3) {
             add(s, "faults.event=%.4f slow %u factor=%.2f duration=%.4f", t,
                 (uint32_t)model_rng_below(&g, n), uniform(&g, 2, 10), len);
+        } else if (kind == 4) {
+            /* A paused agent is unavailable like a crashed one (its peers
+             * hear nothing), so it counts against maxdown too. */
+            uint32_t j = (uint32_t)model_rng_below(&g, n);
+            if (maxdown == 0 || !down_fits(&d, j, t, t + len, maxdown))
+                continue;
+            down_add(&d, j, t, t + len);
+            add(s, "faults.event=%.4f pause %u duration=%.4f", t, j, len);
+        } else {
+            add(s, "faults.event=%.4f corrupt %.3f duration=%.4f", t, uniform(&g, 0.01, 0.2), len);
         }
     }
 }

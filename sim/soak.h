@@ -2,8 +2,8 @@
  *
  * Purpose. Run N scenarios, each drawn from its own soak seed, with random
  * faults (crashes with restarts, late joins, partitions, loss bursts, slow
- * CPUs) confined to a fault phase, followed by a quiet phase with every
- * fault healed. Each run checks:
+ * CPUs, paused agents, corrupted frames) confined to a fault phase, followed
+ * by a quiet phase with every fault healed. Each run checks:
  *
  *   safety (sim_run with opts.check, see sim/run.h), at every round,
  *     sample and fault: every value finite; every live mixer on the

@@ -20,10 +20,21 @@ tail -n 1 "$tmp/out" | grep -q "^soak: $n seeds, $n passed, 0 failed;" ||
 # The soak covers both modes, every algorithm and real faults.
 for w in run.mode=rounds run.mode=timed mixing.algorithm=gossip mixing.algorithm=push-sum \
     mixing.algorithm=dpsgd mixing.algorithm=choco mixing.algorithm=allreduce \
-    ' crash ' ' partition ' ' loss ' ' slow '; do
+    ' crash ' ' partition ' ' loss ' ' slow ' ' pause ' ' corrupt '; do
     grep -q -- "$w" "$tmp/out" || fail "no scenario with '$w'"
 done
 grep -Eq 'crashes=[1-9]' "$tmp/out" || fail "no crash applied"
+
+# Regression seeds: every seed a soak (`make soak`) found failing, kept
+# after its fix; each runs alone (seed: what it found, what fixed it).
+#   33  SWIM under corrupted frames delivered to the core: damaged member
+#       records left 7 wrong views; a corrupted frame now fails the channel's
+#       MAC as on real agents (sim/inject.c).
+REGRESSION_SEEDS=${REGRESSION_SEEDS-"33"}
+for s in $REGRESSION_SEEDS; do
+    "$bin" sim --soak 1 --soak-seed "$s" --verbose >"$tmp/reg" 2>&1 ||
+        { grep -A1 FAILED "$tmp/reg" >&2; fail "regression seed $s failed"; }
+done
 
 # One seed alone reproduces the batch's trace.
 s=7

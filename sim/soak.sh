@@ -1,0 +1,53 @@
+#!/bin/sh
+# make soak: `murmur sim --soak SEEDS` (sim/soak.h: random faults, the
+# safety checks after every round, sample and fault, the liveness checks
+# after healing), then its figures recorded in RECORD (default
+# docs/BENCHMARKS.md) between the lines <!-- soak begin --> and
+# <!-- soak end -->: the command, the date, the machine's cores and load,
+# and the soak's closing line (seeds, passed, failed, crashes, shards lost,
+# events, wall time). RECORD= (empty) records nothing. Exit status: the
+# soak's (1 if any seed failed; each failure prints the command that
+# reproduces it alone: keep it in tests/integration/sim_soak.sh).
+#   sh sim/soak.sh BUILD_DIR [SEEDS [FIRST_SEED]]
+set -u
+build=${1:-build}
+seeds=${2:-10000}
+first=${3:-1}
+record=${RECORD-docs/BENCHMARKS.md}
+bin="$build/murmur"
+[ -x "$bin" ] || { echo "soak: $bin not built" >&2; exit 1; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+cmd="$bin sim --soak $seeds --soak-seed $first"
+load0=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo "?")
+$cmd | tee "$tmp/out"
+rc=$(tail -n 1 "$tmp/out" | sed -n 's/^soak: [0-9]* seeds, [0-9]* passed, \([0-9]*\) failed;.*/\1/p')
+[ -n "$rc" ] || { echo "soak: no summary line (the run did not finish)" >&2; exit 1; }
+[ -n "$record" ] || exit "$([ "$rc" -eq 0 ] && echo 0 || echo 1)"
+if [ ! -f "$record" ]; then
+    echo "soak: not recorded: $record does not exist (run from the source tree, or RECORD=FILE)" >&2
+else
+    {
+        echo "Recorded by \`make soak\` (\`sh sim/soak.sh $build $seeds $first\`), $(date -u +%Y-%m-%d),"
+        echo "commit $(git describe --always --dirty 2>/dev/null || echo unknown), $(nproc 2>/dev/null || echo "?") cores,"
+        echo "load average $load0 at the start and $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo "?") at the end:"
+        echo ""
+        echo '```'
+        echo "\$ $cmd"
+        grep '^soak: seed .* FAILED' "$tmp/out" | head -n 20
+        tail -n 1 "$tmp/out"
+        echo '```'
+        echo ""
+    } >"$tmp/section"
+    begin="<!-- soak begin -->" end="<!-- soak end -->"
+    if grep -qxF "$begin" "$record" && grep -qxF "$end" "$record"; then
+        awk -v b="$begin" -v e="$end" -v sec="$tmp/section" '
+            $0 == b { print; print ""; while ((getline l < sec) > 0) print l; skip = 1; next }
+            $0 == e { skip = 0 }
+            !skip { print }' "$record" >"$tmp/record"
+    else
+        { cat "$record"; echo ""; echo "$begin"; echo ""; cat "$tmp/section"; echo "$end"; } >"$tmp/record"
+    fi
+    cat "$tmp/record" >"$record" && echo "soak: recorded in $record"
+fi
+[ "$rc" -eq 0 ]
