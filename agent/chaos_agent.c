@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "agent/keys.h"
 #include "agent/log.h"
@@ -309,6 +310,10 @@ static void set_partition(agent_faults *f, uint64_t from, const uint64_t *ids, s
     size_t had = net_faults_get_partition(f->net, old, NET_FAULTS_PARTITION_MAX);
     if (net_faults_set_partition(f->net, ids, n) != NET_OK)
         return;
+    uint64_t now_ids[NET_FAULTS_PARTITION_MAX];
+    size_t now_n = net_faults_get_partition(f->net, now_ids, NET_FAULTS_PARTITION_MAX);
+    if (now_n == had && !memcmp(now_ids, old, had * sizeof *old))
+        return; /* the same partition again (a repeated request): no change */
     char list[NET_FAULTS_PARTITION_MAX * 17 + 1] = "";
     size_t len = 0;
     for (size_t i = 0; i < n; i++)
@@ -548,6 +553,7 @@ void agent_faults_status(agent_faults *f, agent_status *st)
     st->fault_frames = s.frames;
     st->training_paused = s.training_paused;
     st->training_slow = s.training_slow;
+    st->pid = (uint32_t)getpid();
 }
 
 /* ---- set-up --------------------------------------------------------------- */

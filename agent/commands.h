@@ -23,5 +23,6 @@ int cmd_sim(int argc, char **argv);    /* agent/cmd_sim.c */
 int cmd_launch(int argc, char **argv); /* agent/cmd_launch.c */
 int cmd_bench(int argc, char **argv);  /* agent/cmd_bench.c */
 int cmd_fault(int argc, char **argv);  /* agent/cmd_fault.c */
+int cmd_chaos(int argc, char **argv);  /* agent/cmd_chaos.c */
 
 #endif

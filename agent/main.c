@@ -35,6 +35,8 @@ static const agent_command commands[] = {
     {"bench", cmd_bench, "measure allreduce between N local agents over the real network path"},
     {"sim", cmd_sim, "run a discrete-event simulation scenario (docs/SIMULATOR.md)"},
     {"fault", cmd_fault, "change the injected faults of a running agent (docs/CHAOS.md)"},
+    {"chaos", cmd_chaos,
+     "run a fault schedule against a live cluster and check it (docs/CHAOS.md)"},
 };
 #define COMMAND_COUNT (sizeof commands / sizeof commands[0])
 

@@ -786,6 +786,7 @@ size_t agent_status_json(const agent_status *st, char *buf, size_t cap)
         common_json_u64(&j, "fault_frames", st->fault_frames);
         common_json_u64(&j, "training_paused", st->training_paused);
         common_json_number(&j, "training_slow", st->training_slow);
+        common_json_u64(&j, "pid", st->pid);
     }
     common_json_end(&j);
     size_t len = 0;

@@ -226,6 +226,7 @@ typedef struct agent_status {
      * its primaries to the next holders (store_full, shards_handed), or
      * trains shards of a full agent (shards_taken). */
     uint32_t store_full, shards_handed, shards_taken;
+    uint32_t pid; /* the agent's process (murmur chaos kills and restarts local agents) */
 } agent_status;
 
 /* Called on an NNG thread for every GET /status; fills *out, which arrives

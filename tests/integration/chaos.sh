@@ -1,0 +1,53 @@
+#!/bin/sh
+# murmur chaos on 4 local agents (issue 20): a random 2-minute schedule
+# (partitions, loss, delay, corruption, pauses, slow training, a kill and
+# restart) from a fixed seed, the checker's verdict must be PASS, the same
+# seed must give the same schedule, and afterwards no fault is in force and
+# every agent is up. Bounded by `timeout`; every agent (restarted ones
+# included) is killed on exit.
+NAME=chaos
+. "$(dirname "$0")/lib/agent.sh"
+SEED=${CHAOS_SEED:-7}
+
+cluster_init 25400 4 4
+"$bin" keygen --out "$tmp/admin" >/dev/null
+cp "$tmp/admin/murmur.pub" "$tmp/admins"
+chmod 600 "$tmp/admins"
+for i in 1 2 3 4; do
+    agent_start $i --set faults.enable=true --set "faults.admin_keys_file=$tmp/admins"
+done
+peers_of() { "$bin" status --json "127.0.0.1:$((base + 100 + $1))" 2>/dev/null | tr ',' '\n' | sed -n 's/^"peers"://p'; }
+all_met() { for i in 1 2 3 4; do [ "$(peers_of $i)" = 3 ] || return 1; done; }
+wait_for 240 all_met || fail "agents did not meet"
+# restarted agents are not our children: kill them too on exit
+live_pids() {
+    for i in 1 2 3 4; do
+        "$bin" status --json "127.0.0.1:$((base + 100 + i))" 2>/dev/null | tr ',' '\n' | sed -n 's/^"pid"://p'
+    done
+}
+
+chaos() {
+    "$bin" chaos --seed "127.0.0.1:$((base + 101))" --random "$SEED" --duration 120 --rate 4 \
+        --key "$tmp/admin/murmur.key" --network-key "$tmp/net.key" --replication 2 "$@"
+}
+# the same seed gives the same schedule
+chaos --print-schedule | sed -n '/^# schedule/,$p' >"$tmp/s1"
+chaos --print-schedule | sed -n '/^# schedule/,$p' >"$tmp/s2"
+cmp -s "$tmp/s1" "$tmp/s2" || fail "seed $SEED gave two schedules"
+[ "$(grep -c . "$tmp/s1")" -ge 4 ] || fail "schedule too short: $(cat "$tmp/s1")"
+
+timeout 600 "$bin" chaos --seed "127.0.0.1:$((base + 101))" --random "$SEED" --duration 120 \
+    --rate 4 --key "$tmp/admin/murmur.key" --network-key "$tmp/net.key" --replication 2 --settle 120 \
+    >"$tmp/chaos.out" 2>"$tmp/chaos.err"
+rc=$?
+pids="$pids $(live_pids | tr '\n' ' ')"
+cat "$tmp/chaos.out"
+[ $rc -eq 0 ] || fail "murmur chaos exited $rc: $(tail -n 5 "$tmp/chaos.err")"
+grep -q '^VERDICT: PASS' "$tmp/chaos.out" || fail "verdict: $(grep VERDICT "$tmp/chaos.out")"
+# nothing left broken: every agent up, no fault in force
+for i in 1 2 3 4; do
+    "$bin" status --json "127.0.0.1:$((base + 100 + i))" >"$tmp/st$i" 2>/dev/null ||
+        fail "agent $i is down after the run"
+    grep -q '"faults_active":0' "$tmp/st$i" || fail "agent $i still has faults: $(cat "$tmp/st$i")"
+done
+echo "$NAME: PASS"
