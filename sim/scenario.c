@@ -369,9 +369,42 @@ int sim_scenario_parse(sim_scenario *sc, const char *text, const char *name, cha
         common_settings_load_string(&scenario_settings, sc, name, text, err, errlen));
 }
 
+static const char *origin_of(const sim_scenario *sc, const char *key);
+
+/* A path value set in the scenario file at `path` names a file relative to
+ * that file's directory: prefix the directory. model.data may instead name
+ * a catalog data set (no '/' and no '.'): left as it is. */
+static int scenario_resolve(sim_scenario *sc, const char *path, const char *key, char *val,
+                            int maybe_name, char *err, size_t errlen)
+{
+    const char *slash = strrchr(path, '/');
+    const char *origin = origin_of(sc, key);
+    size_t plen = strlen(path);
+    if (!slash || !val[0] || val[0] == '/' || strncmp(origin, path, plen) != 0 ||
+        origin[plen] != ':' || (maybe_name && !strpbrk(val, "/.")))
+        return SIM_SCENARIO_OK;
+    char buf[SIM_SCENARIO_STR_MAX];
+    int n = snprintf(buf, sizeof buf, "%.*s/%s", (int)(slash - path), path, val);
+    if (n < 0 || (size_t)n >= sizeof buf) {
+        common_errf(err, errlen, 0,
+                    "%s: %s = %s: the path from the scenario's directory is "
+                    "longer than %u characters",
+                    origin, key, val, SIM_SCENARIO_STR_MAX - 1);
+        return SIM_SCENARIO_ERANGE;
+    }
+    memcpy(val, buf, (size_t)n + 1);
+    return SIM_SCENARIO_OK;
+}
+
 int sim_scenario_load(sim_scenario *sc, const char *path, char *err, size_t errlen)
 {
-    return scenario_err(common_settings_load_file(&scenario_settings, sc, path, err, errlen));
+    int rc = scenario_err(common_settings_load_file(&scenario_settings, sc, path, err, errlen));
+    if (rc == SIM_SCENARIO_OK)
+        rc = scenario_resolve(sc, path, "network.latency_file", sc->network.latency_file, 0, err,
+                              errlen);
+    if (rc == SIM_SCENARIO_OK)
+        rc = scenario_resolve(sc, path, "model.data", sc->model.data, 1, err, errlen);
+    return rc;
 }
 
 static const char *origin_of(const sim_scenario *sc, const char *key)
@@ -379,6 +412,78 @@ static const char *origin_of(const sim_scenario *sc, const char *key)
     int i = common_settings_lookup(&scenario_settings, key);
     assert(i >= 0);
     return common_settings_origin(&scenario_settings, sc, (size_t)i);
+}
+
+/* Set to something else than its default (from a file, --set, --sweep). */
+static int scenario_changed(const sim_scenario *sc, const char *key)
+{
+    int i = common_settings_lookup(&scenario_settings, key);
+    assert(i >= 0);
+    char now[SIM_SCENARIO_STR_MAX];
+    if (sim_scenario_get(sc, key, now, sizeof now) != 0)
+        return 0;
+    return strcmp(now, sim_scenario_key_at((size_t)i)->def) != 0;
+}
+
+/* A key set away from its default where the chosen settings ignore it is
+ * an error (a silent no-op hides a mistake): the keys of one latency
+ * distribution or straggler model under another, SWIM's under the
+ * oracle, latency in rounds mode (bandwidth still times shard copies). */
+static int scenario_no_effect(const sim_scenario *sc, char *err, size_t errlen)
+{
+    static const struct {
+        const char *key, *needs;
+    } rules[] = {
+        {"network.latency_file", "network.latency_dist = matrix"},
+        {"network.latency_min_ms", "network.latency_dist = uniform"},
+        {"network.latency_max_ms", "network.latency_dist = uniform"},
+        {"network.latency_sd_ms", "network.latency_dist = normal"},
+        {"network.latency_sigma", "network.latency_dist = lognormal"},
+        {"compute.stragglers", "compute.straggler_model = fixed"},
+        {"compute.slow_prob", "compute.straggler_model = random"},
+        {"compute.slowdown", "compute.straggler_model = fixed or random"},
+        {"compute.pareto_alpha", "compute.straggler_model = pareto"},
+        {"compute.lognormal_sigma", "compute.straggler_model = lognormal"},
+        {"membership.probe_interval_ms", "membership.mode = swim"},
+        {"membership.probe_timeout_ms", "membership.mode = swim"},
+        {"membership.suspicion_mult", "membership.mode = swim"},
+        {"membership.indirect_k", "membership.mode = swim"},
+        {"network.latency_ms", "run.mode = timed"},
+        {"network.latency_dist", "run.mode = timed"},
+    };
+    const sim_net_latency_kind d = sc->network.latency_dist;
+    const int sm = (int)sc->compute.straggler_model;
+    const int timed = sc->run.mode == SIM_RUN_TIMED;
+    const int ok[] = {
+        d == SIM_NET_LAT_MATRIX,
+        d == SIM_NET_LAT_UNIFORM,
+        d == SIM_NET_LAT_UNIFORM,
+        d == SIM_NET_LAT_NORMAL,
+        d == SIM_NET_LAT_LOGNORMAL,
+        sm == SIM_COMPUTE_FIXED,
+        sm == SIM_COMPUTE_RANDOM,
+        sm == SIM_COMPUTE_FIXED || sm == SIM_COMPUTE_RANDOM,
+        sm == SIM_COMPUTE_PARETO,
+        sm == SIM_COMPUTE_LOGNORMAL,
+        sc->membership.mode == SIM_MEMBERSHIP_SWIM,
+        sc->membership.mode == SIM_MEMBERSHIP_SWIM,
+        sc->membership.mode == SIM_MEMBERSHIP_SWIM,
+        sc->membership.mode == SIM_MEMBERSHIP_SWIM,
+        timed, /* rounds: latency is not simulated (bandwidth is: shard copies) */
+        timed,
+    };
+    _Static_assert(sizeof ok / sizeof ok[0] == sizeof rules / sizeof rules[0], "a rule each");
+    for (size_t k = 0; k < sizeof rules / sizeof rules[0]; k++) {
+        if (ok[k] || !scenario_changed(sc, rules[k].key))
+            continue;
+        char v[SIM_SCENARIO_STR_MAX];
+        sim_scenario_get(sc, rules[k].key, v, sizeof v);
+        common_errf(err, errlen, 0,
+                    "%s = %s (%s) has no effect: it needs %s; remove it or change that setting",
+                    rules[k].key, v, origin_of(sc, rules[k].key), rules[k].needs);
+        return SIM_SCENARIO_EVALUE;
+    }
+    return SIM_SCENARIO_OK;
 }
 
 int sim_scenario_check(const sim_scenario *sc, char *err, size_t errlen)
@@ -478,7 +583,7 @@ int sim_scenario_check(const sim_scenario *sc, char *err, size_t errlen)
         }
         sim_fault_list_free(&l);
     }
-    return SIM_SCENARIO_OK;
+    return scenario_no_effect(sc, err, errlen);
 }
 
 int sim_scenario_get(const sim_scenario *sc, const char *key, char *buf, size_t len)

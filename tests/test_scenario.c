@@ -325,6 +325,18 @@ static void every_check_error(void **state)
          "mixing.algorithm = dpsgd (c.ini:2) cannot run on mixing.topology = random (default)"},
         {"[faults]\nevent = 1 heal\nevent = 5 crash 3,40\n",
          "c.ini:3: faults.event = 5 crash 3,40: agent 40 out of range (0..15)"},
+        /* a key set where the chosen settings ignore it */
+        {"[run]\nmode = timed\n[network]\nlatency_file = m.txt\n",
+         "network.latency_file = m.txt (c.ini:4) has no effect: it needs network.latency_dist = "
+         "matrix"},
+        {"[run]\nmode = timed\n[network]\nlatency_sd_ms = 3\n",
+         "network.latency_sd_ms = 3 (c.ini:4) has no effect: it needs network.latency_dist = "
+         "normal"},
+        {"[membership]\nindirect_k = 2\n", "it needs membership.mode = swim"},
+        {"[network]\nlatency_ms = 20\n",
+         "network.latency_ms = 20 (c.ini:2) has no effect: it needs run.mode = timed"},
+        {"[compute]\nstraggler_model = pareto\nslowdown = 3\n",
+         "compute.slowdown = 3 (c.ini:3) has no effect"},
     };
     char err[512];
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -336,6 +348,63 @@ static void every_check_error(void **state)
             fail_msg("case %zu: rc %d, message '%s' lacks '%s'", i, rc, err, bad[i].needle);
         free(sc);
     }
+}
+
+/* Keys at their defaults have no effect to complain about; the same keys
+ * where they apply are fine. */
+static void no_effect_allowed(void **state)
+{
+    (void)state;
+    const char *good[] = {
+        "[network]\nbandwidth_mbps = 0\nlatency_sigma = 0.5\n", /* defaults */
+        "[network]\nbandwidth_mbps = 100\n",                    /* rounds: times shard copies */
+        "[run]\nmode = timed\n[network]\nlatency_dist = normal\nlatency_sd_ms = 3\n",
+        "[membership]\nmode = swim\nindirect_k = 2\n",
+        "[compute]\nstraggler_model = random\nslowdown = 3\nslow_prob = 0.1\n",
+    };
+    char err[512];
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        sim_scenario *sc = new_sc();
+        assert_int_equal(sim_scenario_parse(sc, good[i], "g.ini", err, sizeof err), 0);
+        if (sim_scenario_check(sc, err, sizeof err) != 0)
+            fail_msg("case %zu: %s", i, err);
+        free(sc);
+    }
+}
+
+/* Relative paths in a scenario file resolve from the file's directory;
+ * catalog names, absolute paths and --set values stay as written. */
+static void relative_paths(void **state)
+{
+    (void)state;
+    char dir[64], path[128], err[512];
+    snprintf(dir, sizeof dir, "/tmp/murmur_scen_XXXXXX");
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/s.ini", dir);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("[model]\ndata = sets/d.csv\n[network]\nlatency_file = m.txt\n", f);
+    fclose(f);
+    sim_scenario *sc = new_sc();
+    assert_int_equal(sim_scenario_load(sc, path, err, sizeof err), 0);
+    char want[160];
+    snprintf(want, sizeof want, "%s/m.txt", dir);
+    assert_string_equal(sc->network.latency_file, want);
+    snprintf(want, sizeof want, "%s/sets/d.csv", dir);
+    assert_string_equal(sc->model.data, want);
+    f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("[model]\ndata = fashion-mnist\n[network]\nlatency_file = /abs/m.txt\n", f);
+    fclose(f);
+    sim_scenario_defaults(sc);
+    assert_int_equal(sim_scenario_load(sc, path, err, sizeof err), 0);
+    assert_string_equal(sc->model.data, "fashion-mnist");
+    assert_string_equal(sc->network.latency_file, "/abs/m.txt");
+    assert_int_equal(sim_scenario_set(sc, "network.latency_file=rel.txt", err, sizeof err), 0);
+    assert_string_equal(sc->network.latency_file, "rel.txt"); /* from the working directory */
+    free(sc);
+    unlink(path);
+    rmdir(dir);
 }
 
 /* The one syntax (common/settings.h): a '#' is a comment only after a blank
@@ -511,6 +580,7 @@ int main(void)
         cmocka_unit_test(every_file_error),   cmocka_unit_test(every_check_error),
         cmocka_unit_test(hash_and_quotes),    cmocka_unit_test(write_then_read_back),
         cmocka_unit_test(sweep_enumeration),  cmocka_unit_test(docs_list_every_key),
+        cmocka_unit_test(no_effect_allowed),  cmocka_unit_test(relative_paths),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -209,6 +209,13 @@ expect_err2() { pat=$1; shift; set +e; "$bin" sim "$@" >/dev/null 2>"$tmp/e.err"
     [ "$rc" -eq 2 ] && grep -q -- "$pat" "$tmp/e.err" || { cat "$tmp/e.err"; fail "want status 2 and '$pat' for: $*"; }; }
 expect_err2 "--trace exports one run" "$tmp/s.ini" --out "$tmp/x" --trace "$tmp/t.txt" --seeds 2
 
+# a relative path in a scenario is read from the scenario's directory
+mkdir -p "$tmp/sub"
+printf '0 5 5 5\n5 0 5 5\n5 5 0 5\n5 5 5 0\n' >"$tmp/sub/lat.txt"
+printf '[run]\nagents = 4\nmode = timed\nduration_s = 1\n[model]\nkind = quadratic\ndim = 8\n[network]\nlatency_dist = matrix\nlatency_file = lat.txt\n[shards]\nreplication = 2\n' >"$tmp/sub/m.ini"
+timeout 600 "$bin" sim "$tmp/sub/m.ini" --out "$tmp/m" --quiet >"$tmp/m.log" 2>&1 ||
+    { cat "$tmp/m.log"; fail "a latency file beside its scenario is not found"; }
+
 # errors: exit status 2 and a message naming the problem
 expect_err() { # pattern, args...
     pat=$1
@@ -228,6 +235,10 @@ expect_err "mixing.bits: '3' is not one of" "$tmp/s.ini" --out "$tmp/x" --set mi
 expect_err "network.loss" "$tmp/s.ini" --out "$tmp/x" --sweep network.loss=0.1,2
 expect_err "cannot open" "$tmp/missing.ini" --out "$tmp/x"
 expect_err "unknown flag .--bogus." "$tmp/s.ini" --bogus
+expect_err "network.latency_file = .*lat.txt (.*m.ini:10) has no effect: it needs network.latency_dist = matrix" \
+    "$tmp/sub/m.ini" --out "$tmp/x" --set network.latency_dist=const
+expect_err "network.latency_ms = 2 (.*s.ini:11) has no effect: it needs run.mode = timed" \
+    "$tmp/s.ini" --out "$tmp/x" --set run.mode=rounds
 expect_err "unknown flag .--sweeep.; did you mean --sweep?" "$tmp/s.ini" --sweeep run.seed=1,2
 [ ! -e "$tmp/x" ] || fail "an invalid scenario wrote output"
 # the example scenario of docs/SIMULATOR.md runs as documented (shortened)
