@@ -84,6 +84,10 @@ int sim_output_row(sim_output *o, const sim_series_row *r)
     fprintf(f, ",%llu,%llu\n", (unsigned long long)r->bytes_sent,
             (unsigned long long)r->bytes_recv);
     o->rows++;
+    /* A population row ends a sample: on disk at once, so a run killed
+     * outright (SIGKILL, a crash) still leaves every sample so far. */
+    if (r->agent == SIM_AGENT_ALL)
+        fflush(f);
     return ferror(f) ? SIM_OUTPUT_EIO : SIM_OUTPUT_OK;
 }
 

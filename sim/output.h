@@ -82,7 +82,8 @@ typedef struct sim_output {
 /* Create dir (and its parents) and DIR/series.csv with its header.
  * Errors: SIM_OUTPUT_EINVAL, SIM_OUTPUT_EIO (message names the path). */
 int sim_output_open(sim_output *o, const char *dir, char *err, size_t errlen);
-/* Append one row. Errors: SIM_OUTPUT_EIO. */
+/* Append one row; a population row (agent SIM_AGENT_ALL, the last of a
+ * sample) is flushed to the file. Errors: SIM_OUTPUT_EIO. */
 int sim_output_row(sim_output *o, const sim_series_row *r);
 /* Flush and close; reports a write error that happened on any row. */
 int sim_output_close(sim_output *o, char *err, size_t errlen);
