@@ -1,0 +1,47 @@
+#!/bin/sh
+# The simulator's growth with the number of agents: runs
+# `build/bench/bench_sim --scale MAX` (100 rounds of the consensus model,
+# pairwise gossip with random peers, 10^3, 10^4, ... agents up to MAX) and
+# records its lines as a table, with the growth of each figure from one
+# size to the next, the command, the date and the load average, in
+# docs/BENCHMARKS.md between the lines <!-- bench:sim_scale begin --> and
+# <!-- bench:sim_scale end --> (appended when absent). RECORD= (empty)
+# prints the table and writes nothing.
+#   BUILD=build sh bench/sim_scale.sh [MAX]      (MAX = 1000000 by default)
+set -u
+build=${BUILD:-build}
+max=${1:-1000000}
+record=${RECORD-docs/BENCHMARKS.md}
+b="$build/bench/bench_sim"
+[ -x "$b" ] || { echo "sim_scale: $b is missing; run make bench" >&2; exit 1; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+"$b" --scale "$max" | tee "$tmp/out" || { echo "sim_scale: bench_sim failed" >&2; exit 1; }
+load=$(cut -d' ' -f1-3 /proc/loadavg)
+{
+    echo "<!-- bench:sim_scale begin -->"
+    echo ""
+    echo "Produced by \`BUILD=$build sh bench/sim_scale.sh $max\` on $(date -u +%Y-%m-%d), load average $load on $(nproc) cores; do not edit by hand. CPU seconds are the process's (the wall time on a loaded machine is mostly waiting); growth = this row / the row above."
+    echo ""
+    echo "| agents | events | CPU s | wall s | events per CPU s | growth | heap bytes per agent | growth | peak RSS (MiB) |"
+    echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+    awk '/^scale / { for (i = 2; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
+        eg = pe ? sprintf("x%.2f", v["events_per_cpu_s"] / pe) : "-"
+        hg = ph ? sprintf("x%.2f", v["heap_per_agent"] / ph) : "-"
+        printf "| %d | %d | %.2f | %.2f | %.0f | %s | %.0f | %s | %.0f |\n", v["agents"], v["events"],
+            v["cpu_s"], v["wall_s"], v["events_per_cpu_s"], eg, v["heap_per_agent"], hg, v["maxrss_kb"] / 1024
+        pe = v["events_per_cpu_s"]; ph = v["heap_per_agent"] }' "$tmp/out"
+    echo ""
+    echo "<!-- bench:sim_scale end -->"
+} >"$tmp/table"
+[ -n "$record" ] || { cat "$tmp/table"; exit 0; }
+begin="<!-- bench:sim_scale begin -->" end="<!-- bench:sim_scale end -->"
+if grep -qF "$begin" "$record"; then
+    awk -v t="$tmp/table" -v b="$begin" -v e="$end" '
+        $0 == b { while ((getline l < t) > 0) print l; skip = 1; next }
+        $0 == e { skip = 0; next }
+        !skip { print }' "$record" >"$tmp/new" && cat "$tmp/new" >"$record"
+else
+    { echo ""; cat "$tmp/table"; } >>"$record"
+fi
+echo "sim_scale: recorded in $record"
