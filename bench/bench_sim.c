@@ -14,7 +14,18 @@
  *    with a view of 10,000 ids, the vector, the runner's state).
  * Each figure of 1 is the median of 3 runs; 2 runs once (--quick: 2,000
  * agents instead, for a smoke test).
+ *
+ *   build/bench/bench_sim --scale MAX
+ *
+ * 3. Growth: 100 rounds of the consensus model (dim 16, pairwise gossip,
+ *    random peers, oracle membership: the mixers share one view) at
+ *    10^3, 10^4, ... agents up to MAX: events, CPU seconds of the process,
+ *    wall seconds, events per CPU second, heap bytes per agent (agent
+ *    setup) and the peak resident set. One line per size, "scale ..."
+ *    (bench/sim_scale.sh records them in docs/BENCHMARKS.md).
  */
+#include <sys/resource.h>
+#include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,9 +76,52 @@ static int events_per_s(sim_scenario *sc, const char *name, const char *const *s
     return 0;
 }
 
+static double cpu_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static int scale(sim_scenario *sc, uint32_t max)
+{
+    for (uint32_t n = 1000; n <= max && n >= 1000; n *= 10) {
+        char agents[48];
+        snprintf(agents, sizeof agents, "run.agents=%u", n);
+        const char *const sets[] = {agents,
+                                    "run.mode=rounds",
+                                    "run.rounds=100",
+                                    "model.kind=consensus",
+                                    "model.dim=16",
+                                    "mixing.algorithm=gossip",
+                                    "mixing.topology=random",
+                                    "output.every_rounds=1000",
+                                    NULL};
+        sim_summary s;
+        double c0 = cpu_s();
+        if (run(sc, sets, &s))
+            return -1;
+        double c = cpu_s() - c0;
+        struct rusage ru;
+        getrusage(RUSAGE_SELF, &ru);
+        printf("scale agents=%u rounds=%llu events=%.0f cpu_s=%.2f wall_s=%.2f "
+               "events_per_cpu_s=%.0f heap_per_agent=%.0f maxrss_kb=%ld cd_final=%.3g\n",
+               n, (unsigned long long)s.rounds, (double)s.events, c, s.wall_s, (double)s.events / c,
+               s.memory_per_agent_bytes, ru.ru_maxrss, s.consensus_distance_final);
+        fflush(stdout);
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     int quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
+    if (argc > 2 && strcmp(argv[1], "--scale") == 0) {
+        sim_scenario *sc = malloc(sizeof *sc);
+        int rc = sc ? scale(sc, (uint32_t)strtoul(argv[2], NULL, 10)) : -1;
+        free(sc);
+        return rc ? 1 : 0;
+    }
     sim_scenario *sc = malloc(sizeof *sc);
     if (!sc)
         return 1;
