@@ -300,6 +300,46 @@ void chaos_sched_write(const chaos_sched *s, FILE *out)
     }
 }
 
+static size_t side_text(uint64_t mask, char *out, size_t cap)
+{
+    size_t len = 0;
+    out[0] = 0;
+    for (int i = 0; i < 64 && len < cap; i++)
+        if (mask >> i & 1)
+            len += (size_t)snprintf(out + len, cap - len, "%s%d", len ? "," : "", i);
+    return len;
+}
+
+int chaos_event_sim_line(const chaos_event *e, char *out, size_t cap)
+{
+    char who[16], a[256], b[256];
+    snprintf(who, sizeof who, e->on >= 0 ? "%d" : "all", e->on);
+    switch (e->action) {
+    case CHAOS_PARTITION:
+        side_text(e->side_a, a, sizeof a);
+        side_text(e->side_b, b, sizeof b);
+        snprintf(out, cap, "%g partition %s/%s duration=%g", e->at_s, a, b, e->for_s);
+        return 1;
+    case CHAOS_DROP:
+        snprintf(out, cap, "%g loss %g duration=%g", e->at_s, e->p, e->for_s);
+        return 1;
+    case CHAOS_CORRUPT:
+        snprintf(out, cap, "%g corrupt %g duration=%g", e->at_s, e->p, e->for_s);
+        return 1;
+    case CHAOS_PAUSE:
+        snprintf(out, cap, "%g pause %s duration=%g", e->at_s, who, e->for_s);
+        return 1;
+    case CHAOS_SLOW:
+        snprintf(out, cap, "%g slow %s factor=%g duration=%g", e->at_s, who, e->factor, e->for_s);
+        return 1;
+    case CHAOS_KILL:
+        snprintf(out, cap, "%g crash %d restart_after=%g", e->at_s, e->on, e->for_s);
+        return 1;
+    default:
+        return 0;
+    }
+}
+
 static void ids_of(uint64_t mask, const uint64_t *ids, int n, char *out, size_t cap)
 {
     size_t len = 0;

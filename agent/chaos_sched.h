@@ -88,4 +88,10 @@ void chaos_sched_write(const chaos_sched *s, FILE *out);
 void chaos_event_request(const chaos_event *e, int member, const uint64_t *ids, int n, int undo,
                          char *out, size_t cap);
 
+/* The simulator's fault line (sim/faults.h) for one event: 1 and the line
+ * in out, or 0 when the simulator has no counterpart (delay, bandwidth,
+ * duplicate, reorder). drop maps to loss on every link, kill to crash with
+ * restart_after, pause/slow/corrupt/partition to their own kinds. */
+int chaos_event_sim_line(const chaos_event *e, char *out, size_t cap);
+
 #endif

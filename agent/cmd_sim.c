@@ -28,6 +28,7 @@
  * Exit status: 0 ok; 1 a run failed; 2 usage or scenario error; 3 a run
  * diverged (unless --allow-divergence); 130 interrupted.
  */
+#include "agent/chaos_sched.h"
 #include "agent/commands.h"
 
 #include <errno.h>
@@ -197,6 +198,7 @@ static int cmd_sim_plot(int argc, char **argv)
 enum {
     SIM_F_OUT,
     SIM_F_SET,
+    SIM_F_SCHEDULE,
     SIM_F_SWEEP,
     SIM_F_SEEDS,
     SIM_F_JOBS,
@@ -212,6 +214,8 @@ enum {
 static const common_flag sim_flags[] = {
     {"out", 0, true, SIM_F_OUT, "DIR", "output directory", NULL},
     {"set", 0, true, SIM_F_SET, "KEY=VALUE", "override one key (repeatable)", NULL},
+    {"schedule", 0, true, SIM_F_SCHEDULE, "FILE",
+     "add the faults of a murmur chaos schedule (docs/CHAOS.md)", NULL},
     {"sweep", 0, true, SIM_F_SWEEP, "KEY=V1,V2,..", "run every combination (repeatable)", NULL},
     {"seeds", 0, true, SIM_F_SEEDS, "N", "replications per point", NULL},
     {"jobs", 'j', true, SIM_F_JOBS, "J", "worker processes", NULL},
@@ -659,11 +663,37 @@ static unsigned sim_default_jobs(void)
     return n < 1 ? 1 : n > (long)SIM_JOBS_MAX ? SIM_JOBS_MAX : (unsigned)n;
 }
 
+/* --schedule: a murmur chaos schedule as faults.event lines (members are
+ * agents by index); faults without a simulator counterpart are named. */
+static int sim_add_chaos_schedule(sim_scenario *sc, const char *file, char *err, size_t errlen)
+{
+    static chaos_sched s;
+    if (chaos_sched_load(&s, file, (int)sc->run.agents, err, errlen))
+        return -1;
+    size_t mapped = 0;
+    for (size_t i = 0; i < s.n; i++) {
+        char line[300], set[320];
+        if (!chaos_event_sim_line(&s.ev[i], line, sizeof line)) {
+            fprintf(stderr,
+                    "murmur sim: --schedule: %s at %g s has no simulator counterpart; "
+                    "skipped\n",
+                    chaos_action_names[s.ev[i].action], s.ev[i].at_s);
+            continue;
+        }
+        snprintf(set, sizeof set, "faults.event=%s", line);
+        if (sim_scenario_set(sc, set, err, errlen) != 0)
+            return -1;
+        mapped++;
+    }
+    fprintf(stderr, "murmur sim: --schedule %s: %zu of %zu faults\n", file, mapped, s.n);
+    return 0;
+}
+
 int cmd_sim(int argc, char **argv)
 {
     if (argc >= 2 && !strcmp(argv[1], "plot"))
         return cmd_sim_plot(argc - 1, argv + 1);
-    const char *path = NULL, *out = NULL, *trace_path = NULL;
+    const char *path = NULL, *out = NULL, *trace_path = NULL, *chaos_file = NULL;
     const char *sets[SIM_CLI_ARGS_MAX], *sweeps[SIM_CLI_ARGS_MAX];
     int nsets = 0, nsweeps = 0, plot = 0, quiet = 0, verbose = 0, allow_div = 0;
     unsigned long long soak = 0, soak_seed = 1;
@@ -729,6 +759,9 @@ int cmd_sim(int argc, char **argv)
         case SIM_F_OUT:
             out = v;
             break;
+        case SIM_F_SCHEDULE:
+            chaos_file = v;
+            break;
         case SIM_F_SET:
         case SIM_F_SWEEP: {
             int *n = id == SIM_F_SET ? &nsets : &nsweeps;
@@ -789,6 +822,10 @@ int cmd_sim(int argc, char **argv)
             fprintf(stderr, "murmur sim: %s\n", err);
             goto done;
         }
+    if (chaos_file && sim_add_chaos_schedule(base, chaos_file, err, sizeof err) != 0) {
+        fprintf(stderr, "murmur sim: --schedule %s\n", err);
+        goto done;
+    }
     if (plot)
         base->output.plot = 1;
     for (int k = 0; k < nsweeps; k++)

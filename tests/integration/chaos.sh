@@ -3,7 +3,8 @@
 # (partitions, loss, delay, corruption, pauses, slow training, a kill and
 # restart) from a fixed seed, the checker's verdict must be PASS, the same
 # seed must give the same schedule, and afterwards no fault is in force and
-# every agent is up. Bounded by `timeout`; every agent (restarted ones
+# every agent is up; murmur sim --schedule runs the same file on 4
+# simulated agents without losing a shard. Bounded by `timeout`; every agent (restarted ones
 # included) is killed on exit.
 NAME=chaos
 . "$(dirname "$0")/lib/agent.sh"
@@ -30,7 +31,7 @@ chaos() {
     "$bin" chaos --seed "127.0.0.1:$((base + 101))" --random "$SEED" --duration 120 --rate 4 \
         --key "$tmp/admin/murmur.key" --network-key "$tmp/net.key" --replication 2 "$@"
 }
-# the same seed gives the same schedule
+# the same seed gives the same schedule (kept for the simulator below)
 chaos --print-schedule | sed -n '/^# schedule/,$p' >"$tmp/s1"
 chaos --print-schedule | sed -n '/^# schedule/,$p' >"$tmp/s2"
 cmp -s "$tmp/s1" "$tmp/s2" || fail "seed $SEED gave two schedules"
@@ -50,4 +51,12 @@ for i in 1 2 3 4; do
         fail "agent $i is down after the run"
     grep -q '"faults_active":0' "$tmp/st$i" || fail "agent $i still has faults: $(cat "$tmp/st$i")"
 done
+# the same schedule in the simulator: 4 simulated agents, only these faults
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+"$bin" sim "$repo/sim/examples/fashion-gossip.ini" --schedule "$tmp/s1" --out "$tmp/sim" --quiet \
+    --set run.agents=4 --set run.duration_s=130 --set faults.crash_rate_per_s=0 \
+    >"$tmp/sim.out" 2>"$tmp/sim.err" || fail "murmur sim --schedule: $(tail -n 3 "$tmp/sim.err")"
+grep -q "faults" "$tmp/sim.err" || fail "murmur sim did not report the schedule"
+grep -Eq '"shards_lost": *0([^0-9]|$)' "$tmp/sim/summary.json" || fail "simulated run lost shards"
+grep -Eq '"agents_live_final": *4([^0-9]|$)' "$tmp/sim/summary.json" || fail "simulated agents not all live"
 echo "$NAME: PASS"
