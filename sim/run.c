@@ -394,7 +394,11 @@ static int setup(runner *r)
         .algo = (gossip_mix_algo)sc->mixing.algorithm,
         .topology = (gossip_topology)sc->mixing.topology,
         .bits = sc->mixing.bits,
-        .members_max = r->swim ? r->n : 0,
+        /* Shared views: members_max sizes only gossip's table of measured
+         * links (least recently used replaced, scanned per lookup): one per
+         * member up to 1024 agents as in the agent, 64 beyond (1024 would
+         * cost 32 KB a mixer, 32 GB at 10^6 agents, and a scan per frame). */
+        .members_max = r->swim || r->n <= GOSSIP_MIX_MEMBERS_DEFAULT ? r->n : 64,
         .shared_views = !r->swim,
         .sync_window = gossip_topology_is_static((gossip_topology)sc->mixing.topology) &&
                                sc->mixing.topology != GOSSIP_TOPO_EXPONENTIAL
