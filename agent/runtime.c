@@ -405,11 +405,12 @@ static void on_mixing(agent_runtime *a, uint64_t now)
     a->mix_sent = NULL;
 }
 
-static const char *state_name(agent_runtime *a)
+/* host_ready: a->host_ready read under a->mu (the host sets it). */
+static const char *state_name(agent_runtime *a, int host_ready)
 {
     if (a->stop)
         return "leaving";
-    if (gossip_node_model_state(a->node) != GOSSIP_NODE_READY || !a->host_ready)
+    if (gossip_node_model_state(a->node) != GOSSIP_NODE_READY || !host_ready)
         return "joining";
     if (a->n_catalog && a->train_count == 0)
         return "waiting_shards"; /* train_reason says what it waits for */
@@ -451,6 +452,7 @@ static void sync_metrics(agent_runtime *a)
     pthread_mutex_lock(&a->mu);
     uint64_t steps = a->host_steps, samples = a->host_samples;
     double loss = a->host_loss, acc = a->host_accuracy, test_loss = a->host_test_loss;
+    int host_ready = a->host_ready;
     pthread_mutex_unlock(&a->mu);
     double sps = NAN;
     if (now > a->sps_t_us + 1000000u) {
@@ -484,7 +486,7 @@ static void sync_metrics(agent_runtime *a)
              gossip_shards_train_source_name(a->train.source));
     snprintf(a->st.train_reason, sizeof a->st.train_reason, "%s",
              gossip_shards_train_reason_name(a->train.reason));
-    snprintf(a->st.state, sizeof a->st.state, "%s", state_name(a));
+    snprintf(a->st.state, sizeof a->st.state, "%s", state_name(a, host_ready));
     a->st.round = atomic_load(&a->round);
     a->st.mixing_rounds = a->mixing_rounds;
     a->st.round_aborts = a->round_aborts;

@@ -116,8 +116,11 @@ struct murmur_agent {
     pthread_mutex_t st_mu;
     agent_status st;
 
-    volatile sig_atomic_t stop;
-    volatile sig_atomic_t reload; /* SIGHUP: re-read the key files */
+    /* Atomic, not volatile sig_atomic_t: set by signal handlers and by
+     * the host's threads, read by the loop (a data race otherwise, found
+     * by ThreadSanitizer); a lock-free atomic_int is async-signal-safe. */
+    atomic_int stop;
+    atomic_int reload; /* SIGHUP: re-read the key files */
 
     /* shard health (runtime.c, loop only) */
     uint8_t *lost_seen; /* per catalog shard: reported lost */
@@ -176,5 +179,7 @@ int agent_runtime_checkpoint(agent_runtime *a, const float *params, const float 
                              const char *why);
 /* The agent's configuration (for the built-in trainer). */
 const agent_config *agent_runtime_config(const agent_runtime *a);
+
+_Static_assert(ATOMIC_INT_LOCK_FREE == 2, "stop and reload are set by signal handlers");
 
 #endif

@@ -11,7 +11,9 @@
  * they are compiled for AVX-512 and AVX2 too and the loader picks the
  * widest the CPU has, as model/winograd.c does; the rest of murmur is
  * built for x86-64-v2. */
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+/* Not under ThreadSanitizer: it instruments the ifunc resolver, which the
+ * loader runs before the sanitizer's runtime is up (a crash at start-up). */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(__SANITIZE_THREAD__)
 #define LAYER_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define LAYER_CLONES

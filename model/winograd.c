@@ -108,7 +108,9 @@ size_t model_wino_scratch_floats(const model_conv *cv, uint32_t batch)
  * not change a single result: they are compiled for AVX-512 and AVX2 too
  * and the loader picks the widest the CPU has (the rest of murmur is built
  * for x86-64-v2). GCC's target_clones; elsewhere the portable loop. */
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+/* Not under ThreadSanitizer: it instruments the ifunc resolver, which the
+ * loader runs before the sanitizer's runtime is up (a crash at start-up). */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(__SANITIZE_THREAD__)
 #define WINO_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define WINO_CLONES
