@@ -19,6 +19,7 @@ bin="$build/murmur"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 cmd="$bin sim --soak $seeds --soak-seed $first"
+commit=$(git describe --always --dirty 2>/dev/null || echo unknown)
 load0=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo "?")
 $cmd | tee "$tmp/out"
 rc=$(tail -n 1 "$tmp/out" | sed -n 's/^soak: [0-9]* seeds, [0-9]* passed, \([0-9]*\) failed;.*/\1/p')
@@ -29,7 +30,7 @@ if [ ! -f "$record" ]; then
 else
     {
         echo "Recorded by \`make soak\` (\`sh sim/soak.sh $build $seeds $first\`), $(date -u +%Y-%m-%d),"
-        echo "commit $(git describe --always --dirty 2>/dev/null || echo unknown), $(nproc 2>/dev/null || echo "?") cores,"
+        echo "commit $commit, $(nproc 2>/dev/null || echo "?") cores,"
         echo "load average $load0 at the start and $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo "?") at the end:"
         echo ""
         echo '```'
