@@ -285,8 +285,9 @@ static void csv_text(FILE *f, const char *s)
     fputc('"', f);
 }
 
-int sim_sweep_csv_open(sim_sweep_csv *c, const char *dir, const sim_sweep *sw, char *err,
-                       size_t errlen)
+/* sweep.csv created in dir, its header begun with "run" and the axes. */
+static int sweep_csv_begin(sim_sweep_csv *c, const char *dir, const sim_sweep *sw, char *err,
+                           size_t errlen)
 {
     memset(c, 0, sizeof *c);
     int rc = sim_mkdirs(dir, err, errlen);
@@ -302,6 +303,15 @@ int sim_sweep_csv_open(sim_sweep_csv *c, const char *dir, const sim_sweep *sw, c
         fputc(',', c->f);
         csv_text(c->f, sw->axes[a].key);
     }
+    return 0;
+}
+
+int sim_sweep_csv_open(sim_sweep_csv *c, const char *dir, const sim_sweep *sw, char *err,
+                       size_t errlen)
+{
+    int rc = sweep_csv_begin(c, dir, sw, err, errlen);
+    if (rc)
+        return rc;
     sim_summary dummy;
     sim_summary_init(&dummy);
     scalar v[NSCALARS];
@@ -451,20 +461,9 @@ int sim_summary_write_stats_file(const sim_summary *runs, size_t n, const char *
 int sim_sweep_csv_open_stats(sim_sweep_csv *c, const char *dir, const sim_sweep *sw, char *err,
                              size_t errlen)
 {
-    memset(c, 0, sizeof *c);
-    int rc = sim_mkdirs(dir, err, errlen);
-    if (rc || (rc = join(c->path, dir, "sweep.csv", err, errlen)))
+    int rc = sweep_csv_begin(c, dir, sw, err, errlen);
+    if (rc)
         return rc;
-    c->f = fopen(c->path, "w");
-    if (!c->f) {
-        return common_errf(err, errlen, SIM_OUTPUT_EIO, "cannot create %s: %s", c->path,
-                           strerror(errno));
-    }
-    fputs("run", c->f);
-    for (uint32_t a = 0; a < sw->naxes; a++) {
-        fputc(',', c->f);
-        csv_text(c->f, sw->axes[a].key);
-    }
     fputs(",seeds,runs_interrupted,runs_diverged", c->f);
     sim_summary dummy;
     sim_summary_init(&dummy);
