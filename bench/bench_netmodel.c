@@ -74,7 +74,7 @@ static double fast_path(uint32_t agents, uint64_t events_target, uint64_t *event
     model_rng r;
     model_rng_seed(&r, 7, 0);
     for (uint32_t a = 0; a < agents; a++) {
-        sim_event e = {.time_us = sim_compute_step_us(comp, a), .kind = EV_STEP, .agent = a};
+        sim_event e = {.time_ns = sim_compute_step_us(comp, a) * 1000, .kind = EV_STEP, .agent = a};
         sim_evq_push(&q, &e);
     }
     uint64_t events = 0, delivered = 0;
@@ -89,11 +89,11 @@ static double fast_path(uint32_t agents, uint64_t events_target, uint64_t *event
         uint32_t peer = (uint32_t)model_rng_below(&r, agents - 1);
         peer += peer >= e.agent;
         sim_net_delivery d;
-        if (sim_net_send(net, e.agent, peer, 4096, events, e.time_us, &d) == SIM_NET_DELIVER) {
-            sim_event dv = {.time_us = d.deliver_us, .kind = EV_DELIVER, .agent = peer};
+        if (sim_net_send(net, e.agent, peer, 4096, events, e.time_ns, &d) == SIM_NET_DELIVER) {
+            sim_event dv = {.time_ns = d.deliver_ns, .kind = EV_DELIVER, .agent = peer};
             sim_evq_push(&q, &dv);
         }
-        sim_event nx = {.time_us = e.time_us + sim_compute_step_us(comp, e.agent),
+        sim_event nx = {.time_ns = e.time_ns + sim_compute_step_us(comp, e.agent) * 1000,
                         .kind = EV_STEP,
                         .agent = e.agent};
         sim_evq_push(&q, &nx);

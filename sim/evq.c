@@ -4,7 +4,7 @@
 
 static inline int before(const sim_event *a, const sim_event *b)
 {
-    return a->time_us < b->time_us || (a->time_us == b->time_us && a->seq < b->seq);
+    return a->time_ns < b->time_ns || (a->time_ns == b->time_ns && a->seq < b->seq);
 }
 
 int sim_evq_init(sim_evq *q, size_t cap_initial, size_t cap_max)
@@ -81,5 +81,5 @@ int sim_evq_pop(sim_evq *q, sim_event *out)
 
 uint64_t sim_evq_peek_time(const sim_evq *q)
 {
-    return q->len ? q->heap[0].time_us : UINT64_MAX;
+    return q->len ? q->heap[0].time_ns : UINT64_MAX;
 }

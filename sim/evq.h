@@ -1,6 +1,6 @@
 /* sim/evq — the simulator's event queue.
  *
- * A binary min-heap of events ordered by (time_us, seq). seq is assigned by
+ * A binary min-heap of events ordered by (time_ns, seq). seq is assigned by
  * sim_evq_push from a counter, so events at the same virtual time pop in the
  * order they were pushed: the order is total and the same seed always gives
  * the same trace. The queue grows by doubling up to cap_max events; a push
@@ -16,7 +16,7 @@
 #include <stdint.h>
 
 typedef struct sim_event {
-    uint64_t time_us;
+    uint64_t time_ns;
     uint64_t seq;
     uint32_t kind;
     uint32_t agent;

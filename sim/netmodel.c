@@ -15,10 +15,10 @@
  * the run seed (compute, faults, agents). Arbitrary odd constants. */
 #define SALT_LATENCY 0x6c61746e63795f31ULL
 #define SALT_LOSS    0x6c6f73735f73316dULL
-/* A finish time within this many microseconds above a whole microsecond is
- * taken as that microsecond: guards ceil() against rounding noise of a few
- * ulps (rates and remaining bits are doubles). 1e-6 us = 1 ps. */
-#define FINISH_SLACK_US 1e-6
+/* A finish time within this many nanoseconds above a whole nanosecond is
+ * taken as that nanosecond: guards ceil() against rounding noise of a few
+ * ulps (rates and remaining bits are doubles). 1e-3 ns = 1 ps. */
+#define FINISH_SLACK_NS 1e-3
 
 enum { FLOW_FREE = 0, FLOW_ACTIVE = 1, FLOW_DONE = 2 };
 
@@ -32,10 +32,10 @@ typedef struct flow {
     uint32_t next_free;        /* free list, or the finished FIFO */
     uint8_t frozen;
     uint64_t seq; /* start order: ties in finish time */
-    uint64_t bytes, tag, start_us;
-    uint64_t last_us;   /* when remaining_bits was last brought up to date */
-    uint64_t finish_us; /* UINT64_MAX while stalled */
-    uint64_t done_us;
+    uint64_t bytes, tag, start_ns;
+    uint64_t last_ns;   /* when remaining_bits was last brought up to date */
+    uint64_t finish_ns; /* UINT64_MAX while stalled */
+    uint64_t done_ns;
     double remaining_bits;
     double rate_bps;
 } flow;
@@ -50,13 +50,13 @@ struct sim_net {
     uint32_t agents;
     uint64_t seed;
     sim_net_latency_kind lat_kind;
-    uint64_t lat_const_us;
+    uint64_t lat_const_ns;
     double lat_a, lat_b;
-    uint64_t *lat_matrix_us;
+    uint64_t *lat_matrix_ns;
     double loss;
     model_rng loss_rng;
     uint32_t *group; /* NULL: no partition */
-    uint64_t now_us;
+    uint64_t now_ns;
 
     /* links: 2a = uplink of a, 2a+1 = downlink of a */
     uint32_t nlinks;
@@ -108,13 +108,13 @@ const char *sim_net_strerror(int err)
     }
 }
 
-static uint64_t ms_to_us(double ms)
+static uint64_t ms_to_ns(double ms)
 {
     if (!(ms > 0))
         return 0;
     if (ms > SIM_NET_LATENCY_MS_MAX)
         ms = SIM_NET_LATENCY_MS_MAX;
-    return (uint64_t)llround(ms * 1000.0);
+    return (uint64_t)llround(ms * 1e6);
 }
 
 static int bw_ok(double b)
@@ -122,12 +122,12 @@ static int bw_ok(double b)
     return isfinite(b) && b >= 0;
 }
 
-/* ---- completion heap (indexed binary heap keyed by (finish_us, seq)) ---- */
+/* ---- completion heap (indexed binary heap keyed by (finish_ns, seq)) ---- */
 
 static int heap_less(const sim_net *n, uint32_t a, uint32_t b)
 {
     const flow *fa = &n->flows[a], *fb = &n->flows[b];
-    return fa->finish_us < fb->finish_us || (fa->finish_us == fb->finish_us && fa->seq < fb->seq);
+    return fa->finish_ns < fb->finish_ns || (fa->finish_ns == fb->finish_ns && fa->seq < fb->seq);
 }
 
 static void heap_set(sim_net *n, uint32_t pos, uint32_t f)
@@ -348,7 +348,7 @@ int sim_net_create(sim_net **out, const sim_net_config *cfg)
     n->agents = cfg->agents;
     n->seed = cfg->seed;
     n->lat_kind = cfg->latency_kind;
-    n->lat_const_us = ms_to_us(cfg->latency_ms);
+    n->lat_const_ns = ms_to_ns(cfg->latency_ms);
     n->lat_a = cfg->lat_a;
     n->lat_b = cfg->lat_b;
     n->loss = cfg->loss;
@@ -375,11 +375,11 @@ int sim_net_create(sim_net **out, const sim_net_config *cfg)
     }
     if (cfg->latency_kind == SIM_NET_LAT_MATRIX) {
         size_t nn = (size_t)cfg->agents * cfg->agents;
-        n->lat_matrix_us = malloc(nn * sizeof *n->lat_matrix_us);
-        if (!n->lat_matrix_us)
+        n->lat_matrix_ns = malloc(nn * sizeof *n->lat_matrix_ns);
+        if (!n->lat_matrix_ns)
             goto nomem;
         for (size_t i = 0; i < nn; i++)
-            n->lat_matrix_us[i] = ms_to_us(cfg->matrix_ms[i]);
+            n->lat_matrix_ns[i] = ms_to_ns(cfg->matrix_ms[i]);
     }
     if (grow_slots(n))
         goto nomem;
@@ -403,7 +403,7 @@ void sim_net_destroy(sim_net *n)
     free(n->ver);
     free(n->comp_links);
     free(n->stack);
-    free(n->lat_matrix_us);
+    free(n->lat_matrix_ns);
     free(n->group);
     free(n->flows);
     free(n->heap);
@@ -415,16 +415,16 @@ void sim_net_destroy(sim_net *n)
 
 /* ---- latency ---- */
 
-uint64_t sim_net_latency_us(const sim_net *n, uint32_t src, uint32_t dst)
+uint64_t sim_net_latency_ns(const sim_net *n, uint32_t src, uint32_t dst)
 {
     assert(src < n->agents && dst < n->agents);
     if (src == dst)
         return 0;
     switch (n->lat_kind) {
     case SIM_NET_LAT_CONST:
-        return n->lat_const_us;
+        return n->lat_const_ns;
     case SIM_NET_LAT_MATRIX:
-        return n->lat_matrix_us[(size_t)src * n->agents + dst];
+        return n->lat_matrix_ns[(size_t)src * n->agents + dst];
     default:
         break;
     }
@@ -438,7 +438,7 @@ uint64_t sim_net_latency_us(const sim_net *n, uint32_t src, uint32_t dst)
         ms = n->lat_a + n->lat_b * model_rng_normal(&r);
     else
         ms = n->lat_a * exp(n->lat_b * model_rng_normal(&r));
-    return ms_to_us(ms);
+    return ms_to_ns(ms);
 }
 
 /* ---- max-min fair rates ---- */
@@ -485,15 +485,15 @@ static void set_finish(sim_net *n, uint32_t fi, uint64_t now)
 {
     flow *f = &n->flows[fi];
     if (f->remaining_bits <= 0 || isinf(f->rate_bps)) {
-        f->finish_us = now;
+        f->finish_ns = now;
     } else if (!(f->rate_bps > 0)) {
-        f->finish_us = UINT64_MAX;
+        f->finish_ns = UINT64_MAX;
     } else {
-        double dt = f->remaining_bits * 1e6 / f->rate_bps;
-        double c = ceil(dt - FINISH_SLACK_US);
+        double dt = f->remaining_bits * 1e9 / f->rate_bps;
+        double c = ceil(dt - FINISH_SLACK_NS);
         if (c < 0)
             c = 0;
-        f->finish_us = c >= 1.8e19 ? UINT64_MAX : now + (uint64_t)c;
+        f->finish_ns = c >= 1.8e19 ? UINT64_MAX : now + (uint64_t)c;
     }
 }
 
@@ -543,15 +543,15 @@ static void recompute(sim_net *n, uint64_t now, int force)
     /* progress at the old rates up to now */
     for (uint32_t i = 0; i < nf; i++) {
         flow *f = &n->flows[n->comp_flows[i]];
-        if (now > f->last_us && f->rate_bps > 0) {
+        if (now > f->last_ns && f->rate_bps > 0) {
             if (isinf(f->rate_bps))
                 f->remaining_bits = 0;
             else
-                f->remaining_bits -= f->rate_bps * (double)(now - f->last_us) / 1e6;
+                f->remaining_bits -= f->rate_bps * (double)(now - f->last_ns) / 1e9;
             if (f->remaining_bits < 0)
                 f->remaining_bits = 0;
         }
-        f->last_us = now;
+        f->last_ns = now;
         f->frozen = 0;
         f->rate_bps = INFINITY;
     }
@@ -618,13 +618,13 @@ static void recompute(sim_net *n, uint64_t now, int force)
 static void flush(sim_net *n)
 {
     if (n->nseeds)
-        recompute(n, n->now_us, 0);
+        recompute(n, n->now_ns, 0);
 }
 
 static void add_seeds(sim_net *n, const flow *f)
 {
     if (n->nseeds + 2 > 2 * n->slots_cap + 2) /* the seed array is full */
-        recompute(n, n->now_us, 0);
+        recompute(n, n->now_ns, 0);
     n->seeds[n->nseeds++] = flow_link(f, 0);
     n->seeds[n->nseeds++] = flow_link(f, 1);
 }
@@ -632,11 +632,11 @@ static void add_seeds(sim_net *n, const flow *f)
 /* ---- public operations ---- */
 
 int sim_net_set_bandwidth(sim_net *n, uint32_t agent, double up_bps, double down_bps,
-                          uint64_t now_us)
+                          uint64_t now_ns)
 {
     if (agent >= n->agents || !bw_ok(up_bps) || !bw_ok(down_bps))
         return SIM_NET_EINVAL;
-    int rc = sim_net_advance(n, now_us);
+    int rc = sim_net_advance(n, now_ns);
     if (rc)
         return rc;
     flush(n);
@@ -644,12 +644,12 @@ int sim_net_set_bandwidth(sim_net *n, uint32_t agent, double up_bps, double down
      * with the old capacities is exact for progress, then again with new. */
     n->seeds[n->nseeds++] = 2 * agent;
     n->seeds[n->nseeds++] = 2 * agent + 1;
-    recompute(n, now_us, 1);
+    recompute(n, now_ns, 1);
     n->cap[2 * agent] = up_bps;
     n->cap[2 * agent + 1] = down_bps;
     n->seeds[n->nseeds++] = 2 * agent;
     n->seeds[n->nseeds++] = 2 * agent + 1;
-    recompute(n, now_us, 1);
+    recompute(n, now_ns, 1);
     return SIM_NET_OK;
 }
 
@@ -683,12 +683,12 @@ int sim_net_set_partition(sim_net *n, const uint32_t *group)
 }
 
 int sim_net_start_flow(sim_net *n, uint32_t src, uint32_t dst, uint64_t bytes, uint64_t tag,
-                       uint64_t now_us, uint64_t *id_out)
+                       uint64_t now_ns, uint64_t *id_out)
 {
     if (src >= n->agents || dst >= n->agents)
         return SIM_NET_EINVAL;
     /* finish what is due first, so a late caller cannot stretch a flow */
-    int rc = sim_net_advance(n, now_us);
+    int rc = sim_net_advance(n, now_ns);
     if (rc)
         return rc;
     uint32_t fi;
@@ -703,8 +703,8 @@ int sim_net_start_flow(sim_net *n, uint32_t src, uint32_t dst, uint64_t bytes, u
     f->seq = n->seq++;
     f->bytes = bytes;
     f->tag = tag;
-    f->start_us = now_us;
-    f->last_us = now_us;
+    f->start_ns = now_ns;
+    f->last_ns = now_ns;
     f->remaining_bits = (double)bytes * 8.0;
     f->rate_bps = 0;
     f->heap_pos = NIL;
@@ -715,7 +715,7 @@ int sim_net_start_flow(sim_net *n, uint32_t src, uint32_t dst, uint64_t bytes, u
     int limited = n->cap[2 * src] > 0 || n->cap[2 * dst + 1] > 0;
     if (bytes == 0 || !limited) {
         f->state = FLOW_DONE;
-        f->done_us = now_us;
+        f->done_ns = now_ns;
         f->prev[0] = f->prev[1] = f->next[0] = f->next[1] = NIL;
         if (n->done_tail != NIL)
             n->flows[n->done_tail].next_free = fi;
@@ -726,7 +726,7 @@ int sim_net_start_flow(sim_net *n, uint32_t src, uint32_t dst, uint64_t bytes, u
         return SIM_NET_OK;
     }
     f->state = FLOW_ACTIVE;
-    f->finish_us = UINT64_MAX;
+    f->finish_ns = UINT64_MAX;
     link_add(n, fi);
     heap_insert(n, fi);
     n->active++;
@@ -735,11 +735,11 @@ int sim_net_start_flow(sim_net *n, uint32_t src, uint32_t dst, uint64_t bytes, u
 }
 
 int sim_net_send(sim_net *n, uint32_t src, uint32_t dst, uint64_t bytes, uint64_t tag,
-                 uint64_t now_us, sim_net_delivery *out)
+                 uint64_t now_ns, sim_net_delivery *out)
 {
     if (src >= n->agents || dst >= n->agents)
         return SIM_NET_EINVAL;
-    int rc = sim_net_advance(n, now_us);
+    int rc = sim_net_advance(n, now_ns);
     if (rc)
         return rc;
     memset(out, 0, sizeof *out);
@@ -747,7 +747,7 @@ int sim_net_send(sim_net *n, uint32_t src, uint32_t dst, uint64_t bytes, uint64_
     out->dst = dst;
     out->bytes = bytes;
     out->tag = tag;
-    out->start_us = now_us;
+    out->start_ns = now_ns;
     n->stats.sent++;
     n->stats.bytes_sent += bytes;
     if (n->group && n->group[src] != n->group[dst]) {
@@ -761,11 +761,11 @@ int sim_net_send(sim_net *n, uint32_t src, uint32_t dst, uint64_t bytes, uint64_
     }
     if (bytes == 0 || (n->cap[2 * src] <= 0 && n->cap[2 * dst + 1] <= 0)) {
         n->stats.fast++;
-        out->done_us = now_us;
-        out->deliver_us = now_us + sim_net_latency_us(n, src, dst);
+        out->done_ns = now_ns;
+        out->deliver_ns = now_ns + sim_net_latency_ns(n, src, dst);
         return SIM_NET_DELIVER;
     }
-    rc = sim_net_start_flow(n, src, dst, bytes, tag, now_us, &out->id);
+    rc = sim_net_start_flow(n, src, dst, bytes, tag, now_ns, &out->id);
     if (rc) {
         n->stats.sent--;
         n->stats.bytes_sent -= bytes;
@@ -777,31 +777,31 @@ int sim_net_send(sim_net *n, uint32_t src, uint32_t dst, uint64_t bytes, uint64_
 uint64_t sim_net_next_completion(sim_net *n)
 {
     flush(n);
-    return n->heap_len ? n->flows[n->heap[0]].finish_us : UINT64_MAX;
+    return n->heap_len ? n->flows[n->heap[0]].finish_ns : UINT64_MAX;
 }
 
-int sim_net_advance(sim_net *n, uint64_t now_us)
+int sim_net_advance(sim_net *n, uint64_t now_ns)
 {
-    if (now_us < n->now_us)
+    if (now_ns < n->now_ns)
         return SIM_NET_ETIME;
     /* changes pending at this very instant stay pending (batched) */
-    if (now_us == n->now_us && n->nseeds)
+    if (now_ns == n->now_ns && n->nseeds)
         return SIM_NET_OK;
     flush(n);
     /* complete flows one finish time at a time, recomputing at that time, so
      * the result does not depend on how coarsely the caller steps; the last
      * recomputation, at now, is left pending for the caller's next changes */
-    while (n->heap_len && n->flows[n->heap[0]].finish_us <= now_us) {
-        uint64_t t = n->flows[n->heap[0]].finish_us;
-        n->now_us = t;
-        while (n->heap_len && n->flows[n->heap[0]].finish_us == t) {
+    while (n->heap_len && n->flows[n->heap[0]].finish_ns <= now_ns) {
+        uint64_t t = n->flows[n->heap[0]].finish_ns;
+        n->now_ns = t;
+        while (n->heap_len && n->flows[n->heap[0]].finish_ns == t) {
             uint32_t fi = n->heap[0];
             flow *f = &n->flows[fi];
             heap_remove(n, fi);
             link_remove(n, fi);
             add_seeds(n, f);
             f->state = FLOW_DONE;
-            f->done_us = t;
+            f->done_ns = t;
             f->next_free = NIL;
             if (n->done_tail != NIL)
                 n->flows[n->done_tail].next_free = fi;
@@ -811,11 +811,11 @@ int sim_net_advance(sim_net *n, uint64_t now_us)
             n->active--;
             n->stats.completed++;
         }
-        if (t == now_us)
+        if (t == now_ns)
             break;
         recompute(n, t, 0);
     }
-    n->now_us = now_us;
+    n->now_ns = now_ns;
     return SIM_NET_OK;
 }
 
@@ -834,9 +834,9 @@ int sim_net_pop(sim_net *n, sim_net_delivery *out)
     out->dst = f->dst;
     out->bytes = f->bytes;
     out->tag = f->tag;
-    out->start_us = f->start_us;
-    out->done_us = f->done_us;
-    out->deliver_us = f->done_us + sim_net_latency_us(n, f->src, f->dst);
+    out->start_ns = f->start_ns;
+    out->done_ns = f->done_ns;
+    out->deliver_ns = f->done_ns + sim_net_latency_ns(n, f->src, f->dst);
     slot_free(n, fi);
     return 1;
 }
@@ -852,14 +852,14 @@ static void cancel_slot(sim_net *n, uint32_t fi)
     slot_free(n, fi);
 }
 
-int sim_net_cancel(sim_net *n, uint64_t id, uint64_t now_us)
+int sim_net_cancel(sim_net *n, uint64_t id, uint64_t now_ns)
 {
     uint32_t fi;
     if (flow_lookup(n, id, &fi) || n->flows[fi].state != FLOW_ACTIVE)
         return SIM_NET_ENOFLOW;
-    if (now_us < n->now_us)
+    if (now_ns < n->now_ns)
         return SIM_NET_ETIME;
-    int rc = sim_net_advance(n, now_us);
+    int rc = sim_net_advance(n, now_ns);
     if (rc)
         return rc;
     if (n->flows[fi].state != FLOW_ACTIVE) /* it finished by now */
@@ -868,11 +868,11 @@ int sim_net_cancel(sim_net *n, uint64_t id, uint64_t now_us)
     return SIM_NET_OK;
 }
 
-int sim_net_cancel_agent(sim_net *n, uint32_t agent, uint64_t now_us)
+int sim_net_cancel_agent(sim_net *n, uint32_t agent, uint64_t now_ns)
 {
     if (agent >= n->agents)
         return SIM_NET_EINVAL;
-    int rc = sim_net_advance(n, now_us);
+    int rc = sim_net_advance(n, now_ns);
     if (rc)
         return rc;
     int cancelled = 0;

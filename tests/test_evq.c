@@ -12,15 +12,15 @@ static void orders_by_time_then_push_order(void **state)
     model_rng_seed(&r, test_seed(5), 0);
     enum { N = 50000 };
     for (uint32_t i = 0; i < N; i++) {
-        sim_event e = {.time_us = model_rng_below(&r, 1000), .agent = i};
+        sim_event e = {.time_ns = model_rng_below(&r, 1000), .agent = i};
         assert_int_equal(sim_evq_push(&q, &e), 0);
     }
     sim_event prev = {0}, e;
     for (int i = 0; i < N; i++) {
         assert_int_equal(sim_evq_pop(&q, &e), 0);
         if (i) {
-            assert_true(e.time_us >= prev.time_us);
-            if (e.time_us == prev.time_us)
+            assert_true(e.time_ns >= prev.time_ns);
+            if (e.time_ns == prev.time_ns)
                 assert_true(e.seq > prev.seq && e.agent > prev.agent);
         }
         prev = e;
@@ -35,7 +35,7 @@ static void bounded(void **state)
     (void)state;
     sim_evq q;
     assert_int_equal(sim_evq_init(&q, 2, 8), 0);
-    sim_event e = {.time_us = 1};
+    sim_event e = {.time_ns = 1};
     for (int i = 0; i < 8; i++)
         assert_int_equal(sim_evq_push(&q, &e), 0);
     assert_int_equal(sim_evq_push(&q, &e), -1);

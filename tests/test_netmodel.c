@@ -11,6 +11,9 @@
 
 #include "sim/netmodel.h"
 
+/* Times below are written in microseconds and passed in nanoseconds. */
+#define US(t) ((uint64_t)(t)*1000u)
+
 static sim_net *make_net(uint32_t agents, double up, double down, double lat_ms)
 {
     sim_net_config c = {.agents = agents,
@@ -41,28 +44,28 @@ static void single_flow_exact(void **state)
     (void)state;
     sim_net *n = make_net(2, 1e6, 0, 10.0);
     sim_net_delivery d;
-    assert_int_equal(sim_net_send(n, 0, 1, 1000, 77, 500, &d), SIM_NET_QUEUED);
+    assert_int_equal(sim_net_send(n, 0, 1, 1000, 77, US(500), &d), SIM_NET_QUEUED);
     assert_true(d.id != 0);
     assert_true(fabs(sim_net_flow_rate(n, d.id) - 1e6) < 1e-6);
     /* 1000 B * 8 / 1e6 b/s = 8000 us of transfer, then 10 ms latency */
-    assert_int_equal(sim_net_next_completion(n), 500 + 8000);
-    assert_int_equal(sim_net_advance(n, 8499), SIM_NET_OK);
+    assert_int_equal(sim_net_next_completion(n), US(500 + 8000));
+    assert_int_equal(sim_net_advance(n, US(8499)), SIM_NET_OK);
     assert_int_equal(sim_net_pop(n, &d), 0);
-    assert_int_equal(sim_net_advance(n, 8500), SIM_NET_OK);
+    assert_int_equal(sim_net_advance(n, US(8500)), SIM_NET_OK);
     assert_int_equal(sim_net_pop(n, &d), 1);
-    assert_int_equal(d.done_us, 8500);
-    assert_int_equal(d.deliver_us, 8500 + 10000);
+    assert_int_equal(d.done_ns, US(8500));
+    assert_int_equal(d.deliver_ns, US(8500 + 10000));
     assert_int_equal(d.tag, 77);
     assert_int_equal(d.bytes, 1000);
     assert_int_equal(sim_net_flows_active(n), 0);
     assert_int_equal(sim_net_next_completion(n), UINT64_MAX);
     /* the receiver's downlink alone limits too: 3000 B at 2 Mb/s = 12000 us */
-    assert_int_equal(sim_net_set_bandwidth(n, 0, 0, 0, 9000), SIM_NET_OK);
-    assert_int_equal(sim_net_set_bandwidth(n, 1, 0, 2e6, 9000), SIM_NET_OK);
-    assert_int_equal(sim_net_send(n, 0, 1, 3000, 1, 9000, &d), SIM_NET_QUEUED);
+    assert_int_equal(sim_net_set_bandwidth(n, 0, 0, 0, US(9000)), SIM_NET_OK);
+    assert_int_equal(sim_net_set_bandwidth(n, 1, 0, 2e6, US(9000)), SIM_NET_OK);
+    assert_int_equal(sim_net_send(n, 0, 1, 3000, 1, US(9000), &d), SIM_NET_QUEUED);
     assert_true(next_delivery(n, &d));
-    assert_int_equal(d.done_us, 9000 + 12000);
-    assert_int_equal(d.deliver_us, 9000 + 12000 + 10000);
+    assert_int_equal(d.done_ns, US(9000 + 12000));
+    assert_int_equal(d.deliver_ns, US(9000 + 12000 + 10000));
     sim_net_destroy(n);
 }
 
@@ -78,12 +81,12 @@ static void two_flows_share_uplink(void **state)
     /* a: 8000 bits at 5e5 -> 16000 us; b then has 8000 bits left at 1e6 */
     assert_true(next_delivery(n, &d));
     assert_int_equal(d.tag, 1);
-    assert_int_equal(d.done_us, 16000);
-    assert_int_equal(d.deliver_us, 17000);
+    assert_int_equal(d.done_ns, US(16000));
+    assert_int_equal(d.deliver_ns, US(17000));
     assert_true(fabs(sim_net_flow_rate(n, b.id) - 1e6) < 1e-6);
     assert_true(next_delivery(n, &d));
     assert_int_equal(d.tag, 2);
-    assert_int_equal(d.done_us, 24000);
+    assert_int_equal(d.done_ns, US(24000));
     assert_false(next_delivery(n, &d));
     sim_net_destroy(n);
 }
@@ -95,19 +98,19 @@ static void one_instant_one_recomputation(void **state)
     sim_net *n = make_net(101, 1e6, 0, 0);
     sim_net_delivery d;
     for (uint32_t i = 1; i <= 100; i++)
-        assert_int_equal(sim_net_send(n, 0, i, 1000, i, 50, &d), SIM_NET_QUEUED);
+        assert_int_equal(sim_net_send(n, 0, i, 1000, i, US(50), &d), SIM_NET_QUEUED);
     sim_net_stats st;
     sim_net_get_stats(n, &st);
     assert_int_equal(st.recomputes, 0);
     /* 100 flows of 8000 bits at 1e6/100 each: all end at 50 + 800000 us */
-    assert_int_equal(sim_net_next_completion(n), 50 + 800000);
+    assert_int_equal(sim_net_next_completion(n), US(50 + 800000));
     sim_net_get_stats(n, &st);
     assert_int_equal(st.recomputes, 1);
     assert_int_equal(st.recompute_flows, 100);
-    assert_int_equal(sim_net_advance(n, 800050), 0);
+    assert_int_equal(sim_net_advance(n, US(800050)), 0);
     int k = 0;
     while (sim_net_pop(n, &d))
-        assert_int_equal(d.done_us, 800050), k++;
+        assert_int_equal(d.done_ns, US(800050)), k++;
     assert_int_equal(k, 100);
     sim_net_destroy(n);
 }
@@ -120,15 +123,15 @@ static void late_joiner_timeline(void **state)
     sim_net *n = make_net(3, 1e6, 0, 0);
     sim_net_delivery x, y, d;
     assert_int_equal(sim_net_send(n, 0, 1, 1000, 1, 0, &x), SIM_NET_QUEUED);
-    assert_int_equal(sim_net_send(n, 0, 2, 1000, 2, 4000, &y), SIM_NET_QUEUED);
-    assert_int_equal(sim_net_next_completion(n), 12000);
+    assert_int_equal(sim_net_send(n, 0, 2, 1000, 2, US(4000), &y), SIM_NET_QUEUED);
+    assert_int_equal(sim_net_next_completion(n), US(12000));
     assert_true(next_delivery(n, &d));
     assert_int_equal(d.tag, 1);
-    assert_int_equal(d.done_us, 12000);
+    assert_int_equal(d.done_ns, US(12000));
     assert_true(next_delivery(n, &d));
     assert_int_equal(d.tag, 2);
-    assert_int_equal(d.done_us, 16000);
-    assert_int_equal(d.deliver_us, 16000);
+    assert_int_equal(d.done_ns, US(16000));
+    assert_int_equal(d.deliver_ns, US(16000));
     sim_net_destroy(n);
 }
 
@@ -176,15 +179,15 @@ static void bandwidth_change_mid_flow(void **state)
     sim_net *n = make_net(2, 1e6, 0, 0);
     sim_net_delivery d;
     assert_int_equal(sim_net_send(n, 0, 1, 1000, 1, 0, &d), SIM_NET_QUEUED);
-    assert_int_equal(sim_net_set_bandwidth(n, 0, 2e6, 0, 4000), 0);
-    assert_int_equal(sim_net_next_completion(n), 6000);
+    assert_int_equal(sim_net_set_bandwidth(n, 0, 2e6, 0, US(4000)), 0);
+    assert_int_equal(sim_net_next_completion(n), US(6000));
     assert_true(next_delivery(n, &d));
-    assert_int_equal(d.done_us, 6000);
-    assert_int_equal(sim_net_send(n, 0, 1, 1000, 2, 7000, &d), SIM_NET_QUEUED);
-    assert_int_equal(sim_net_set_bandwidth(n, 0, 0, 0, 7500), 0);
-    assert_int_equal(sim_net_next_completion(n), 7500);
+    assert_int_equal(d.done_ns, US(6000));
+    assert_int_equal(sim_net_send(n, 0, 1, 1000, 2, US(7000), &d), SIM_NET_QUEUED);
+    assert_int_equal(sim_net_set_bandwidth(n, 0, 0, 0, US(7500)), 0);
+    assert_int_equal(sim_net_next_completion(n), US(7500));
     assert_true(next_delivery(n, &d));
-    assert_int_equal(d.done_us, 7500);
+    assert_int_equal(d.done_ns, US(7500));
     sim_net_destroy(n);
 }
 
@@ -194,27 +197,61 @@ static void fast_path_unlimited(void **state)
     sim_net *n = make_net(1000, 0, 0, 2.5);
     sim_net_delivery d;
     for (uint32_t i = 0; i < 1000; i++) {
-        assert_int_equal(sim_net_send(n, i, (i + 1) % 1000, 1 << 20, i, 100 + i, &d),
+        assert_int_equal(sim_net_send(n, i, (i + 1) % 1000, 1 << 20, i, US(100 + i), &d),
                          SIM_NET_DELIVER);
-        assert_int_equal(d.deliver_us, 100 + i + 2500);
+        assert_int_equal(d.deliver_ns, US(100 + i + 2500));
         assert_int_equal(d.tag, i);
     }
     assert_int_equal(sim_net_flows_active(n), 0);
     assert_int_equal(sim_net_pop(n, &d), 0);
-    assert_int_equal(sim_net_send(n, 5, 5, 10, 0, 2000, &d), SIM_NET_DELIVER);
-    assert_int_equal(d.deliver_us, 2000); /* self: no latency */
+    assert_int_equal(sim_net_send(n, 5, 5, 10, 0, US(2000), &d), SIM_NET_DELIVER);
+    assert_int_equal(d.deliver_ns, US(2000)); /* self: no latency */
     sim_net_stats st;
     sim_net_get_stats(n, &st);
     assert_int_equal(st.fast, 1001);
     assert_int_equal(st.flows, 0);
     /* start_flow on unlimited links finishes at once, through pop */
     uint64_t id;
-    assert_int_equal(sim_net_start_flow(n, 1, 2, 500, 9, 3000, &id), 0);
+    assert_int_equal(sim_net_start_flow(n, 1, 2, 500, 9, US(3000), &id), 0);
     assert_int_equal(sim_net_flows_active(n), 0);
     assert_int_equal(sim_net_pop(n, &d), 1);
-    assert_int_equal(d.done_us, 3000);
-    assert_int_equal(d.deliver_us, 5500);
+    assert_int_equal(d.done_ns, US(3000));
+    assert_int_equal(d.deliver_ns, US(5500));
     assert_int_equal(d.id, id);
+    sim_net_destroy(n);
+}
+
+/* Nanosecond time: transfers shorter than a microsecond are not rounded up
+ * to one (issue 14, item 6). 65536 B at 400 Gb/s is 1310.72 ns -> done at
+ * the next whole ns, 1311; 10 us of latency on top. A chain of 30 such hops
+ * (a ring allreduce of 16 agents) ends within 30 ns of 30 x 11310.72 ns,
+ * where whole microseconds made it 30 x 12 us (+6.1%). At 1 Mb/s the same
+ * frame takes 524288 us exactly. */
+static void nanosecond_transfers(void **state)
+{
+    (void)state;
+    sim_net *n = make_net(16, 400e9, 400e9, 0.01);
+    sim_net_delivery d;
+    assert_int_equal(sim_net_send(n, 0, 1, 65536, 1, 0, &d), SIM_NET_QUEUED);
+    assert_int_equal(sim_net_next_completion(n), 1311);
+    assert_true(next_delivery(n, &d));
+    assert_int_equal(d.done_ns, 1311);
+    assert_int_equal(d.deliver_ns, 1311 + 10000);
+    uint64_t t = d.deliver_ns;
+    for (uint32_t hop = 1; hop < 30; hop++) {
+        uint32_t src = hop % 16, dst = (hop + 1) % 16;
+        assert_int_equal(sim_net_send(n, src, dst, 65536, hop, t, &d), SIM_NET_QUEUED);
+        assert_true(next_delivery(n, &d));
+        t = d.deliver_ns;
+    }
+    double exact = 30 * (65536 * 8 / 400e9 * 1e9 + 10000);
+    assert_true((double)t >= exact && (double)t <= exact + 30);
+    sim_net_destroy(n);
+
+    n = make_net(2, 1e6, 1e6, 0.01);
+    assert_int_equal(sim_net_send(n, 0, 1, 65536, 1, US(3), &d), SIM_NET_QUEUED);
+    assert_true(next_delivery(n, &d));
+    assert_int_equal(d.done_ns, US(3 + 524288));
     sim_net_destroy(n);
 }
 
@@ -287,15 +324,15 @@ static void random_workloads_are_max_min(void **state)
             src[i] = (uint32_t)model_rng_below(&r, A);
             dst[i] = (uint32_t)model_rng_below(&r, A);
             now += model_rng_below(&r, 2000);
-            assert_int_equal(sim_net_advance(n, now), 0);
+            assert_int_equal(sim_net_advance(n, US(now)), 0);
             sim_net_delivery d;
             while (sim_net_pop(n, &d))
                 ;
             uint64_t bytes = 1 + model_rng_below(&r, 20000);
-            assert_int_equal(sim_net_start_flow(n, src[i], dst[i], bytes, i, now, &ids[i]), 0);
+            assert_int_equal(sim_net_start_flow(n, src[i], dst[i], bytes, i, US(now), &ids[i]), 0);
             if (model_rng_below(&r, 10) == 0 && i > 0) {
                 size_t victim = model_rng_below(&r, i);
-                (void)sim_net_cancel(n, ids[victim], now);
+                (void)sim_net_cancel(n, ids[victim], US(now));
             }
             if (i % 10 == 0)
                 check_max_min(n, A, up, down, ids, src, dst, i + 1, seed);
@@ -325,11 +362,11 @@ static void coarse_equals_fine(void **state)
         int k = 0;
         if (mode == 0) {
             while (next_delivery(n, &d))
-                done[0][d.tag] = d.done_us, k++;
+                done[0][d.tag] = d.done_ns, k++;
         } else {
-            assert_int_equal(sim_net_advance(n, 1000000000ull), 0);
+            assert_int_equal(sim_net_advance(n, US(1000000000ull)), 0);
             while (sim_net_pop(n, &d))
-                done[1][d.tag] = d.done_us, k++;
+                done[1][d.tag] = d.done_ns, k++;
         }
         assert_int_equal(k, 400);
         sim_net_destroy(n);
@@ -361,16 +398,16 @@ static uint64_t run_trace(uint64_t seed, sim_net_latency_kind kind)
         now += model_rng_below(&r, 1000); /* ~25 of 50 Mb/s offered */
         int rc =
             sim_net_send(n, (uint32_t)model_rng_below(&r, 50), (uint32_t)model_rng_below(&r, 50),
-                         100 + model_rng_below(&r, 3000), (uint64_t)i, now, &d);
+                         100 + model_rng_below(&r, 3000), (uint64_t)i, US(now), &d);
         assert_true(rc > 0);
         h = (h ^ (uint64_t)rc) * 1099511628211ull;
         if (rc == SIM_NET_DELIVER)
-            h = (h ^ d.deliver_us) * 1099511628211ull;
+            h = (h ^ d.deliver_ns) * 1099511628211ull;
         while (sim_net_pop(n, &d))
-            h = ((h ^ d.tag) * 1099511628211ull ^ d.deliver_us) * 1099511628211ull;
+            h = ((h ^ d.tag) * 1099511628211ull ^ d.deliver_ns) * 1099511628211ull;
     }
     while (next_delivery(n, &d))
-        h = ((h ^ d.tag) * 1099511628211ull ^ d.deliver_us) * 1099511628211ull;
+        h = ((h ^ d.tag) * 1099511628211ull ^ d.deliver_ns) * 1099511628211ull;
     sim_net_destroy(n);
     return h;
 }
@@ -414,10 +451,10 @@ static void latency_distributions(void **state)
         size_t m = 0, below_median = 0;
         for (uint32_t i = 0; i < N; i++)
             for (uint32_t j = i + 1; j < N; j++) {
-                uint64_t l = sim_net_latency_us(n, i, j);
-                assert_int_equal(l, sim_net_latency_us(n, j, i));
-                assert_int_equal(l, sim_net_latency_us(n2, i, j));
-                double ms = (double)l / 1000.0;
+                uint64_t l = sim_net_latency_ns(n, i, j);
+                assert_int_equal(l, sim_net_latency_ns(n, j, i));
+                assert_int_equal(l, sim_net_latency_ns(n2, i, j));
+                double ms = (double)l / 1e6;
                 if (cases[c].k == SIM_NET_LAT_UNIFORM)
                     assert_true(ms >= 10 && ms <= 30);
                 if (ms < cases[c].a)
@@ -437,7 +474,7 @@ static void latency_distributions(void **state)
             fabs((double)below_median / (double)m - 0.5) > 0.01)
             fail_msg("seed %llu: lognormal median off: %g below", (unsigned long long)seed,
                      (double)below_median / (double)m);
-        assert_int_equal(sim_net_latency_us(n, 7, 7), 0);
+        assert_int_equal(sim_net_latency_ns(n, 7, 7), 0);
         sim_net_destroy(n);
         sim_net_destroy(n2);
     }
@@ -490,12 +527,12 @@ static void cancel_agent_and_limits(void **state)
     for (int i = 0; i < 1024; i++)
         assert_int_equal(sim_net_start_flow(n, (uint32_t)(i % 3), 3, 100, 0, 0, &id), 0);
     assert_int_equal(sim_net_start_flow(n, 0, 3, 100, 0, 0, &id), SIM_NET_EFULL);
-    assert_int_equal(sim_net_cancel_agent(n, 1, 10), 341);
+    assert_int_equal(sim_net_cancel_agent(n, 1, US(10)), 341);
     assert_int_equal(sim_net_flows_active(n), 683);
-    assert_int_equal(sim_net_start_flow(n, 0, 3, 100, 0, 5, &id), SIM_NET_ETIME);
-    assert_int_equal(sim_net_start_flow(n, 9, 3, 100, 0, 10, &id), SIM_NET_EINVAL);
-    assert_int_equal(sim_net_advance(n, 9), SIM_NET_ETIME);
-    assert_int_equal(sim_net_cancel_agent(n, 3, 10), 683);
+    assert_int_equal(sim_net_start_flow(n, 0, 3, 100, 0, US(5), &id), SIM_NET_ETIME);
+    assert_int_equal(sim_net_start_flow(n, 9, 3, 100, 0, US(10), &id), SIM_NET_EINVAL);
+    assert_int_equal(sim_net_advance(n, US(9)), SIM_NET_ETIME);
+    assert_int_equal(sim_net_cancel_agent(n, 3, US(10)), 683);
     assert_int_equal(sim_net_next_completion(n), UINT64_MAX);
     sim_net_destroy(n);
 
@@ -536,9 +573,9 @@ static void matrix_file(void **state)
     sim_net *n;
     assert_int_equal(sim_net_create(&n, &cfg), 0);
     free(m);
-    assert_int_equal(sim_net_latency_us(n, 0, 1), 1500);
-    assert_int_equal(sim_net_latency_us(n, 2, 1), 3000);
-    assert_int_equal(sim_net_latency_us(n, 0, 2), 2000);
+    assert_int_equal(sim_net_latency_ns(n, 0, 1), US(1500));
+    assert_int_equal(sim_net_latency_ns(n, 2, 1), US(3000));
+    assert_int_equal(sim_net_latency_ns(n, 0, 2), US(2000));
     sim_net_destroy(n);
 
     write_file(path, "0 1\n1 0 4\n");
@@ -570,6 +607,7 @@ int main(void)
         cmocka_unit_test(classic_max_min),
         cmocka_unit_test(bandwidth_change_mid_flow),
         cmocka_unit_test(fast_path_unlimited),
+        cmocka_unit_test(nanosecond_transfers),
         cmocka_unit_test(random_workloads_are_max_min),
         cmocka_unit_test(coarse_equals_fine),
         cmocka_unit_test(deterministic),
