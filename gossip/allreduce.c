@@ -23,6 +23,8 @@
  */
 #include "gossip/mix_internal.h"
 
+#include <math.h>
+
 #include <string.h>
 
 #define AR_REASON_TIMEOUT 1u
@@ -139,11 +141,24 @@ static void ar_on_view(gossip_mix *m, void *st)
 }
 
 /* Add (reduce-scatter) or store (allgather) chunk c received at step s. */
-static void apply(gossip_mix *m, uint32_t s, uint32_t c, const float *data)
+static void apply(gossip_mix *m, uint32_t s, uint32_t c, float *data)
 {
     uint32_t off, cnt;
     chunk_range(m, seg_recv(m, s), c, &off, &cnt);
     float *w = m->work + off;
+    /* Poisoned values (gossip/robust.h): a reduce-scatter partial sum of
+     * k = s + 1 contributions stays within sqrt(k) tau of k times our own
+     * values (the members' differences to us since the last round are
+     * their own steps, about independent, so their sum grows as sqrt(k));
+     * an allgather segment within tau / 2 of ours: it comes from its owner
+     * alone, nothing outvotes it, and at tau / 2 (one local delta at the
+     * default factor) a lying owner moves its segment no faster than our
+     * training moves it back. The relayed bytes are the received ones: each
+     * member bounds them itself. */
+    int rs = s < m->n - 1;
+    float k = rs ? (float)(s + 1) : 1.0f;
+    gossip_robust_clip_around(&m->robust, data, m->orig + off, k, m->orig + off, cnt,
+                              rs ? sqrt(k) : 0.5);
     if (s < m->n - 1) {
         for (uint32_t i = 0; i < cnt; i++)
             w[i] += data[i];

@@ -253,6 +253,8 @@ static int cfg_check(const gossip_mix_config *c, uint32_t algos, unsigned bits, 
     if (!(c->choco_gamma >= 0 && c->choco_gamma <= 1) ||
         !(c->choco_scale >= 0 && c->choco_scale <= 1))
         return GOSSIP_EINVAL;
+    if (gossip_robust_config_check(&c->robust, NULL))
+        return GOSSIP_EINVAL;
     return GOSSIP_OK;
 }
 
@@ -344,6 +346,7 @@ int gossip_mix_create(gossip_mix **out, const gossip_env *env, const gossip_mix_
     m->state = GOSSIP_MIX_IDLE;
     m->deadline = GOSSIP_TIME_NEVER;
     m->me = UINT32_MAX;
+    gossip_robust_init(&m->robust, &cfg->robust, cfg->dim);
     size_buffers(m);
 
     rc = alloc_core(m);
@@ -386,6 +389,7 @@ static void check_done(gossip_mix *m)
 {
     if (m->state == GOSSIP_MIX_RUNNING)
         m->ops->check(m, m->st[m->algo]);
+    m->stats.robust_clipped = m->robust.clipped;
 }
 
 /* Install a checked view whose ids live at `ids` (the mixer's copy or a
@@ -485,6 +489,10 @@ int gossip_mix_start(gossip_mix *m, const float *x, gossip_time_us now)
         return GOSSIP_ENOTFOUND;
     if (mix_values_ok(x, m->dim))
         return GOSSIP_ENONFINITE;
+    /* The scale of the bounds on peers' values: how far our own training
+     * moved the model since the last result (gossip/robust.h). */
+    if (m->has_vector)
+        gossip_robust_note_local(&m->robust, x, m->pending, m->work, m->dim);
     for (uint32_t i = 0; i < m->dim; i++)
         m->work[i] = x[i] + m->pending[i];
     memset(m->pending, 0, (size_t)m->dim * sizeof *m->pending);
@@ -677,6 +685,7 @@ int gossip_mix_recv(gossip_mix *m, uint64_t from, const gossip_header *h, const 
     m->stats.frames_received++;
     m->stats.bytes_received += GOSSIP_HEADER_SIZE + len;
     int rc = recv_frame(m, from, h, payload, len, now);
+    m->stats.robust_clipped = m->robust.clipped;
     if ((rc == GOSSIP_ESTALE || rc == GOSSIP_ENOTFOUND) && h && h->epoch != m->view_id)
         stash_put(m, from, h, payload, len);
     if (rc)

@@ -48,6 +48,7 @@
 #include <stdint.h>
 
 #include "gossip/codec.h"
+#include "gossip/robust.h"
 #include "gossip/env.h"
 #include "gossip/topology.h"
 #include "gossip/types.h"
@@ -135,6 +136,8 @@ typedef struct gossip_mix_config {
     gossip_time_us step_timeout_us; /* per-step deadline; 0 = default */
     int shared_views;               /* 1: views come only from gossip_mix_set_view_shared
                                        (no copy buffer; members_max unused) */
+    gossip_robust_config robust;    /* bounds on peers' values (gossip/robust.h);
+                                       zero = none (the agent and simulator default to clip) */
 } gossip_mix_config;
 
 typedef struct gossip_mix_stats {
@@ -148,6 +151,7 @@ typedef struct gossip_mix_stats {
     uint64_t round_jumps;    /* dpsgd/choco: caught up with members rounds ahead */
     uint64_t stash_replayed; /* frames of a view installed late, replayed (GOSSIP_MIX_STASH_MAX) */
     uint64_t exchanges_cancelled; /* gossip: exchanges ended early, their peer left the view */
+    uint64_t robust_clipped;      /* peers' contributions clipped (gossip/robust.h) */
 } gossip_mix_stats;
 
 typedef enum gossip_mix_state {

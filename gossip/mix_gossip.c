@@ -301,6 +301,7 @@ static int gossip_recv_push(gossip_mix *m, gossip_state *g, const mix_frame *f)
     if (rc)
         return rc;
     const float *w = m->work + ph->offset;
+    gossip_robust_clip_around(&m->robust, m->scratch, w, 1.0f, w, ph->count, 1.0); /* robust.h */
     for (uint32_t i = 0; i < ph->count; i++)
         m->scratch[i] = (m->scratch[i] - w[i]) * 0.5f;
     size_t data = mix_codec_bytes(m, ph->count, ph->bits);
@@ -339,6 +340,8 @@ static int gossip_recv_reply(gossip_mix *m, gossip_state *g, const mix_frame *f,
             rc = mix_values_ok(m->scratch, ph->count);
         if (rc)
             return rc;
+        gossip_robust_clip_around(&m->robust, m->scratch, NULL, 0.0f, m->work + ph->offset,
+                                  ph->count, 1.0);
         mix_apply_delta(m, ph->offset, ph->count, m->scratch, -1.0f);
     }
     bits[c / 8] |= (uint8_t)(1u << (c % 8));

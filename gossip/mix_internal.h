@@ -188,6 +188,10 @@ struct gossip_mix {
     uint32_t stash_next;
     int replaying;
 
+    /* bounds on peers' values (gossip/robust.h): every rule calls it where
+     * a peer's decoded values enter our vector */
+    gossip_robust robust;
+
     gossip_mix_stats stats;
 };
 

@@ -1,0 +1,183 @@
+/* gossip/robust — bounds on received values and robust aggregation. See
+ * robust.h for the rules and the scale they use. */
+#include "gossip/robust.h"
+
+#include <math.h>
+#include <string.h>
+
+const char *const gossip_robust_rule_names[GOSSIP_ROBUST_RULE_COUNT + 1] = {
+    "none", "clip", "trimmed-mean", "centered-clip", NULL};
+
+_Static_assert(GOSSIP_ROBUST_WARMUP <= GOSSIP_ROBUST_HISTORY, "warm-up fits the history");
+_Static_assert(2 * GOSSIP_ROBUST_TRIM_MAX < GOSSIP_ROBUST_INPUTS_MAX, "a trim leaves a value");
+
+int gossip_robust_config_check(const gossip_robust_config *c, const char **why)
+{
+    const char *w = NULL;
+    if ((unsigned)c->rule >= GOSSIP_ROBUST_RULE_COUNT)
+        w = "unknown robust rule";
+    else if (!(c->clip_factor >= 0) || c->clip_factor > GOSSIP_ROBUST_CLIP_FACTOR_MAX)
+        w = "the clip factor must be in [0, 1e6] (0 = default)";
+    else if (c->trim > GOSSIP_ROBUST_TRIM_MAX)
+        w = "the trim must be at most 8 values per end";
+    if (why)
+        *why = w;
+    return w ? -1 : 0;
+}
+
+void gossip_robust_init(gossip_robust *r, const gossip_robust_config *c, uint32_t dim)
+{
+    memset(r, 0, sizeof *r);
+    if (c)
+        r->cfg = *c;
+    if (!(r->cfg.clip_factor > 0))
+        r->cfg.clip_factor = GOSSIP_ROBUST_CLIP_FACTOR_DEFAULT;
+    if (!r->cfg.trim)
+        r->cfg.trim = GOSSIP_ROBUST_TRIM_DEFAULT;
+    r->dim = dim;
+}
+
+static float median_of(const float *v, uint32_t n)
+{
+    float s[GOSSIP_ROBUST_HISTORY];
+    memcpy(s, v, n * sizeof *s);
+    for (uint32_t i = 1; i < n; i++) /* insertion sort: n <= 16 */
+        for (uint32_t j = i; j > 0 && s[j - 1] > s[j]; j--) {
+            float t = s[j];
+            s[j] = s[j - 1];
+            s[j - 1] = t;
+        }
+    return n % 2 ? s[n / 2] : 0.5f * (s[n / 2 - 1] + s[n / 2]);
+}
+
+void gossip_robust_note_local(gossip_robust *r, const float *x_now, const float *pending,
+                              const float *last_result, uint32_t dim)
+{
+    double ss = 0;
+    for (uint32_t i = 0; i < dim; i++) {
+        double d = (double)x_now[i] - last_result[i] + (pending ? pending[i] : 0.0f);
+        ss += d * d;
+    }
+    double norm = sqrt(ss);
+    if (!(norm > 0) || !isfinite(norm) || norm > 3e38)
+        return;
+    r->hist[r->next] = (float)norm;
+    r->next = (r->next + 1) % GOSSIP_ROBUST_HISTORY;
+    if (r->nhist < GOSSIP_ROBUST_HISTORY)
+        r->nhist++;
+    r->ref = r->nhist >= GOSSIP_ROBUST_WARMUP ? median_of(r->hist, r->nhist) : 0;
+}
+
+double gossip_robust_bound(const gossip_robust *r, uint32_t count, double mult)
+{
+    if (r->cfg.rule == GOSSIP_ROBUST_NONE || !(r->ref > 0) || !r->dim)
+        return HUGE_VAL;
+    return r->cfg.clip_factor * r->ref * mult * sqrt((double)count / r->dim);
+}
+
+int gossip_robust_clip_around(gossip_robust *r, float *v, const float *c, float k, const float *own,
+                              uint32_t count, double mult)
+{
+    if (r->cfg.rule == GOSSIP_ROBUST_NONE)
+        return 0;
+    double bound = gossip_robust_bound(r, count, mult);
+    if (bound == HUGE_VAL) {
+        if (!own)
+            return 0;
+        double ss = 0;
+        for (uint32_t i = 0; i < count; i++)
+            ss += (double)own[i] * own[i];
+        bound = GOSSIP_ROBUST_NOSCALE_FACTOR * mult * sqrt(ss);
+    }
+    r->inputs++;
+    double ss = 0;
+    for (uint32_t i = 0; i < count; i++) {
+        double d = (double)v[i] - (c ? (double)k * c[i] : 0.0);
+        ss += d * d;
+    }
+    double norm = sqrt(ss);
+    if (norm <= bound)
+        return 0;
+    /* norm > bound > 0 and finite inputs (|v| <= 1e30, so ss <= dim * 4e60
+     * fits a double): the scale is in (0, 1). */
+    double s = bound / norm;
+    for (uint32_t i = 0; i < count; i++) {
+        double base = c ? (double)k * c[i] : 0.0;
+        v[i] = (float)(base + ((double)v[i] - base) * s);
+    }
+    r->clipped++;
+    return 1;
+}
+
+void gossip_robust_trimmed_mean(const float *const *in, uint32_t nin, uint32_t trim, uint32_t n,
+                                float *out)
+{
+    float s[GOSSIP_ROBUST_INPUTS_MAX];
+    if (nin == 0)
+        return;
+    if (nin > GOSSIP_ROBUST_INPUTS_MAX)
+        nin = GOSSIP_ROBUST_INPUTS_MAX;
+    /* Keep at least one value: nin = 2 trim leaves the middle two. */
+    while (trim && nin <= 2 * trim)
+        trim--;
+    for (uint32_t i = 0; i < n; i++) {
+        for (uint32_t j = 0; j < nin; j++) {
+            float x = in[j][i];
+            uint32_t p = j;
+            for (; p > 0 && s[p - 1] > x; p--)
+                s[p] = s[p - 1];
+            s[p] = x;
+        }
+        double sum = 0;
+        for (uint32_t j = trim; j < nin - trim; j++)
+            sum += s[j];
+        out[i] = (float)(sum / (nin - 2 * trim));
+    }
+}
+
+void gossip_robust_centered_clip(gossip_robust *r, const float *const *in, uint32_t nin,
+                                 const float *center, uint32_t n, float *out, double *scratch)
+{
+    double tau = gossip_robust_bound(r, n, 1.0);
+    if (tau == HUGE_VAL && r->cfg.rule != GOSSIP_ROBUST_NONE) { /* no scale yet: robust.h */
+        double ss = 0;
+        for (uint32_t i = 0; i < n; i++)
+            ss += (double)center[i] * center[i];
+        tau = GOSSIP_ROBUST_NOSCALE_FACTOR * sqrt(ss);
+    }
+    for (uint32_t i = 0; i < n; i++)
+        scratch[i] = center[i];
+    for (unsigned it = 0; it < GOSSIP_ROBUST_CC_ITERS && nin; it++) {
+        double step_w = 1.0 / nin;
+        /* scale of each input's difference to the current center */
+        double sc[GOSSIP_ROBUST_INPUTS_MAX];
+        for (uint32_t j = 0; j < nin && j < GOSSIP_ROBUST_INPUTS_MAX; j++) {
+            double ss = 0;
+            for (uint32_t i = 0; i < n; i++) {
+                double d = in[j][i] - scratch[i];
+                ss += d * d;
+            }
+            double norm = sqrt(ss);
+            sc[j] = tau != HUGE_VAL && norm > tau ? tau / norm : 1.0;
+            if (sc[j] < 1.0)
+                r->clipped++;
+            r->inputs++;
+        }
+        for (uint32_t i = 0; i < n; i++) {
+            double v = scratch[i], add = 0;
+            for (uint32_t j = 0; j < nin && j < GOSSIP_ROBUST_INPUTS_MAX; j++)
+                add += (in[j][i] - v) * sc[j];
+            scratch[i] = v + add * step_w;
+        }
+    }
+    for (uint32_t i = 0; i < n; i++)
+        out[i] = (float)scratch[i];
+}
+
+int gossip_robust_adopt_ok(const float *model, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!(fabsf(model[i]) <= GOSSIP_ROBUST_ADOPT_VALUE_MAX))
+            return 0;
+    return 1;
+}

@@ -1,0 +1,265 @@
+/* gossip/robust: the bounds on peers' values and the robust aggregators,
+ * alone and inside the mixer (issue 13, item 6). A member that sends its
+ * model scaled by 1e29 or sign-flipped must not drive an honest receiver
+ * non-finite or far from where its own training takes it: with
+ * mixing.robust = none it does (checked here too, so the test proves it
+ * detects the attack), with clip (the default) it does not. */
+#include "tests/test_mix_cluster.h"
+
+#include "gossip/robust.h"
+
+static gossip_robust make_robust(gossip_robust_rule rule, uint32_t dim)
+{
+    gossip_robust r;
+    gossip_robust_config c = {.rule = rule, .clip_factor = 8};
+    gossip_robust_init(&r, &c, dim);
+    return r;
+}
+
+/* Local deltas of norm `norm` (dim values) fed n times. */
+static void feed(gossip_robust *r, uint32_t dim, float norm, unsigned n)
+{
+    float *a = calloc(dim, sizeof *a), *b = calloc(dim, sizeof *b);
+    b[0] = norm;
+    for (unsigned k = 0; k < n; k++)
+        gossip_robust_note_local(r, b, NULL, a, dim);
+    free(a);
+    free(b);
+}
+
+static void config_and_names(void **state)
+{
+    (void)state;
+    const char *why = NULL;
+    gossip_robust_config c = {.rule = GOSSIP_ROBUST_CLIP};
+    assert_int_equal(gossip_robust_config_check(&c, &why), 0);
+    c.clip_factor = -1;
+    assert_int_equal(gossip_robust_config_check(&c, &why), -1);
+    assert_non_null(why);
+    c.clip_factor = 0;
+    c.trim = GOSSIP_ROBUST_TRIM_MAX + 1;
+    assert_int_equal(gossip_robust_config_check(&c, &why), -1);
+    c.trim = 0;
+    c.rule = GOSSIP_ROBUST_RULE_COUNT;
+    assert_int_equal(gossip_robust_config_check(&c, &why), -1);
+    assert_string_equal(gossip_robust_rule_names[GOSSIP_ROBUST_CLIP], "clip");
+    assert_string_equal(gossip_robust_rule_names[GOSSIP_ROBUST_TRIMMED_MEAN], "trimmed-mean");
+    assert_null(gossip_robust_rule_names[GOSSIP_ROBUST_RULE_COUNT]);
+}
+
+/* No scale before GOSSIP_ROBUST_WARMUP non-zero local deltas; then tau is
+ * clip_factor times their median, whatever a single odd delta says. */
+static void scale_from_own_deltas(void **state)
+{
+    (void)state;
+    const uint32_t dim = 16;
+    gossip_robust r = make_robust(GOSSIP_ROBUST_CLIP, dim);
+    assert_true(gossip_robust_bound(&r, dim, 1) == HUGE_VAL);
+    feed(&r, dim, 0.0f, 10); /* zero deltas: fixed vectors give no scale */
+    assert_true(gossip_robust_bound(&r, dim, 1) == HUGE_VAL);
+    feed(&r, dim, 0.5f, GOSSIP_ROBUST_WARMUP);
+    assert_float_equal(gossip_robust_bound(&r, dim, 1), 8 * 0.5, 1e-6);
+    feed(&r, dim, 1e20f, 1); /* one adopted model, say */
+    assert_float_equal(gossip_robust_bound(&r, dim, 1), 8 * 0.5, 1e-6);
+    /* a quarter of the values gets half the budget (sqrt(count / dim)) */
+    assert_float_equal(gossip_robust_bound(&r, dim / 4, 1), 8 * 0.25, 1e-6);
+    gossip_robust none = make_robust(GOSSIP_ROBUST_NONE, dim);
+    feed(&none, dim, 0.5f, 8);
+    assert_true(gossip_robust_bound(&none, dim, 1) == HUGE_VAL);
+}
+
+static void clip_around_bounds_difference(void **state)
+{
+    (void)state;
+    const uint32_t dim = 4;
+    gossip_robust r = make_robust(GOSSIP_ROBUST_CLIP, dim); /* factor 8 */
+    feed(&r, dim, 0.25f, 5);                                /* tau = 2 */
+    float c[4] = {1, 1, 1, 1};
+    float v[4] = {1e29f, 1, 1, 1};
+    assert_int_equal(gossip_robust_clip_around(&r, v, c, 1.0f, c, dim, 1.0), 1);
+    assert_float_equal(v[0], 3.0, 1e-5);
+    assert_float_equal(v[1], 1.0, 1e-6);
+    float w[4] = {-1, -1, -1, -1}; /* sign-flipped: difference norm 4 */
+    assert_int_equal(gossip_robust_clip_around(&r, w, c, 1.0f, c, dim, 1.0), 1);
+    for (int i = 0; i < 4; i++)
+        assert_float_equal(w[i], 0.0, 1e-6);
+    float u[4] = {1.5f, 1, 1, 1}; /* within tau: untouched */
+    assert_int_equal(gossip_robust_clip_around(&r, u, c, 1.0f, c, dim, 1.0), 0);
+    assert_true(u[0] == 1.5f);
+    /* k times the center, k tau: a partial sum of 3 contributions */
+    float p[4] = {3 + 100, 3, 3, 3};
+    assert_int_equal(gossip_robust_clip_around(&r, p, c, 3.0f, c, dim, 3.0), 1);
+    assert_float_equal(p[0], 9.0, 1e-5);
+    assert_int_equal((int)r.clipped, 3);
+}
+
+static void trimmed_mean_drops_extremes(void **state)
+{
+    (void)state;
+    float a[2] = {1, 10}, b[2] = {2, 20}, c[2] = {3, 30}, d[2] = {1e29f, -1e29f}, e[2] = {4, 40};
+    const float *in[5] = {a, b, c, d, e};
+    float out[2];
+    gossip_robust_trimmed_mean(in, 5, 1, 2, out); /* drops 1 and 1e29; 10 and -1e29 */
+    assert_float_equal(out[0], 3.0, 1e-6);
+    assert_float_equal(out[1], 20.0, 1e-5);
+    gossip_robust_trimmed_mean(in, 3, 1, 2, out); /* the median of a, b, c */
+    assert_float_equal(out[0], 2.0, 1e-6);
+    gossip_robust_trimmed_mean(in, 2, 1, 2, out); /* two inputs: their mean */
+    assert_float_equal(out[0], 1.5, 1e-6);
+    gossip_robust_trimmed_mean(in, 4, 2, 2, out); /* 1 2 3 1e29: middle two */
+    assert_float_equal(out[0], 2.5, 1e-6);
+}
+
+static void centered_clip_resists_outlier(void **state)
+{
+    (void)state;
+    const uint32_t dim = 3;
+    gossip_robust r = make_robust(GOSSIP_ROBUST_CENTERED_CLIP, dim); /* factor 8 */
+    feed(&r, dim, 0.125f, 5);                                        /* tau = 1 */
+    float x[3] = {1, 1, 1}, y[3] = {1.2f, 1, 1}, z[3] = {0.8f, 1, 1}, bad[3] = {1e29f, 1e29f, 1};
+    const float *in[4] = {x, y, z, bad};
+    float out[3];
+    double scratch[3];
+    gossip_robust_centered_clip(&r, in, 4, x, dim, out, scratch);
+    for (uint32_t i = 0; i < dim; i++)
+        assert_true(fabsf(out[i] - 1.0f) < 3 * 0.25f + 1e-6f); /* 3 steps of at most tau / 4 */
+    /* without a scale it is the plain mean */
+    gossip_robust r0 = make_robust(GOSSIP_ROBUST_CENTERED_CLIP, dim);
+    const float *in3[3] = {x, y, z};
+    gossip_robust_centered_clip(&r0, in3, 3, x, dim, out, scratch);
+    assert_float_equal(out[0], 1.0, 1e-6);
+}
+
+static void adopt_bounds(void **state)
+{
+    (void)state;
+    float ok[3] = {0.5f, -3, 100}, big[3] = {0.5f, 1e29f, 0}, nan_[3] = {0, NAN, 0};
+    assert_int_equal(gossip_robust_adopt_ok(ok, 3), 1);
+    assert_int_equal(gossip_robust_adopt_ok(big, 3), 0);
+    assert_int_equal(gossip_robust_adopt_ok(nan_, 3), 0);
+}
+
+/* ---- in the mixer --------------------------------------------------------- */
+
+typedef enum attack { ATTACK_SCALE, ATTACK_SIGN_FLIP } attack;
+
+/* n members mix for `rounds` rounds; between rounds every honest member
+ * "trains": a step toward the optimum t (all 3.0) plus noise, as SGD does.
+ * Member `byz` trains the same way but sends attack(x) and keeps its own
+ * model (it ignores what it gets back). Returns the largest distance of an
+ * honest member's value to t, or HUGE_VAL when one went non-finite. */
+static double run_attack(gossip_mix_algo algo, gossip_topology topo, gossip_robust_rule rule,
+                         attack at, uint64_t seed)
+{
+    const uint32_t n = 8, dim = 32, byz = 3, rounds = 80;
+    gossip_mix_config cfg = {
+        .algo = algo, .topology = topo, .algos = 1u << algo, .step_timeout_us = 5000};
+    cfg.robust.rule = rule;
+    if (getenv("ROBUST_C"))
+        cfg.robust.clip_factor = atof(getenv("ROBUST_C"));
+    cluster c;
+    cluster_init(&c, n, dim, &cfg,
+                 &(sim_driver_config){.seed = seed, .mode = SIM_MODE_ROUNDS, .round_us = 1000});
+    model_rng rng;
+    model_rng_seed(&rng, seed, 7);
+    for (uint32_t i = 0; i < n; i++)
+        for (uint32_t j = 0; j < dim; j++)
+            c.x[i][j] = (float)(3.0 + 0.1 * model_rng_normal(&rng));
+    float *own = calloc(dim, sizeof *own);
+    for (uint32_t r = 0; r < rounds; r++) {
+        for (uint32_t i = 0; i < n; i++)
+            for (uint32_t j = 0; j < dim; j++)
+                c.x[i][j] += (float)(0.2 * (3.0 - c.x[i][j]) + 0.02 * model_rng_normal(&rng));
+        memcpy(own, c.x[byz], dim * sizeof *own);
+        for (uint32_t j = 0; j < dim; j++)
+            c.x[byz][j] = at == ATTACK_SCALE ? c.x[byz][j] * 1e29f : -c.x[byz][j];
+        cluster_start_all(&c);
+        sim_driver_run_round(c.d);
+        /* a round the poisoned frames broke (refused as non-finite) ends
+         * at its deadline */
+        int all = 0;
+        for (int tries = 0; !all && tries < 100; tries++) {
+            all = 1;
+            for (uint32_t i = 0; i < n; i++)
+                all &= gossip_mix_get_state(c.m[i]) == GOSSIP_MIX_DONE;
+            if (!all)
+                sim_driver_run_round(c.d);
+        }
+        cluster_take_all(&c);
+        memcpy(c.x[byz], own, dim * sizeof *own);
+    }
+    double worst = 0;
+    if (getenv("ROBUST_DEBUG") && rule != GOSSIP_ROBUST_NONE)
+        for (uint32_t i = 0; i < n; i++)
+            printf("    member %u clipped %llu x0 %.4g\n", i,
+                   (unsigned long long)gossip_mix_get_stats(c.m[i])->robust_clipped, c.x[i][0]);
+    for (uint32_t i = 0; i < n; i++) {
+        if (i == byz)
+            continue;
+        for (uint32_t j = 0; j < dim; j++) {
+            double e = fabs((double)c.x[i][j] - 3.0);
+            if (!isfinite(c.x[i][j]))
+                e = HUGE_VAL;
+            if (e > worst)
+                worst = e;
+        }
+    }
+    free(own);
+    cluster_free(&c);
+    return worst;
+}
+
+static void poisoned_peer_bounded(void **state)
+{
+    (void)state;
+    uint64_t seed = test_seed(61);
+    const struct {
+        gossip_mix_algo algo;
+        gossip_topology topo;
+        gossip_robust_rule rule;
+    } cases[] = {
+        {GOSSIP_MIX_DPSGD, GOSSIP_TOPO_RING, GOSSIP_ROBUST_CLIP},
+        {GOSSIP_MIX_DPSGD, GOSSIP_TOPO_EXPONENTIAL, GOSSIP_ROBUST_CLIP},
+        {GOSSIP_MIX_DPSGD, GOSSIP_TOPO_EXPONENTIAL, GOSSIP_ROBUST_TRIMMED_MEAN},
+        {GOSSIP_MIX_DPSGD, GOSSIP_TOPO_EXPONENTIAL, GOSSIP_ROBUST_CENTERED_CLIP},
+        {GOSSIP_MIX_GOSSIP, GOSSIP_TOPO_RANDOM, GOSSIP_ROBUST_CLIP},
+        {GOSSIP_MIX_ALLREDUCE, GOSSIP_TOPO_RING, GOSSIP_ROBUST_CLIP},
+    };
+    const char *attacks[] = {"scale 1e29", "sign-flip"};
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        for (int a = 0; a < 2; a++) {
+            const char *name = gossip_mix_algo_name(cases[k].algo);
+            const char *rname = gossip_robust_rule_names[cases[k].rule];
+            double undefended =
+                run_attack(cases[k].algo, cases[k].topo, GOSSIP_ROBUST_NONE, (attack)a, seed + k);
+            double defended =
+                run_attack(cases[k].algo, cases[k].topo, cases[k].rule, (attack)a, seed + k);
+            printf("  %s/%s %s: worst honest error %.3g undefended, %.3g with %s\n", name,
+                   gossip_topology_name(cases[k].topo), attacks[a], undefended, defended, rname);
+            /* the attack does harm without the defence... */
+            if (!(undefended > 1.0))
+                fail_msg("seed %llu %s %s: the attack did no harm undefended (%.3g)",
+                         (unsigned long long)seed + k, name, attacks[a], undefended);
+            /* ...and not with it: honest members stay finite and near their
+             * optimum (their noise alone keeps them within ~0.1) */
+            if (!(defended < 0.6))
+                fail_msg("seed %llu %s/%s %s with %s: an honest member is %.3g from its optimum",
+                         (unsigned long long)seed + k, name, gossip_topology_name(cases[k].topo),
+                         attacks[a], rname, defended);
+        }
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(config_and_names),
+        cmocka_unit_test(scale_from_own_deltas),
+        cmocka_unit_test(clip_around_bounds_difference),
+        cmocka_unit_test(trimmed_mean_drops_extremes),
+        cmocka_unit_test(centered_clip_resists_outlier),
+        cmocka_unit_test(adopt_bounds),
+        cmocka_unit_test(poisoned_peer_bounded),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
