@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -202,6 +203,71 @@ int chaos_sched_load(chaos_sched *s, const char *path, int members, char *err, s
     return rc;
 }
 
+/* The kinds a random schedule must cover, in the order they are dropped
+ * from when the run is too short for all of them (the last first): the
+ * seven of issue 20's nemesis (kill and restart, pause, slow trainer,
+ * partition and heal, loss burst, slow link, corrupt frames), then the
+ * other link faults. */
+static const chaos_action cover_order[CHAOS_ACTION_COUNT] = {
+    CHAOS_KILL,      CHAOS_PAUSE,   CHAOS_SLOW,  CHAOS_PARTITION, CHAOS_DROP,
+    CHAOS_BANDWIDTH, CHAOS_CORRUPT, CHAOS_DELAY, CHAOS_DUPLICATE, CHAOS_REORDER};
+#define CHAOS_CORE_KINDS 7
+
+size_t chaos_sched_random_count(double duration_s, double rate_per_min)
+{
+    double window = duration_s - CHAOS_RANDOM_WARMUP_S - CHAOS_RANDOM_SETTLE_S;
+    if (window < CHAOS_RANDOM_SLOT_MIN_S)
+        return 0;
+    double want = rate_per_min * duration_s / 60.0;
+    double fit = floor(window / CHAOS_RANDOM_SLOT_MIN_S);
+    double k = want < fit ? want : fit;
+    if (k < 1)
+        k = 1;
+    return k > CHAOS_EVENTS_MAX ? CHAOS_EVENTS_MAX : (size_t)k;
+}
+
+static void draw_params(chaos_event *e, model_rng *rng, int n)
+{
+    int on = (int)model_rng_below(rng, (uint64_t)n);
+    switch (e->action) {
+    case CHAOS_PARTITION: /* one member cut off from the rest, or halves */
+        e->side_a = model_rng_below(rng, 2) && n >= 4 ? (1ull << (n / 2)) - 1 : 1ull << on;
+        e->side_b = ((n >= 64 ? ~0ull : (1ull << n) - 1)) & ~e->side_a;
+        break;
+    case CHAOS_DROP:
+        e->p = 0.1 + 0.1 * (double)model_rng_below(rng, 5);
+        break;
+    case CHAOS_DELAY:
+        e->ms = 20 + 20 * (uint32_t)model_rng_below(rng, 10);
+        e->jitter = e->ms / 2;
+        break;
+    case CHAOS_BANDWIDTH:
+        e->bps = 1000000;
+        break;
+    case CHAOS_DUPLICATE:
+        e->p = 0.2;
+        break;
+    case CHAOS_REORDER:
+        e->p = 0.3;
+        e->window = 50;
+        break;
+    case CHAOS_CORRUPT:
+        e->p = 0.02;
+        break;
+    case CHAOS_SLOW:
+        e->factor = 2 + (double)model_rng_below(rng, 4);
+        break;
+    default:
+        break;
+    }
+    /* kill, pause, slow and bandwidth (a slow link) name one member; the
+     * other link faults one member or every member */
+    if (e->action != CHAOS_PARTITION &&
+        (e->action == CHAOS_KILL || e->action == CHAOS_PAUSE || e->action == CHAOS_SLOW ||
+         e->action == CHAOS_BANDWIDTH || model_rng_below(rng, 2)))
+        e->on = on;
+}
+
 void chaos_sched_random(chaos_sched *s, uint64_t seed, int n, double duration_s,
                         double rate_per_min, int allow_kill)
 {
@@ -209,53 +275,59 @@ void chaos_sched_random(chaos_sched *s, uint64_t seed, int n, double duration_s,
     s->duration_s = duration_s;
     model_rng rng;
     model_rng_seed(&rng, seed, 0x63686173u); /* "chas" */
-    double gap = rate_per_min > 0 ? 60.0 / rate_per_min : 60.0;
-    int kinds = allow_kill && n > 1 ? CHAOS_ACTION_COUNT : CHAOS_KILL;
-    for (double t = 20; s->n < CHAOS_EVENTS_MAX;) {
-        chaos_event e = {.at_s = t, .on = -1};
-        e.for_s = 5 + (double)model_rng_below(&rng, 11);
-        if (t + e.for_s > duration_s - 30)
-            break;
-        e.action = (chaos_action)model_rng_below(&rng, (uint64_t)kinds);
-        if (e.action == CHAOS_PARTITION && n < 2)
-            e.action = CHAOS_DROP;
-        int on = (int)model_rng_below(&rng, (uint64_t)n);
-        switch (e.action) {
-        case CHAOS_PARTITION: /* one member cut off from the rest, or halves */
-            e.side_a = model_rng_below(&rng, 2) && n >= 4 ? (1ull << (n / 2)) - 1 : 1ull << on;
-            e.side_b = ((n >= 64 ? ~0ull : (1ull << n) - 1)) & ~e.side_a;
-            break;
-        case CHAOS_DROP:
-            e.p = 0.1 + 0.1 * (double)model_rng_below(&rng, 5);
-            break;
-        case CHAOS_DELAY:
-            e.ms = 20 + 20 * (uint32_t)model_rng_below(&rng, 10);
-            e.jitter = e.ms / 2;
-            break;
-        case CHAOS_BANDWIDTH:
-            e.bps = 1000000;
-            break;
-        case CHAOS_DUPLICATE:
-            e.p = 0.2;
-            break;
-        case CHAOS_REORDER:
-            e.p = 0.3;
-            e.window = 50;
-            break;
-        case CHAOS_CORRUPT:
-            e.p = 0.01;
-            break;
-        case CHAOS_SLOW:
-            e.factor = 2 + (double)model_rng_below(&rng, 4);
-            break;
-        default:
-            break;
-        }
-        if (e.action != CHAOS_PARTITION && (e.action == CHAOS_KILL || e.action == CHAOS_PAUSE ||
-                                            e.action == CHAOS_SLOW || model_rng_below(&rng, 2)))
-            e.on = on;
+    size_t k = chaos_sched_random_count(duration_s, rate_per_min);
+    if (!k)
+        return;
+    /* the kinds this schedule may draw, in cover order */
+    chaos_action kinds[CHAOS_ACTION_COUNT];
+    size_t nk = 0, core = 0;
+    for (size_t i = 0; i < CHAOS_ACTION_COUNT; i++) {
+        chaos_action a = cover_order[i];
+        if ((a == CHAOS_KILL && (!allow_kill || n < 2)) || (a == CHAOS_PARTITION && n < 2))
+            continue;
+        kinds[nk++] = a;
+        core += i < CHAOS_CORE_KINDS;
+    }
+    /* slot j gets kind[j]: the first min(k, nk) slots take distinct kinds
+     * (the core ones first, a random subset of them when k < core; then
+     * a random subset of the others), the rest are uniform draws */
+    chaos_action slot[CHAOS_EVENTS_MAX];
+    for (size_t i = core; i > 1; i--) { /* shuffle the core kinds, then the others */
+        size_t j = (size_t)model_rng_below(&rng, i);
+        chaos_action t = kinds[i - 1];
+        kinds[i - 1] = kinds[j];
+        kinds[j] = t;
+    }
+    for (size_t i = nk - core; i > 1; i--) {
+        size_t j = (size_t)model_rng_below(&rng, i);
+        chaos_action t = kinds[core + i - 1];
+        kinds[core + i - 1] = kinds[core + j];
+        kinds[core + j] = t;
+    }
+    for (size_t j = 0; j < k; j++)
+        slot[j] = j < nk ? kinds[j] : kinds[model_rng_below(&rng, nk)];
+    for (size_t j = k; j > 1; j--) { /* then the order in time */
+        size_t i = (size_t)model_rng_below(&rng, j);
+        chaos_action t = slot[j - 1];
+        slot[j - 1] = slot[i];
+        slot[i] = t;
+    }
+    /* k equal slots over [warm-up, duration - settle]; a fault lasts 5 s
+     * up to 15 s or its slot less 2 s, and starts anywhere that leaves 2 s
+     * before the next slot (one fault at a time) */
+    double len =
+        floor((duration_s - CHAOS_RANDOM_WARMUP_S - CHAOS_RANDOM_SETTLE_S) / (double)k * 10) /
+        10; /* tenths of a second: schedules print short */
+    double longest = len - CHAOS_RANDOM_GAP_S < 15 ? len - CHAOS_RANDOM_GAP_S : 15;
+    for (size_t j = 0; j < k; j++) {
+        chaos_event e = {.on = -1, .action = slot[j]};
+        e.for_s = 5 + (double)model_rng_below(&rng, (uint64_t)floor(longest - 5) + 1);
+        double slack = len - CHAOS_RANDOM_GAP_S - e.for_s;
+        e.at_s = round((CHAOS_RANDOM_WARMUP_S + len * (double)j) * 10 +
+                       floor(model_rng_uniform_double(&rng) * slack * 10)) /
+                 10;
+        draw_params(&e, &rng, n);
         s->ev[s->n++] = e;
-        t += e.for_s + 2 + model_rng_uniform_double(&rng) * gap;
     }
 }
 

@@ -74,10 +74,27 @@ typedef struct chaos_sched {
 int chaos_sched_parse(chaos_sched *s, const char *text, int members, char *err, size_t errlen);
 /* Read a file (at most 64 KiB) and parse it. */
 int chaos_sched_load(chaos_sched *s, const char *path, int members, char *err, size_t errlen);
-/* A random schedule over duration_s seconds for n members: faults start
- * after a 20 s warm-up, one at a time, about rate_per_min a minute, each
- * lasting 5-15 s, and the last ends 30 s before the end (the settle time).
- * kill only when allow_kill. */
+/* Random schedules (docs/CHAOS.md, "Schedules"). Faults come one at a
+ * time in [CHAOS_RANDOM_WARMUP_S, duration - CHAOS_RANDOM_SETTLE_S]: that
+ * window is cut into k equal slots, one fault each, k =
+ * chaos_sched_random_count (rate x duration, at most one slot per
+ * CHAOS_RANDOM_SLOT_MIN_S). Coverage rule: the first min(k, kinds) slots
+ * take distinct kinds, the seven of the nemesis first (kill, pause, slow,
+ * partition, drop, bandwidth, corrupt; a random subset of them when k is
+ * smaller), then delay, duplicate and reorder; further slots draw any kind.
+ * So every kind appears at least once when k >= 10 and the seven when
+ * k >= 7 (a 2-minute run at 4 a minute has k = 8). kill only when
+ * allow_kill and n > 1, partition only when n > 1. A fault lasts 5 s up
+ * to min(15 s, slot - CHAOS_RANDOM_GAP_S) and ends CHAOS_RANDOM_GAP_S
+ * before the next slot. Kinds, order, times and parameters all come from
+ * one generator seeded by seed. */
+#define CHAOS_RANDOM_WARMUP_S   20.0
+#define CHAOS_RANDOM_SETTLE_S   30.0
+#define CHAOS_RANDOM_GAP_S      2.0
+#define CHAOS_RANDOM_SLOT_MIN_S 7.0 /* the shortest fault (5 s) and the gap */
+/* CHAOS_RANDOM_SLOT_MIN_S >= 5 s (the shortest fault) + CHAOS_RANDOM_GAP_S */
+/* The number of faults (slots) of a random schedule. */
+size_t chaos_sched_random_count(double duration_s, double rate_per_min);
 void chaos_sched_random(chaos_sched *s, uint64_t seed, int n, double duration_s,
                         double rate_per_min, int allow_kill);
 /* The text form. */

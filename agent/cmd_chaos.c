@@ -36,6 +36,7 @@
 #include "agent/commands.h"
 #include "agent/keys.h"
 #include "agent/metrics.h"
+#include "net/faults.h"
 #include "common/cli.h"
 #include "common/json.h"
 #include "common/text.h"
@@ -45,9 +46,13 @@
 #define CHAOS_REQ_MS  5000u
 /* A request without an answer is sent again (requests are idempotent: the
  * same fault twice changes and counts nothing). */
-#define CHAOS_REQ_TRIES   3
-#define CHAOS_ARGV_MAX    128u
-#define CHAOS_CMDLINE_MAX 8192u
+#define CHAOS_REQ_TRIES 3
+/* ... or, to a member restarted less than CHAOS_RESTART_GRACE_S ago,
+ * until it listens: 20 tries a second apart. */
+#define CHAOS_REQ_TRIES_RESTARTED 20
+#define CHAOS_REQ_NAP_MS          1000u
+#define CHAOS_ARGV_MAX            128u
+#define CHAOS_CMDLINE_MAX         8192u
 /* After a restart an agent rejoins, fetches a model and its shards: its
  * steps are not judged for this long. */
 #define CHAOS_RESTART_GRACE_S 30.0
@@ -73,7 +78,25 @@ typedef struct member {
     uint64_t want_applied, want_removed; /* since its last (re)start */
     double excused_until;                /* paused, killed or restarted */
     int paused;
+    /* evidence: the events in force on this member (-1 none) */
+    int pause_ev, slow_ev, restart_ev;
+    double restarted_at;
+    uint32_t pid_before;                   /* the pid that was killed */
+    uint64_t frames[NET_FAULT_KIND_COUNT]; /* murmur_fault_frames_total by kind */
 } member;
+
+/* What the checker saw a fault do (the evidence lines of the verdict). */
+typedef struct evidence {
+    int applied, undone, closed;
+    uint64_t frames0[CHAOS_MEMBERS_MAX][NET_FAULT_KIND_COUNT]; /* at apply */
+    uint64_t frames;                                           /* of its kind, apply..after */
+    int seen;              /* pause/slow: in /status; kill: down */
+    uint64_t step0, step1; /* pause/slow: target's steps when first and last seen */
+    double seen0, seen1;   /* ... and when */
+    double back_s;         /* kill: answering again, s after the restart; < 0 not yet */
+    uint32_t new_pid;      /* kill: the restarted process */
+    uint32_t min_peers;    /* partition: fewest peers a member saw while it lasted */
+} evidence;
 
 typedef struct chaos {
     member m[CHAOS_MEMBERS_MAX];
@@ -88,6 +111,8 @@ typedef struct chaos {
     double pre_level;
     int pre_samples;
     uint64_t requests_failed;
+    const chaos_sched *s;
+    evidence ev[CHAOS_EVENTS_MAX];
 } chaos;
 
 static volatile sig_atomic_t chaos_stop;
@@ -182,8 +207,10 @@ static int discover(chaos *c, const char *seed, long fixed_port, char *err, size
         return -1;
     }
     qsort(c->m, (size_t)c->n, sizeof c->m[0], cmp_member);
-    for (int i = 0; i < c->n; i++)
+    for (int i = 0; i < c->n; i++) {
         c->ids[i] = c->m[i].id;
+        c->m[i].pause_ev = c->m[i].slow_ev = c->m[i].restart_ev = -1;
+    }
     return 0;
 }
 
@@ -200,6 +227,17 @@ static double json_f64(const char *doc, const char *key)
     char v[64];
     double d;
     return common_json_get(doc, key, v, sizeof v) == 1 && common_parse_f64(v, &d) ? d : NAN;
+}
+
+static void see(evidence *v, uint64_t step, double t)
+{
+    if (!v->seen) {
+        v->step0 = step;
+        v->seen0 = t;
+    }
+    v->seen = 1;
+    v->step1 = step;
+    v->seen1 = t;
 }
 
 static void poll_member(chaos *c, member *m, double t)
@@ -227,8 +265,24 @@ static void poll_member(chaos *c, member *m, double t)
     uint32_t pid = (uint32_t)json_u64(body, "pid");
     if (pid)
         m->pid = pid;
+    /* evidence of the faults in force on it */
+    if (m->pause_ev >= 0 && json_u64(body, "training_paused") == 1)
+        see(&c->ev[m->pause_ev], step, t);
+    if (m->slow_ev >= 0 && json_f64(body, "training_slow") == c->s->ev[m->slow_ev].factor)
+        see(&c->ev[m->slow_ev], step, t);
+    if (m->restart_ev >= 0 && pid && pid != m->pid_before) {
+        evidence *v = &c->ev[m->restart_ev];
+        v->back_s = t - m->restarted_at;
+        v->new_pid = pid;
+        m->restart_ev = -1;
+    }
+    for (size_t i = 0; i < c->s->n; i++) {
+        evidence *v = &c->ev[i];
+        if (c->s->ev[i].action == CHAOS_PARTITION && v->applied && !v->undone &&
+            m->peers < v->min_peers)
+            v->min_peers = m->peers;
+    }
     free(body);
-    (void)c;
 }
 
 static void poll_all(chaos *c)
@@ -239,6 +293,123 @@ static void poll_all(chaos *c)
     for (int i = 0; i < c->n; i++)
         if (!c->m[i].killed)
             poll_member(c, &c->m[i], t);
+}
+
+/* Every member's murmur_fault_frames_total by kind, from /metrics (a
+ * member that does not answer keeps its last counts). */
+static void frames_all(chaos *c)
+{
+    static const char prefix[] = "murmur_fault_frames_total{kind=\"";
+    for (int i = 0; i < c->n; i++) {
+        member *m = &c->m[i];
+        char *body = NULL, err[256];
+        size_t len;
+        if (m->killed || agent_http_get(m->metrics, "/metrics", CHAOS_HTTP_MS, &body, &len, NULL,
+                                        err, sizeof err))
+            continue;
+        memset(m->frames, 0, sizeof m->frames);
+        for (char *save = NULL, *line = strtok_r(body, "\n", &save); line;
+             line = strtok_r(NULL, "\n", &save)) {
+            if (strncmp(line, prefix, sizeof prefix - 1))
+                continue;
+            char *kind = line + sizeof prefix - 1, *q = strchr(kind, '"');
+            if (!q || q[1] != '}')
+                continue;
+            *q = 0;
+            for (int k = 0; k < NET_FAULT_KIND_COUNT; k++)
+                if (!strcmp(kind, net_fault_kind_name(k)))
+                    m->frames[k] = strtoull(q + 2, NULL, 10);
+        }
+        free(body);
+    }
+}
+
+/* The transport's frame count kind of each link fault (-1: not a link fault). */
+static int frame_kind(chaos_action a)
+{
+    switch (a) {
+    case CHAOS_PARTITION:
+        return NET_FAULT_PARTITION;
+    case CHAOS_DROP:
+        return NET_FAULT_DROP;
+    case CHAOS_DELAY:
+        return NET_FAULT_DELAY;
+    case CHAOS_BANDWIDTH:
+        return NET_FAULT_BANDWIDTH;
+    case CHAOS_DUPLICATE:
+        return NET_FAULT_DUPLICATE;
+    case CHAOS_REORDER:
+        return NET_FAULT_REORDER;
+    case CHAOS_CORRUPT:
+        return NET_FAULT_CORRUPT;
+    default:
+        return -1;
+    }
+}
+
+/* Close the evidence of faults undone before now: the frames their kind
+ * counted from their apply to this snapshot (counts reach /metrics within
+ * a status pass, well inside the gap before the next fault). */
+static void evidence_close(chaos *c, int all)
+{
+    for (size_t i = 0; i < c->s->n; i++) {
+        evidence *v = &c->ev[i];
+        int k = frame_kind(c->s->ev[i].action);
+        if (!v->applied || v->closed || (!v->undone && !all))
+            continue;
+        v->closed = 1;
+        if (k < 0)
+            continue;
+        for (int j = 0; j < c->n; j++)
+            if (c->m[j].frames[k] > v->frames0[j][k]) /* a restart counts from zero */
+                v->frames += c->m[j].frames[k] - v->frames0[j][k];
+    }
+}
+
+/* One line of evidence per fault; returns 1 if the fault showed its effect. */
+static int evidence_line(const chaos *c, size_t i)
+{
+    const chaos_event *e = &c->s->ev[i];
+    const evidence *v = &c->ev[i];
+    char who[32] = "";
+    if (e->on >= 0)
+        snprintf(who, sizeof who, " on=%d", e->on);
+    printf("fault %zu %s%s at %g s for %g s: ", i, chaos_action_names[e->action], who, e->at_s,
+           e->for_s);
+    int ok = 0;
+    switch (e->action) {
+    case CHAOS_KILL:
+        ok = v->seen && v->back_s >= 0 && v->new_pid;
+        if (ok)
+            printf("down (status unanswered), back as pid %u %.1f s after the restart\n",
+                   v->new_pid, v->back_s);
+        else
+            printf("%s, %s\n", v->seen ? "down" : "still answering after the kill",
+                   v->new_pid ? "back" : "not back with a new pid");
+        break;
+    case CHAOS_PAUSE:
+        ok = v->seen && v->step1 - v->step0 <= 1;
+        printf("training_paused seen for %.1f s, %" PRIu64 " steps meanwhile\n",
+               v->seen ? v->seen1 - v->seen0 : 0.0, v->step1 - v->step0);
+        break;
+    case CHAOS_SLOW:
+        ok = v->seen;
+        printf("training_slow=%g %s, %.1f steps/s meanwhile\n", e->factor,
+               v->seen ? "seen" : "never seen",
+               v->seen && v->seen1 > v->seen0
+                   ? (double)(v->step1 - v->step0) / (v->seen1 - v->seen0)
+                   : 0.0);
+        break;
+    default:
+        ok = v->frames > 0;
+        printf("%" PRIu64 " frames counted as %s", v->frames,
+               net_fault_kind_name(frame_kind(e->action)));
+        if (e->action == CHAOS_PARTITION)
+            printf(", fewest peers seen %u of %d", v->min_peers, c->n - 1);
+        printf("\n");
+        break;
+    }
+    return ok;
 }
 
 /* Mean consensus distance over the members that report one. */
@@ -260,8 +431,17 @@ static int request(chaos *c, member *m, const char *text)
 {
     char reply[AGENT_FAULT_CTL_TEXT_MAX + 256];
     int rc = -1;
-    for (int k = 0; k < CHAOS_REQ_TRIES && rc < 0; k++)
+    /* a member restarted within the grace time may not listen yet: wait
+     * for it (a refused dial fails at once, hence the naps) */
+    double t = now_s() - c->t0;
+    int tries = m->restarted_at > 0 && t - m->restarted_at < CHAOS_RESTART_GRACE_S
+                    ? CHAOS_REQ_TRIES_RESTARTED
+                    : CHAOS_REQ_TRIES;
+    for (int k = 0; k < tries && rc < 0; k++) {
+        if (k)
+            nap_ms(CHAOS_REQ_NAP_MS);
         rc = agent_fault_send(m->addr, c->key, c->netkey, text, CHAOS_REQ_MS, reply, sizeof reply);
+    }
     if (rc) {
         c->requests_failed++;
         fprintf(stderr, "murmur chaos: %016" PRIx64 " (%s): %s: %s", m->id, m->addr, text, reply);
@@ -367,6 +547,7 @@ static void kill_member(chaos *c, int i)
         }
         kill((pid_t)m->pid, SIGKILL);
     }
+    m->pid_before = m->pid;
     m->killed = 1;
     m->up = 0;
     c->down_now++;
@@ -379,6 +560,13 @@ static void restart_member(chaos *c, int i, double t)
     member *m = &c->m[i];
     if (!m->killed)
         return;
+    char *body = NULL, err[256];
+    size_t len;
+    if (m->restart_ev >= 0 && /* evidence: the killed member does not answer */
+        agent_http_get(m->metrics, "/status", CHAOS_HTTP_MS, &body, &len, NULL, err, sizeof err))
+        c->ev[m->restart_ev].seen = 1;
+    free(body);
+    m->restarted_at = t;
     if (c->restart_cmd)
         run_template(c->restart_cmd, m, i);
     else
@@ -390,13 +578,28 @@ static void restart_member(chaos *c, int i, double t)
 }
 
 /* Apply (undo = 0) or undo an event on every member it touches. */
-static void do_event(chaos *c, const chaos_event *e, int undo, double t)
+static void do_event(chaos *c, size_t index, int undo, double t)
 {
+    const chaos_event *e = &c->s->ev[index];
+    evidence *v = &c->ev[index];
+    if (!undo) {
+        frames_all(c);
+        evidence_close(c, 0);
+        v->applied = 1;
+        v->back_s = -1;
+        v->min_peers = (uint32_t)c->n;
+        for (int i = 0; i < c->n; i++)
+            memcpy(v->frames0[i], c->m[i].frames, sizeof v->frames0[i]);
+    } else {
+        v->undone = 1;
+    }
     if (e->action == CHAOS_KILL) {
-        if (undo)
+        if (undo) {
+            c->m[e->on].restart_ev = (int)index;
             restart_member(c, e->on, t);
-        else
+        } else {
             kill_member(c, e->on);
+        }
         return;
     }
     for (int i = 0; i < c->n; i++) {
@@ -409,6 +612,10 @@ static void do_event(chaos *c, const chaos_event *e, int undo, double t)
             (*(undo ? &m->want_removed : &m->want_applied))++;
         if (e->action == CHAOS_PAUSE || e->action == CHAOS_SLOW)
             m->excused_until = t + (undo ? 5.0 : e->for_s + 5.0);
+        if (e->action == CHAOS_PAUSE)
+            m->pause_ev = undo ? -1 : (int)index;
+        if (e->action == CHAOS_SLOW)
+            m->slow_ev = undo ? -1 : (int)index;
         if (e->action == CHAOS_PARTITION) /* a cut-off agent may wait for its shards */
             m->excused_until =
                 t + (undo ? CHAOS_RESTART_GRACE_S : e->for_s + CHAOS_RESTART_GRACE_S);
@@ -430,6 +637,10 @@ static void clean_up(chaos *c)
 static int verdict(chaos *c, double converged_at, double consensus_end)
 {
     int fail = 0;
+    size_t acted = 0, quiet = 0;
+    for (size_t i = 0; i < c->s->n; i++)
+        if (c->ev[i].applied)
+            (*(evidence_line(c, i) ? &acted : &quiet))++;
     /* views converge */
     if (converged_at >= 0) {
         printf("check views_converge: PASS every member sees the other %d, %.1f s after the "
@@ -498,9 +709,11 @@ static int verdict(chaos *c, double converged_at, double consensus_end)
         if (c->m[i].faults_applied != c->m[i].want_applied ||
             c->m[i].faults_removed != c->m[i].want_removed)
             bad = i;
-    if (bad >= 0 || c->requests_failed) {
+    if (bad >= 0 || c->requests_failed || quiet) {
         fail = 1;
         printf("check faults_counted: FAIL");
+        if (quiet)
+            printf(" %zu faults showed no effect (see their evidence above)", quiet);
         if (bad >= 0)
             printf(" member %d counts %" PRIu64 " applied / %" PRIu64
                    " removed, the run made %" PRIu64 " / %" PRIu64,
@@ -514,8 +727,8 @@ static int verdict(chaos *c, double converged_at, double consensus_end)
         for (int i = 0; i < c->n; i++)
             a += c->m[i].want_applied;
         printf("check faults_counted: PASS every member counted exactly the faults applied and "
-               "removed (%" PRIu64 " applied in all)\n",
-               a);
+               "removed (%" PRIu64 " applied in all); %zu of %zu faults showed their effect\n",
+               a, acted, c->s->n);
     }
     printf("VERDICT: %s\n", fail ? "FAIL" : "PASS");
     return fail;
@@ -559,6 +772,7 @@ static int run(chaos *c, const chaos_sched *s)
         }
     double first = n ? steps[0].at : 0;
     double end = s->duration_s > last ? s->duration_s : last;
+    c->s = s;
     c->t0 = now_s();
     size_t k = 0;
     double converged_at = -1, consensus_end = NAN, settle_until = end + c->settle_s;
@@ -574,7 +788,7 @@ static int run(chaos *c, const chaos_sched *s)
                 printf(" on=%d", e->on);
             printf("\n");
             fflush(stdout);
-            do_event(c, e, steps[k].undo, t);
+            do_event(c, (size_t)steps[k].ev, steps[k].undo, t);
             k++;
         }
         poll_all(c);
@@ -598,6 +812,8 @@ static int run(chaos *c, const chaos_sched *s)
     }
     free(steps);
     int interrupted = chaos_stop != 0;
+    frames_all(c);
+    evidence_close(c, 1);
     clean_up(c);
     if (interrupted) {
         printf("VERDICT: INTERRUPTED (every fault undone, every killed agent restarted)\n");

@@ -99,6 +99,89 @@ static void random_is_seeded_and_bounded(void **state)
         assert_int_not_equal(a.ev[i].action, CHAOS_KILL);
 }
 
+/* The coverage rule of chaos_sched_random (chaos_sched.h): distinct kinds
+ * first, the nemesis's seven before the others, over many seeds and run
+ * lengths; faults never overlap and stay in the window. */
+static void random_covers_every_kind(void **state)
+{
+    (void)state;
+    uint64_t seed = test_seed(7);
+    printf("TEST_SEED=%llu\n", (unsigned long long)seed);
+    static const chaos_action core[] = {CHAOS_KILL, CHAOS_PAUSE,     CHAOS_SLOW,   CHAOS_PARTITION,
+                                        CHAOS_DROP, CHAOS_BANDWIDTH, CHAOS_CORRUPT};
+    /* the test suite's run: 4 members, 2 minutes, 4 a minute */
+    assert_int_equal(chaos_sched_random_count(120, 4), 8);
+    assert_int_equal(chaos_sched_random_count(600, 10), 78); /* 550 s / 7 s */
+    assert_int_equal(chaos_sched_random_count(40, 4), 0);    /* no room after warm-up + settle */
+    static const struct {
+        int n;
+        double duration, rate;
+        int kill;
+    } runs[] = {{4, 120, 4, 1}, {4, 600, 10, 1}, {2, 90, 4, 1}, {4, 120, 4, 0},
+                {1, 120, 4, 1}, {8, 300, 2, 1},  {4, 57, 60, 1}};
+    static chaos_sched a;
+    for (size_t r = 0; r < sizeof runs / sizeof runs[0]; r++)
+        for (uint64_t s = seed; s < seed + 200; s++) {
+            chaos_sched_random(&a, s, runs[r].n, runs[r].duration, runs[r].rate, runs[r].kill);
+            size_t k = chaos_sched_random_count(runs[r].duration, runs[r].rate);
+            assert_int_equal(a.n, k);
+            int count[CHAOS_ACTION_COUNT] = {0}, allowed = 0, core_allowed = 0;
+            double end = 0;
+            for (size_t i = 0; i < a.n; i++) {
+                const chaos_event *e = &a.ev[i];
+                count[e->action]++;
+                assert_true(e->at_s >= CHAOS_RANDOM_WARMUP_S && e->at_s >= end + (i ? 2 : 0));
+                assert_true(e->for_s >= 5 && e->for_s <= 15);
+                end = e->at_s + e->for_s;
+                assert_true(end <= runs[r].duration - CHAOS_RANDOM_SETTLE_S);
+                assert_true(e->on < runs[r].n);
+                char why[256];
+                static chaos_sched one;
+                char line[512];
+                FILE *f = fmemopen(line, sizeof line, "w");
+                chaos_sched one_src = {.n = 1};
+                one_src.ev[0] = *e;
+                chaos_sched_write(&one_src, f);
+                fclose(f);
+                if (chaos_sched_parse(&one, line, runs[r].n, why, sizeof why))
+                    fail_msg("seed %llu: '%s' does not parse: %s", (unsigned long long)s, line,
+                             why);
+            }
+            for (int kind = 0; kind < CHAOS_ACTION_COUNT; kind++) {
+                int ok = !((kind == CHAOS_KILL && (!runs[r].kill || runs[r].n < 2)) ||
+                           (kind == CHAOS_PARTITION && runs[r].n < 2));
+                allowed += ok;
+                if (!ok)
+                    assert_int_equal(count[kind], 0);
+            }
+            for (size_t c = 0; c < sizeof core / sizeof core[0]; c++)
+                core_allowed += !((core[c] == CHAOS_KILL && (!runs[r].kill || runs[r].n < 2)) ||
+                                  (core[c] == CHAOS_PARTITION && runs[r].n < 2));
+            int distinct = 0, core_seen = 0;
+            for (int kind = 0; kind < CHAOS_ACTION_COUNT; kind++)
+                distinct += count[kind] > 0;
+            for (size_t c = 0; c < sizeof core / sizeof core[0]; c++)
+                core_seen += count[core[c]] > 0;
+            /* min(k, kinds) distinct kinds, and the core ones first */
+            size_t want = k < (size_t)allowed ? k : (size_t)allowed;
+            if ((size_t)distinct != want ||
+                core_seen != (k < (size_t)core_allowed ? (int)k : core_allowed))
+                fail_msg("seed %llu, %d members, %g s at %g/min: %d kinds (%d of the nemesis's), "
+                         "want %zu (%d)",
+                         (unsigned long long)s, runs[r].n, runs[r].duration, runs[r].rate, distinct,
+                         core_seen, want, k < (size_t)core_allowed ? (int)k : core_allowed);
+        }
+    /* the suite's schedule: all seven of the nemesis for every seed */
+    for (uint64_t s = 0; s < 1000; s++) {
+        chaos_sched_random(&a, s, 4, 120, 4, 1);
+        int count[CHAOS_ACTION_COUNT] = {0};
+        for (size_t i = 0; i < a.n; i++)
+            count[a.ev[i].action]++;
+        for (size_t c = 0; c < sizeof core / sizeof core[0]; c++)
+            assert_true(count[core[c]] > 0);
+    }
+}
+
 static void requests_and_sim_lines(void **state)
 {
     (void)state;
@@ -142,9 +225,8 @@ static void requests_and_sim_lines(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(parse_and_round_trip),
-        cmocka_unit_test(errors_name_the_line),
-        cmocka_unit_test(random_is_seeded_and_bounded),
+        cmocka_unit_test(parse_and_round_trip),         cmocka_unit_test(errors_name_the_line),
+        cmocka_unit_test(random_is_seeded_and_bounded), cmocka_unit_test(random_covers_every_kind),
         cmocka_unit_test(requests_and_sim_lines),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
