@@ -25,6 +25,7 @@ while [ "$i" -le "$rounds" ]; do
         exit 1
     fi
     r=$(awk -v m="$m" -v d="$d" 'BEGIN { printf "%.3f", m / d }')
+    m=$(printf '%.1f' "$m") d=$(printf '%.1f' "$d")
     echo "  round $i: murmur ${m} s, ddp ${d} s, ratio $r"
     ms="$ms $m" ds="$ds $d" rs="$rs $r"
     i=$((i + 1))
@@ -32,16 +33,18 @@ done
 median() { echo "$@" | tr ' ' '\n' | sort -g | awk 'NF { v[++n] = $1 } END { print v[int((n + 1) / 2)] }'; }
 mm=$(median $ms) dm=$(median $ds) rm=$(median $rs)
 echo "torch_cnn: time to 0.90, 2 processes: murmur $mm s, DDP (gloo) $dm s, ratio murmur/DDP $rm (median of $rounds rounds)"
-"$py" - "$mm" "$dm" "$rm" "$rounds" <<'PY'
+"$py" - "$mm" "$dm" "$rm" "$rounds" "$ms" "$ds" "$rs" <<'PY'
 import sys, time
 mm, dm, rm, rounds = sys.argv[1:5]
+per = list(zip(sys.argv[5].split(), sys.argv[6].split(), sys.argv[7].split()))
+rows = "".join(f"| round {k} | {m} | {d} | {r} |\n" for k, (m, d, r) in enumerate(per, 1))
 path = "docs/BENCHMARKS.md"
 begin, end = "<!-- bench-peers:torch_cnn begin -->", "<!-- bench-peers:torch_cnn end -->"
 body = (f"{begin}\nMeasured {time.strftime('%Y-%m-%d')} with `BUILD=build sh bench/peers/torch_cnn.sh "
         f"{rounds}` (2 cores, shared machine): the PyTorch CNN of examples/torch_fashion_cnn.py in "
         f"2 processes, time until both reach 0.90 test accuracy, median of {rounds} interleaved rounds.\n\n"
-        f"| run | time to 0.90 (s) |\n|---|---:|\n| 2 processes mixing through murmur (gossip, 8 bits) | {mm} |\n"
-        f"| 2 processes, PyTorch DDP (gloo) | {dm} |\n| ratio murmur / DDP | {rm} |\n{end}")
+        f"| round | murmur, gossip 8 bits (s) | PyTorch DDP, gloo (s) | ratio murmur / DDP |\n|---|---:|---:|---:|\n"
+        f"{rows}| **median** | {mm} | {dm} | **{rm}** |\n{end}")
 text = open(path).read()
 if begin in text and end in text:
     i, j = text.index(begin), text.index(end) + len(end)
