@@ -52,8 +52,26 @@ static inline void cluster_view(cluster *c, const int *alive)
     free(ids);
 }
 
+/* cluster_init with the mixers attached through `ops` (NULL: sim_ops_mix),
+ * each as the node node_of(ctx, i, mixer) returns (NULL: the mixer itself),
+ * e.g. a wrapper that records every frame. */
+static inline void cluster_init_ops(cluster *c, uint32_t n, uint32_t dim,
+                                    const gossip_mix_config *base, const sim_driver_config *dcfg,
+                                    const sim_node_ops *ops,
+                                    void *(*node_of)(void *ctx, uint32_t i, gossip_mix *m),
+                                    void *ctx);
+
 static inline void cluster_init(cluster *c, uint32_t n, uint32_t dim, const gossip_mix_config *base,
                                 const sim_driver_config *dcfg)
+{
+    cluster_init_ops(c, n, dim, base, dcfg, NULL, NULL, NULL);
+}
+
+static inline void cluster_init_ops(cluster *c, uint32_t n, uint32_t dim,
+                                    const gossip_mix_config *base, const sim_driver_config *dcfg,
+                                    const sim_node_ops *ops,
+                                    void *(*node_of)(void *ctx, uint32_t i, gossip_mix *m),
+                                    void *ctx)
 {
     memset(c, 0, sizeof *c);
     c->n = n;
@@ -72,7 +90,8 @@ static inline void cluster_init(cluster *c, uint32_t n, uint32_t dim, const goss
         int rc = gossip_mix_create(&c->m[i], sim_driver_env(c->d, i), &cfg);
         if (rc)
             fail_msg("gossip_mix_create: %s", gossip_strerror(rc));
-        assert_int_equal(sim_driver_attach(c->d, i, cfg.self, &sim_ops_mix, c->m[i]), 0);
+        void *node = node_of ? node_of(ctx, i, c->m[i]) : c->m[i];
+        assert_int_equal(sim_driver_attach(c->d, i, cfg.self, ops ? ops : &sim_ops_mix, node), 0);
         c->x[i] = calloc(dim, sizeof(float));
     }
     cluster_view(c, NULL);
