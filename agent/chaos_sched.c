@@ -407,6 +407,22 @@ int chaos_event_sim_line(const chaos_event *e, char *out, size_t cap)
     case CHAOS_KILL:
         snprintf(out, cap, "%g crash %d restart_after=%g", e->at_s, e->on, e->for_s);
         return 1;
+    /* the link faults: on the frames the member sends, as its rule */
+    case CHAOS_DELAY:
+        snprintf(out, cap, "%g delay %s ms=%u jitter=%u duration=%g", e->at_s, who, e->ms,
+                 e->jitter, e->for_s);
+        return 1;
+    case CHAOS_BANDWIDTH:
+        snprintf(out, cap, "%g bandwidth %s mbps=%.17g duration=%g", e->at_s, who,
+                 (double)e->bps / 1e6, e->for_s);
+        return 1;
+    case CHAOS_DUPLICATE:
+        snprintf(out, cap, "%g duplicate %s p=%g duration=%g", e->at_s, who, e->p, e->for_s);
+        return 1;
+    case CHAOS_REORDER:
+        snprintf(out, cap, "%g reorder %s p=%g window=%u duration=%g", e->at_s, who, e->p,
+                 e->window, e->for_s);
+        return 1;
     default:
         return 0;
     }

@@ -106,9 +106,11 @@ void chaos_event_request(const chaos_event *e, int member, const uint64_t *ids, 
                          char *out, size_t cap);
 
 /* The simulator's fault line (sim/faults.h) for one event: 1 and the line
- * in out, or 0 when the simulator has no counterpart (delay, bandwidth,
- * duplicate, reorder). drop maps to loss on every link, kill to crash with
- * restart_after, pause/slow/corrupt/partition to their own kinds. */
+ * in out, or 0 when the simulator has no counterpart. drop maps to loss on
+ * every link, kill to crash with restart_after, pause/slow/corrupt/
+ * partition and the link faults (delay with jitter, bandwidth in Mb/s,
+ * duplicate, reorder: on the member's outgoing frames, or every member's)
+ * to their own kinds. */
 int chaos_event_sim_line(const chaos_event *e, char *out, size_t cap);
 
 #endif

@@ -73,7 +73,7 @@ void sim_agents_hook_after(void *ctx, uint32_t i)
 
 uint64_t sim_agents_step_us(runner *r, uint32_t i)
 {
-    return sim_compute_step_us(r->comp, i);
+    return sim_inject_step_us(r, i, sim_compute_step_us(r->comp, i));
 }
 
 /* Agent i's mixing round ended: its result goes to the schedule, which

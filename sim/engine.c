@@ -44,6 +44,7 @@ typedef struct link_tail {
     uint32_t to;
     uint32_t busy;
     frame *f;
+    uint64_t last_ns; /* timed mode: latest network delivery on the link (FIFO) */
     frame *head;
 } link_tail;
 
@@ -595,6 +596,18 @@ void sim_engine_schedule_ns(sim_engine *e, uint64_t t_ns, uint32_t kind, uint32_
     push(e, t_ns, kind, agent_i, a, b, ptr);
 }
 
+/* A link delivers in order (one TCP connection): a frame is not handed
+ * over before the one sent ahead of it on the link, even when the latency
+ * fell in between (a latency trace). The host's extra delay (jitter,
+ * reordering faults) is added after, so it may still reorder. */
+static uint64_t fifo(link_tail *t, uint64_t deliver_ns)
+{
+    if (deliver_ns < t->last_ns)
+        deliver_ns = t->last_ns;
+    t->last_ns = deliver_ns;
+    return deliver_ns;
+}
+
 /* Timed mode: put frame f on the network at time `at` (ns); the link is
  * busy while a flow carries it. */
 static void link_send(sim_engine *e, link_tail *t, frame *f, uint64_t at)
@@ -602,7 +615,7 @@ static void link_send(sim_engine *e, link_tail *t, frame *f, uint64_t at)
     sim_net_delivery d;
     int fate = sim_net_send(e->net, f->from, f->to, f->len, (uint64_t)(uintptr_t)f, at, &d);
     if (fate == SIM_NET_DELIVER) {
-        push(e, d.deliver_ns + f->extra, EV_DELIVER, f->to, 0, 0, f);
+        push(e, fifo(t, d.deliver_ns) + f->extra, EV_DELIVER, f->to, 0, 0, f);
     } else if (fate == SIM_NET_QUEUED) {
         t->busy = 1;
     } else if (fate == SIM_NET_LOST) {
@@ -641,6 +654,54 @@ static void link_done(sim_engine *e, uint32_t from, uint32_t to, uint64_t at)
 
 /* ---- drain, deliver, tick ----------------------------------------------------- */
 
+/* Copy one frame i -> to into the engine and route it: pending (rounds),
+ * or onto its link (timed). Returns 0, or -1 when the engine failed. */
+static int route(sim_engine *e, uint32_t i, uint32_t to, const gossip_send *s)
+{
+    frame *f = malloc(sizeof *f + s->len);
+    if (!f) {
+        fail(e, SIM_ENGINE_ENOMEM, "out of memory (frames)");
+        return -1;
+    }
+    f->from = i;
+    f->to = to;
+    f->len = (uint32_t)s->len;
+    f->extra = 0;
+    memcpy(f->bytes, s->frame, s->len);
+    f->gprev = NULL;
+    f->gnext = e->live;
+    if (e->live)
+        e->live->gprev = f;
+    e->live = f;
+    if (!e->timed) {
+        if (pending_push(e, f) != 0) {
+            frame_free(e, f);
+            fail(e, SIM_ENGINE_ENOMEM, "out of memory (pending frames)");
+            return -1;
+        }
+        return 0;
+    }
+    if (e->cfg.hooks.delay)
+        f->extra = ns_of_us(e->cfg.hooks.delay(e->cfg.hooks.ctx, i, to));
+    link_tail *t = link_get(e, i, to);
+    if (!t) {
+        frame_free(e, f);
+        fail(e, SIM_ENGINE_ENOMEM, "out of memory (links)");
+        return -1;
+    }
+    f->lnext = NULL;
+    if (t->busy) {
+        if (t->head)
+            t->f->lnext = f;
+        else
+            t->head = f;
+        t->f = f;
+        return 0;
+    }
+    link_send(e, t, f, e->now);
+    return e->failed ? -1 : 0;
+}
+
 void sim_engine_drain(sim_engine *e, uint32_t i)
 {
     agent *g = &e->a[i];
@@ -668,49 +729,14 @@ void sim_engine_drain(sim_engine *e, uint32_t i)
                 continue;
             }
         }
-        frame *f = malloc(sizeof *f + s.len);
-        if (!f) {
-            fail(e, SIM_ENGINE_ENOMEM, "out of memory (frames)");
-            return;
+        int copies = 1;
+        if (e->cfg.hooks.duplicate && e->cfg.hooks.duplicate(e->cfg.hooks.ctx, i, to)) {
+            copies = 2;
+            e->stats.duplicated++;
         }
-        f->from = i;
-        f->to = to;
-        f->len = (uint32_t)s.len;
-        f->extra = 0;
-        memcpy(f->bytes, s.frame, s.len);
-        f->gprev = NULL;
-        f->gnext = e->live;
-        if (e->live)
-            e->live->gprev = f;
-        e->live = f;
-        if (!e->timed) {
-            if (pending_push(e, f) != 0) {
-                frame_free(e, f);
-                fail(e, SIM_ENGINE_ENOMEM, "out of memory (pending frames)");
+        for (int c = 0; c < copies; c++)
+            if (route(e, i, to, &s) != 0)
                 return;
-            }
-            continue;
-        }
-        if (e->cfg.hooks.delay)
-            f->extra = ns_of_us(e->cfg.hooks.delay(e->cfg.hooks.ctx, i, to));
-        link_tail *t = link_get(e, i, to);
-        if (!t) {
-            frame_free(e, f);
-            fail(e, SIM_ENGINE_ENOMEM, "out of memory (links)");
-            return;
-        }
-        f->lnext = NULL;
-        if (t->busy) {
-            if (t->head)
-                t->f->lnext = f;
-            else
-                t->head = f;
-            t->f = f;
-            continue;
-        }
-        link_send(e, t, f, e->now);
-        if (e->failed)
-            return;
     }
     if (e->timed) {
         gossip_time_us dl = g->ops->deadline(g->node);
@@ -801,7 +827,12 @@ long sim_engine_run_until(sim_engine *e, gossip_time_us until_us, int (*stop)(vo
             }
             while (sim_net_pop(e->net, &d) && !e->failed) {
                 frame *f = (frame *)(uintptr_t)d.tag;
-                push(e, d.deliver_ns + f->extra, EV_DELIVER, d.dst, 0, 0, f);
+                link_tail *t = link_get(e, d.src, d.dst);
+                if (!t) {
+                    fail(e, SIM_ENGINE_ENOMEM, "out of memory (links)");
+                    break;
+                }
+                push(e, fifo(t, d.deliver_ns) + f->extra, EV_DELIVER, d.dst, 0, 0, f);
                 link_done(e, d.src, d.dst, tn);
             }
             continue;

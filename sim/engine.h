@@ -127,6 +127,10 @@ typedef struct sim_engine_hooks {
     /* Extra one-way delay of a frame, added to its delivery time when it is
      * sent (timed mode): per-message jitter, a slow receiver. */
     uint64_t (*delay)(void *ctx, uint32_t from, uint32_t to);
+    /* Return 1 to send a second copy of a frame about to be routed (a
+     * duplicate fault); each copy then goes its own way (its own loss
+     * draw, delay, bandwidth) and is delivered or lost on its own. */
+    int (*duplicate)(void *ctx, uint32_t from, uint32_t to);
     /* Every input of the trace hash as it is mixed in, in order: a
      * delivered frame (frame != NULL: sender, receiver, its bytes) or a
      * host value of sim_engine_trace (frame == NULL, value). For an event
@@ -149,7 +153,8 @@ typedef struct sim_engine_config {
 } sim_engine_config;
 
 /* Counters since creation. lost = unknown + dropped_loss + partitioned +
- * dead (every frame pulled from an object and not delivered). */
+ * dead (every frame pulled from an object, or copied by the duplicate hook,
+ * and not delivered): sent + duplicated = delivered + lost + in flight. */
 typedef struct sim_engine_stats {
     uint64_t sent;            /* frames pulled from the objects */
     uint64_t delivered;       /* frames handed to recv */
@@ -157,6 +162,7 @@ typedef struct sim_engine_stats {
     uint64_t unknown;         /* addressed to no agent, or to the sender itself */
     uint64_t dropped;         /* lost by the loss model, a partition or the filter */
     uint64_t dead;            /* receiver (or, queued on a link, sender) down */
+    uint64_t duplicated;      /* second copies made by the duplicate hook */
     uint64_t rejected;        /* recv returned an error */
     uint64_t bad_header;      /* did not decode as a frame */
     uint64_t bytes_sent;      /* bytes of every frame pulled */

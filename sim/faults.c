@@ -33,6 +33,7 @@ typedef struct parsed {
     item items[SIM_FAULT_ITEMS_MAX];
     uint32_t nitems;
     double value;
+    double value2; /* delay: jitter ms; reorder: window ms */
     double duration_s;
     double restart_after_s;
 } parsed;
@@ -76,6 +77,26 @@ const char *sim_fault_kind_name(sim_fault_kind kind)
         return "corrupt";
     case SIM_FAULT_CORRUPT_END:
         return "corrupt-end";
+    case SIM_FAULT_DELAY:
+        return "delay";
+    case SIM_FAULT_DELAY_END:
+        return "delay-end";
+    case SIM_FAULT_BANDWIDTH:
+        return "bandwidth";
+    case SIM_FAULT_BANDWIDTH_END:
+        return "bandwidth-end";
+    case SIM_FAULT_DUPLICATE:
+        return "duplicate";
+    case SIM_FAULT_DUPLICATE_END:
+        return "duplicate-end";
+    case SIM_FAULT_REORDER:
+        return "reorder";
+    case SIM_FAULT_REORDER_END:
+        return "reorder-end";
+    case SIM_FAULT_BANDWIDTH_TRACE:
+        return "bandwidth-trace";
+    case SIM_FAULT_LATENCY_TRACE:
+        return "latency-trace";
     }
     return "unknown";
 }
@@ -196,7 +217,7 @@ static int parse_line(const char *line, parsed *p, char *err, size_t errlen)
         sim_fault_kind kind;
         int arg;          /* 1 TARGETS, 2 groups, 3 probability, 0 none */
         const char *keys; /* allowed key=value keys, space separated */
-        const char *need; /* required key */
+        const char *need; /* required keys, space separated */
     } kinds[] = {
         {"crash", SIM_FAULT_CRASH, 1, "restart_after", NULL},
         {"restart", SIM_FAULT_RESTART, 1, "", NULL},
@@ -207,6 +228,10 @@ static int parse_line(const char *line, parsed *p, char *err, size_t errlen)
         {"slow", SIM_FAULT_SLOW, 1, "factor duration", "factor"},
         {"pause", SIM_FAULT_PAUSE, 1, "duration", NULL},
         {"corrupt", SIM_FAULT_CORRUPT_START, 3, "duration", NULL},
+        {"delay", SIM_FAULT_DELAY, 1, "ms jitter duration", "ms"},
+        {"bandwidth", SIM_FAULT_BANDWIDTH, 1, "mbps duration", "mbps"},
+        {"duplicate", SIM_FAULT_DUPLICATE, 1, "p duration", "p"},
+        {"reorder", SIM_FAULT_REORDER, 1, "p window duration", "p window"},
     };
     size_t k = 0, nk = sizeof kinds / sizeof kinds[0];
     while (k < nk && strcmp(tok[1], kinds[k].name))
@@ -214,7 +239,7 @@ static int parse_line(const char *line, parsed *p, char *err, size_t errlen)
     if (k == nk) {
         set_err(err, errlen,
                 "unknown fault '%s' (crash, restart, join, partition, heal, loss, slow, pause, "
-                "corrupt)",
+                "corrupt, delay, bandwidth, duplicate, reorder)",
                 tok[1]);
         return SIM_FAULTS_ESYNTAX;
     }
@@ -263,7 +288,7 @@ static int parse_line(const char *line, parsed *p, char *err, size_t errlen)
         }
         ti = 3;
     }
-    int have_need = kinds[k].need == NULL;
+    char given[64] = " "; /* the keys seen, space separated */
     for (; ti < nt; ti++) {
         char *eq = strchr(tok[ti], '=');
         if (!eq) {
@@ -290,22 +315,55 @@ static int parse_line(const char *line, parsed *p, char *err, size_t errlen)
             set_err(err, errlen, "%s=%s: not a non-negative number", key, val);
             return SIM_FAULTS_ESYNTAX;
         }
+        if (strlen(given) + kl + 2 < sizeof given) {
+            strcat(given, key);
+            strcat(given, " ");
+        }
         if (!strcmp(key, "factor")) {
             if (v < 1 || v > 1e6) {
                 set_err(err, errlen, "factor=%s: a slowdown factor in [1, 1e6]", val);
                 return SIM_FAULTS_ESYNTAX;
             }
             p->value = v;
-            have_need = 1;
+        } else if (!strcmp(key, "ms") || !strcmp(key, "jitter") || !strcmp(key, "window")) {
+            if (v > SIM_FAULT_DELAY_MS_MAX) {
+                set_err(err, errlen, "%s=%s: milliseconds in [0, %u]", key, val,
+                        SIM_FAULT_DELAY_MS_MAX);
+                return SIM_FAULTS_ESYNTAX;
+            }
+            if (!strcmp(key, "ms"))
+                p->value = v;
+            else
+                p->value2 = v;
+        } else if (!strcmp(key, "mbps")) {
+            if (!(v > 0) || v > 1e7) {
+                set_err(err, errlen, "mbps=%s: a bandwidth in (0, 1e7] Mb/s", val);
+                return SIM_FAULTS_ESYNTAX;
+            }
+            p->value = v;
+        } else if (!strcmp(key, "p")) {
+            if (v > 1) {
+                set_err(err, errlen, "p=%s: a probability in [0, 1]", val);
+                return SIM_FAULTS_ESYNTAX;
+            }
+            p->value = v;
         } else if (!strcmp(key, "duration")) {
             p->duration_s = v;
         } else {
             p->restart_after_s = v;
         }
     }
-    if (!have_need) {
-        set_err(err, errlen, "'%s' needs %s=...", tok[1], kinds[k].need);
-        return SIM_FAULTS_ESYNTAX;
+    /* every required key given */
+    for (const char *q = kinds[k].need; q && *q;) {
+        const char *sp = strchr(q, ' ');
+        size_t ql = sp ? (size_t)(sp - q) : strlen(q);
+        char want[24];
+        snprintf(want, sizeof want, " %.*s ", (int)ql, q);
+        if (!strstr(given, want)) {
+            set_err(err, errlen, "'%s' needs %.*s=...", tok[1], (int)ql, q);
+            return SIM_FAULTS_ESYNTAX;
+        }
+        q = sp ? sp + 1 : NULL;
     }
     return SIM_FAULTS_OK;
 }
@@ -343,8 +401,8 @@ static int push_targets(builder *b, uint32_t agent, uint32_t group)
     return SIM_FAULTS_OK;
 }
 
-static int push_event(builder *b, uint64_t t_us, sim_fault_kind kind, uint32_t first,
-                      uint32_t count, double value, int32_t line)
+static int push_event2(builder *b, uint64_t t_us, sim_fault_kind kind, uint32_t first,
+                       uint32_t count, double value, double value2, int32_t line)
 {
     sim_fault_list *l = b->l;
     if (l->len == SIM_FAULTS_EVENTS_MAX)
@@ -362,8 +420,15 @@ static int push_event(builder *b, uint64_t t_us, sim_fault_kind kind, uint32_t f
                                       .first = first,
                                       .count = count,
                                       .value = value,
+                                      .value2 = value2,
                                       .line = line};
     return SIM_FAULTS_OK;
+}
+
+static int push_event(builder *b, uint64_t t_us, sim_fault_kind kind, uint32_t first,
+                      uint32_t count, double value, int32_t line)
+{
+    return push_event2(b, t_us, kind, first, count, value, 0, line);
 }
 
 static uint64_t s_to_us(double s)
@@ -484,6 +549,16 @@ static int add_line(builder *b, const sim_faults_config *cfg, size_t li, char *e
         if (!rc && p.duration_s > 0)
             rc = push_event(b, t + s_to_us(p.duration_s), SIM_FAULT_CORRUPT_END, first, 0, 0, line);
         break;
+    case SIM_FAULT_DELAY:
+    case SIM_FAULT_BANDWIDTH:
+    case SIM_FAULT_DUPLICATE:
+    case SIM_FAULT_REORDER:
+        /* each of these kinds is followed by its END in the enum */
+        rc = push_event2(b, t, p.kind, first, count, p.value, p.value2, line);
+        if (!rc && p.duration_s > 0)
+            rc = push_event(b, t + s_to_us(p.duration_s), (sim_fault_kind)(p.kind + 1), first,
+                            count, 0, line);
+        break;
     default:
         rc = push_event(b, t, p.kind, first, count, 0, line);
         break;
@@ -553,6 +628,25 @@ static int add_random(builder *b, const sim_faults_config *cfg)
     return rc;
 }
 
+/* Stable sort by time: sort on (time, insertion index) with the index
+ * parked in `first`, then put `first` back. */
+static int sort_stable(sim_fault_list *out)
+{
+    uint32_t *firsts = malloc((out->len ? out->len : 1) * sizeof *firsts);
+    if (!firsts)
+        return SIM_FAULTS_ENOMEM;
+    for (size_t i = 0; i < out->len; i++) {
+        firsts[i] = out->events[i].first;
+        out->events[i].first = (uint32_t)i;
+    }
+    if (out->len > 1) /* qsort(NULL, 0, ...) is undefined */
+        qsort(out->events, out->len, sizeof *out->events, cmp_event);
+    for (size_t i = 0; i < out->len; i++)
+        out->events[i].first = firsts[out->events[i].first];
+    free(firsts);
+    return SIM_FAULTS_OK;
+}
+
 int sim_faults_build(sim_fault_list *out, const sim_faults_config *cfg, char *err, size_t errlen)
 {
     memset(out, 0, sizeof *out);
@@ -575,24 +669,8 @@ int sim_faults_build(sim_fault_list *out, const sim_faults_config *cfg, char *er
         rc = add_line(&b, cfg, i, err, errlen);
     if (rc == 0)
         rc = add_random(&b, cfg);
-    if (rc == 0) {
-        /* stable sort by time: sort on (time, insertion index) with the index
-         * parked in `first`, then put `first` back */
-        uint32_t *firsts = malloc((out->len ? out->len : 1) * sizeof *firsts);
-        if (!firsts) {
-            rc = SIM_FAULTS_ENOMEM;
-        } else {
-            for (size_t i = 0; i < out->len; i++) {
-                firsts[i] = out->events[i].first;
-                out->events[i].first = (uint32_t)i;
-            }
-            if (out->len > 1) /* qsort(NULL, 0, ...) is undefined */
-                qsort(out->events, out->len, sizeof *out->events, cmp_event);
-            for (size_t i = 0; i < out->len; i++)
-                out->events[i].first = firsts[out->events[i].first];
-            free(firsts);
-        }
-    }
+    if (rc == 0)
+        rc = sort_stable(out);
     if (rc == 0) {
         out->absent = calloc(cfg->agents, 1);
         uint8_t *seen = calloc(cfg->agents, 1);
@@ -637,4 +715,78 @@ void sim_fault_list_free(sim_fault_list *l)
 int sim_fault_list_absent_at_start(const sim_fault_list *l, uint32_t agent)
 {
     return l->absent && agent < l->agents && l->absent[agent];
+}
+
+/* ---- targets and traces ---- */
+
+int sim_faults_targets(const char *spec, uint32_t agents, uint8_t *member, char *err, size_t errlen)
+{
+    parsed p;
+    memset(&p, 0, sizeof p);
+    if (strlen(spec) >= SIM_FAULT_LINE_MAX) {
+        set_err(err, errlen, "longer than %u characters", SIM_FAULT_LINE_MAX - 1);
+        return SIM_FAULTS_ESYNTAX;
+    }
+    if (!strncmp(spec, "random:", 7)) {
+        set_err(err, errlen, "'%s': a list of agents and ranges (3,5-9) or all", spec);
+        return SIM_FAULTS_ESYNTAX;
+    }
+    if (parse_targets(spec, &p, err, errlen))
+        return SIM_FAULTS_ESYNTAX;
+    if (member)
+        memset(member, p.form == TARGETS_ALL, agents);
+    for (uint32_t i = 0; i < p.nitems; i++) {
+        if (p.items[i].hi >= agents) {
+            set_err(err, errlen, "agent %u out of range (0..%u)", p.items[i].hi, agents - 1);
+            return SIM_FAULTS_ERANGE;
+        }
+        if (member)
+            for (uint32_t a = p.items[i].lo; a <= p.items[i].hi; a++)
+                member[a] = 1;
+    }
+    return SIM_FAULTS_OK;
+}
+
+typedef struct trace_ctx {
+    builder b;
+    sim_fault_kind kind;
+    uint32_t first, count;
+} trace_ctx;
+
+static int trace_change(void *ctx, uint64_t t_us, double value)
+{
+    trace_ctx *c = ctx;
+    return push_event(&c->b, t_us, c->kind, c->first, c->count, value, -1);
+}
+
+int sim_faults_add_trace(sim_fault_list *l, sim_fault_kind kind, const sim_trace *t,
+                         const uint8_t *member, uint64_t horizon_us, char *err, size_t errlen)
+{
+    if (kind != SIM_FAULT_BANDWIDTH_TRACE && kind != SIM_FAULT_LATENCY_TRACE) {
+        set_err(err, errlen, "faults: %s is not a trace kind", sim_fault_kind_name(kind));
+        return SIM_FAULTS_ERANGE;
+    }
+    /* the builder's capacities are the current lengths: it grows from there */
+    trace_ctx c = {.b = {.l = l, .ev_cap = l->len, .tg_cap = l->targets_len}, .kind = kind};
+    c.first = (uint32_t)l->targets_len;
+    int rc = SIM_FAULTS_OK;
+    for (uint32_t a = 0; a < l->agents && rc == 0; a++)
+        if (member[a])
+            rc = push_targets(&c.b, a, 0);
+    c.count = (uint32_t)(l->targets_len - c.first);
+    if (rc == 0) {
+        rc = sim_trace_changes(t, horizon_us, trace_change, &c);
+        if (rc == SIM_TRACE_ETOOMANY)
+            rc = SIM_FAULTS_ETOOMANY;
+    }
+    if (rc == 0)
+        rc = sort_stable(l);
+    if (rc == SIM_FAULTS_ETOOMANY)
+        set_err(err, errlen,
+                "the trace makes more than %u changes over the run (or the fault list more than "
+                "%u events); use a longer period or a shorter run",
+                SIM_TRACE_CHANGES_MAX, SIM_FAULTS_EVENTS_MAX);
+    else if (rc)
+        set_err(err, errlen, "faults: out of memory");
+    return rc;
 }

@@ -30,6 +30,16 @@
  *                                       receiver's channel MAC refuses it;
  *                                       back to none after S (0 = for good)
  *
+ *   Link faults of the agent's [faults] section (net/faults.h), on the
+ *   frames the targets send (their egress, as a rule on their transport);
+ *   each ends after S (0 = for good):
+ *   T delay TARGETS ms=M [jitter=J] [duration=S]  every frame M + U(0, J) ms later
+ *   T bandwidth TARGETS mbps=X [duration=S]  uplink capped at X Mb/s
+ *   T duplicate TARGETS p=P [duration=S]  a frame sent twice with probability P
+ *   T reorder TARGETS p=P window=W [duration=S]  a frame held U(0, W) ms more
+ *                                       with probability P (so it may pass
+ *                                       frames sent after it)
+ *
  *   TARGETS: comma-separated agent indices and ranges (3,5-9), `all`, or
  *   `random:K` (K distinct agents drawn from the seed).
  *
@@ -47,6 +57,11 @@
  *   PAUSE      frames from and to the targets dropped, their CPU stopped
  *   RESUME     undo PAUSE (their state was kept: no state transfer)
  *   CORRUPT_START / CORRUPT_END  frame corruption probability (sim/inject)
+ *   DELAY, BANDWIDTH, DUPLICATE, REORDER and their _END: the link faults
+ *              above (sim/inject: the engine's delay and duplicate hooks,
+ *              sim_net_set_bandwidth)
+ *   BANDWIDTH_TRACE, LATENCY_TRACE: one change of a trace file (sim/trace)
+ *              for the targets: sim_net_set_bandwidth, sim_net_set_latency
  *
  * Random faults (in [0, horizon)):
  * - crashes at crash_rate_per_s for the whole population (exponential gaps
@@ -71,6 +86,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "sim/trace.h"
+
 /* Longest fault line, including the NUL. */
 #define SIM_FAULT_LINE_MAX 256u
 /* Most target items (agents or ranges) on one line. */
@@ -82,6 +99,9 @@
 #define SIM_FAULTS_EVENTS_MAX (1u << 23)
 /* Most agents (as SIM_ENGINE_AGENTS_MAX). */
 #define SIM_FAULTS_AGENTS_MAX (1u << 24)
+/* Longest delay, jitter or reorder window, ms (net/faults.h's bound: one
+ * minute; longer is a partition). */
+#define SIM_FAULT_DELAY_MS_MAX 60000u
 
 _Static_assert(SIM_FAULT_GROUPS_MAX <= SIM_FAULT_ITEMS_MAX, "a group needs an item");
 
@@ -99,6 +119,17 @@ typedef enum sim_fault_kind {
     SIM_FAULT_RESUME,
     SIM_FAULT_CORRUPT_START,
     SIM_FAULT_CORRUPT_END,
+    /* each link fault is followed by its end (sim/faults.c relies on it) */
+    SIM_FAULT_DELAY,
+    SIM_FAULT_DELAY_END,
+    SIM_FAULT_BANDWIDTH,
+    SIM_FAULT_BANDWIDTH_END,
+    SIM_FAULT_DUPLICATE,
+    SIM_FAULT_DUPLICATE_END,
+    SIM_FAULT_REORDER,
+    SIM_FAULT_REORDER_END,
+    SIM_FAULT_BANDWIDTH_TRACE,
+    SIM_FAULT_LATENCY_TRACE,
 } sim_fault_kind;
 
 typedef enum sim_faults_err {
@@ -112,12 +143,15 @@ typedef enum sim_faults_err {
 /* One fault. Targets are targets[first .. first + count) of the list; for
  * PARTITION, groups[i] is the group of targets[i] (agents not listed are in
  * group 0). value: LOSS_START and CORRUPT_START probability, SLOW factor,
- * PAUSE duration in seconds (0 = until the end), else 0. */
+ * PAUSE duration in seconds (0 = until the end), DELAY ms, BANDWIDTH Mb/s,
+ * DUPLICATE and REORDER probability, a trace's value (Mb/s, ms), else 0.
+ * value2: DELAY jitter ms, REORDER window ms, else 0. */
 typedef struct sim_fault {
     uint64_t time_us;
     sim_fault_kind kind;
     uint32_t first, count;
     double value;
+    double value2;
     int32_t line; /* index of the scheduled line it came from, -1 if random */
 } sim_fault;
 
@@ -161,5 +195,21 @@ int sim_fault_list_absent_at_start(const sim_fault_list *l, uint32_t agent);
 
 /* "crash", "restart", ... */
 const char *sim_fault_kind_name(sim_fault_kind kind);
+
+/* A set of agents as a fault line writes it ("3,5-9" or "all"; not
+ * random:K): member[a] = 1 for the agents in it (member may be NULL to
+ * check only). Errors (message in err): SIM_FAULTS_ESYNTAX, SIM_FAULTS_ERANGE
+ * (an agent >= agents). */
+int sim_faults_targets(const char *spec, uint32_t agents, uint8_t *member, char *err,
+                       size_t errlen);
+
+/* Append the changes of trace t in [0, horizon_us) as events of `kind`
+ * (BANDWIDTH_TRACE or LATENCY_TRACE) for the agents with member[a] set,
+ * and keep the list in order (at equal times, after the events already
+ * there). Errors: SIM_FAULTS_ETOOMANY (more than SIM_TRACE_CHANGES_MAX
+ * changes, or the list's bound), SIM_FAULTS_ERANGE (another kind),
+ * SIM_FAULTS_ENOMEM; message in err. */
+int sim_faults_add_trace(sim_fault_list *l, sim_fault_kind kind, const sim_trace *t,
+                         const uint8_t *member, uint64_t horizon_us, char *err, size_t errlen);
 
 #endif

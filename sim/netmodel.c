@@ -53,6 +53,7 @@ struct sim_net {
     uint64_t lat_const_ns;
     double lat_a, lat_b;
     uint64_t *lat_matrix_ns;
+    uint64_t *lat_over_ns; /* per agent, UINT64_MAX = none; NULL until first set */
     double loss;
     model_rng loss_rng;
     uint32_t *group; /* NULL: no partition */
@@ -404,6 +405,7 @@ void sim_net_destroy(sim_net *n)
     free(n->comp_links);
     free(n->stack);
     free(n->lat_matrix_ns);
+    free(n->lat_over_ns);
     free(n->group);
     free(n->flows);
     free(n->heap);
@@ -420,6 +422,11 @@ uint64_t sim_net_latency_ns(const sim_net *n, uint32_t src, uint32_t dst)
     assert(src < n->agents && dst < n->agents);
     if (src == dst)
         return 0;
+    if (n->lat_over_ns) {
+        uint64_t a = n->lat_over_ns[src], b = n->lat_over_ns[dst];
+        if (a != UINT64_MAX || b != UINT64_MAX)
+            return a == UINT64_MAX ? b : b == UINT64_MAX ? a : a > b ? a : b;
+    }
     switch (n->lat_kind) {
     case SIM_NET_LAT_CONST:
         return n->lat_const_ns;
@@ -650,6 +657,23 @@ int sim_net_set_bandwidth(sim_net *n, uint32_t agent, double up_bps, double down
     n->seeds[n->nseeds++] = 2 * agent;
     n->seeds[n->nseeds++] = 2 * agent + 1;
     recompute(n, now_ns, 1);
+    return SIM_NET_OK;
+}
+
+int sim_net_set_latency(sim_net *n, uint32_t agent, double latency_ms)
+{
+    if (agent >= n->agents || !(latency_ms <= SIM_NET_LATENCY_MS_MAX) || isnan(latency_ms))
+        return SIM_NET_EINVAL;
+    if (!n->lat_over_ns) {
+        if (latency_ms < 0)
+            return SIM_NET_OK;
+        n->lat_over_ns = malloc(n->agents * sizeof *n->lat_over_ns);
+        if (!n->lat_over_ns)
+            return SIM_NET_ENOMEM;
+        for (uint32_t a = 0; a < n->agents; a++)
+            n->lat_over_ns[a] = UINT64_MAX;
+    }
+    n->lat_over_ns[agent] = latency_ms < 0 ? UINT64_MAX : ms_to_ns(latency_ms);
     return SIM_NET_OK;
 }
 

@@ -165,6 +165,15 @@ int sim_net_set_bandwidth(sim_net *n, uint32_t agent, double up_bps, double down
  * src and dst must be < agents (asserted). */
 uint64_t sim_net_latency_ns(const sim_net *n, uint32_t src, uint32_t dst);
 
+/* Latency override of one agent (a latency trace): every link from or to
+ * the agent has latency_ms (rounded to the nearest ns) instead of the
+ * configured one; with overrides at both ends the larger holds; a negative
+ * value removes the override. It applies to messages delivered from now
+ * on (a flow in transfer gets the latency in force when it finishes).
+ * Errors: SIM_NET_EINVAL (agent out of range, above the maximum, NaN),
+ * SIM_NET_ENOMEM. */
+int sim_net_set_latency(sim_net *n, uint32_t agent, double latency_ms);
+
 /* Loss probability for messages sent from now on: base loss, or a burst's
  * (the larger wins) until sim_net_set_loss is called again. Errors:
  * SIM_NET_EINVAL (p outside [0, 1]). */

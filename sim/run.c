@@ -347,6 +347,8 @@ static int setup(runner *r)
     free(lines);
     if (rc)
         return sim_runner_fail(r, SIM_RUN_EFAULTS, "faults: %s", msg);
+    if (sim_inject_init(r))
+        return r->failed;
     if (sim_models_init(r))
         return r->failed;
 
@@ -364,7 +366,9 @@ static int setup(runner *r)
                   .after = sim_agents_hook_after,
                   .event = hook_event,
                   .trace = r->opts->on_trace ? hook_trace : NULL,
-                  .filter = sim_inject_filter},
+                  .filter = sim_inject_filter,
+                  .delay = sim_inject_delay,
+                  .duplicate = sim_inject_duplicate},
     };
     rc = sim_engine_create(&r->e, &ec);
     free(r->matrix);
@@ -467,6 +471,7 @@ static void teardown(runner *r)
     sim_shardsim_free(r);
     sim_checks_free(r);
     sim_fault_list_free(&r->faults);
+    sim_inject_free(r);
     sim_compute_destroy(r->comp);
     free(r->matrix);
 }

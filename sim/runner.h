@@ -75,6 +75,7 @@ typedef struct sim_agent_state {
 } sim_agent_state;
 
 typedef struct runner runner;
+typedef struct sim_inject sim_inject; /* inject.c: link faults and traces */
 
 /* models.c: what an agent trains. */
 typedef struct sim_model_ops {
@@ -176,7 +177,8 @@ struct runner {
     model_rng corrupt_rng;
     uint64_t corrupted; /* frames corrupted */
     uint32_t n_paused;
-    double *matrix; /* latency matrix until the engine copied it */
+    sim_inject *inj; /* link faults and traces (sim/inject) */
+    double *matrix;  /* latency matrix until the engine copied it */
     sim_models m;
     sim_shardsim sh;
     sim_checks chk;
@@ -244,7 +246,19 @@ void sim_agents_hook_prepare(void *ctx, uint32_t i);
 void sim_agents_hook_after(void *ctx, uint32_t i);
 
 /* inject.c */
+/* Load the scenario's traces (bandwidth and latency changes join the fault
+ * list; availability stretches steps) and set up the link faults' state.
+ * After the fault list is built; 0 or the run's error. */
+int sim_inject_init(runner *r);
+void sim_inject_free(runner *r);
 void sim_inject_fault(runner *r, const sim_fault *ft);
+/* How long a step of work_us (at full speed) started now lasts on agent
+ * i under its availability trace (work_us without one). */
+uint64_t sim_inject_step_us(runner *r, uint32_t i, uint64_t work_us);
+/* The engine's delay and duplicate hooks (ctx is the runner): the delay,
+ * jitter and reordering faults of the sender; its duplicate fault. */
+uint64_t sim_inject_delay(void *ctx, uint32_t from, uint32_t to);
+int sim_inject_duplicate(void *ctx, uint32_t from, uint32_t to);
 /* The engine's filter hook (sim_engine_hooks.filter; ctx is the runner):
  * drops frames from and to paused agents, corrupts frames while a corrupt
  * fault lasts. */

@@ -79,6 +79,17 @@ static int check_cnn_spec(const common_option *o, const char *text, void *value,
     return 0;
 }
 
+/* *_trace_agents: all, or agent indices and ranges (the range against
+ * run.agents is checked in sim_scenario_check) */
+static int check_agent_set(const common_option *o, const char *text, void *value, char *why,
+                           size_t whylen)
+{
+    char msg[192];
+    if (sim_faults_targets(text, SIM_FAULTS_AGENTS_MAX, NULL, msg, sizeof msg))
+        return common_errf(why, whylen, COMMON_SETTINGS_EVALUE, "%s", msg);
+    return 0;
+}
+
 /* faults.event: a fault line (sim/faults.h) */
 static int check_fault_line(const common_option *o, const char *text, void *value, char *why,
                             size_t whylen)
@@ -180,6 +191,18 @@ static const common_option scenario_options[] = {
      .help = "download, Mb/s; -1 = bandwidth_mbps, 0 = unlimited"},
     {"network", "loss", F64, F(network.loss), .min = 0, .max = 1, .def = "0",
      .help = "probability that a message is lost"},
+    {"network", "bandwidth_trace", STR, F(network.bandwidth_trace), .def = "",
+     .help = "trace file of 'TIME_S MBPS' lines: upload and download of the agents in "
+             "bandwidth_trace_agents over time (timed mode)"},
+    {"network", "bandwidth_trace_agents", STR, F(network.bandwidth_trace_agents),
+     .check = check_agent_set, .def = "all",
+     .help = "agents that follow bandwidth_trace: all, or indices and ranges (3,5-9)"},
+    {"network", "latency_trace", STR, F(network.latency_trace), .def = "",
+     .help = "trace file of 'TIME_S MS' lines: latency of every link from or to the agents in "
+             "latency_trace_agents over time (timed mode)"},
+    {"network", "latency_trace_agents", STR, F(network.latency_trace_agents),
+     .check = check_agent_set, .def = "all",
+     .help = "agents that follow latency_trace: all, or indices and ranges (3,5-9)"},
     {"compute", "step_ms", F64, F(compute.step_ms), .min = 0, .max = SIM_COMPUTE_STEP_MS_MAX,
      .flags = COMMON_OPT_MIN_EXCLUSIVE, .def = "10",
      .help = "mean time of one local step at speed 1"},
@@ -198,6 +221,12 @@ static const common_option scenario_options[] = {
      .def = "0.5", .help = "lognormal model: sigma (mean fixed at 1)"},
     {"compute", "speed_sigma", F64, F(compute.speed_sigma), .min = 0, .max = 10, .def = "0",
      .help = "per-agent speed spread: speed = exp(speed_sigma * N(0,1))"},
+    {"compute", "availability_trace", STR, F(compute.availability_trace), .def = "",
+     .help = "trace file of 'TIME_S FRACTION' lines: share of the CPU the agents in "
+             "availability_trace_agents have over time, 0 = stopped (timed mode)"},
+    {"compute", "availability_trace_agents", STR, F(compute.availability_trace_agents),
+     .check = check_agent_set, .def = "all",
+     .help = "agents that follow availability_trace: all, or indices and ranges (3,5-9)"},
     {"shards", "count", U32, F(shards.count), .min = 1, .max = 1e6, .def = "16",
      .help = "data shards"},
     {"shards", "replication", U32, F(shards.replication), .min = 1, .max = 64, .def = "3",
@@ -404,6 +433,15 @@ int sim_scenario_load(sim_scenario *sc, const char *path, char *err, size_t errl
                               errlen);
     if (rc == SIM_SCENARIO_OK)
         rc = scenario_resolve(sc, path, "model.data", sc->model.data, 1, err, errlen);
+    if (rc == SIM_SCENARIO_OK)
+        rc = scenario_resolve(sc, path, "network.bandwidth_trace", sc->network.bandwidth_trace, 0,
+                              err, errlen);
+    if (rc == SIM_SCENARIO_OK)
+        rc = scenario_resolve(sc, path, "network.latency_trace", sc->network.latency_trace, 0, err,
+                              errlen);
+    if (rc == SIM_SCENARIO_OK)
+        rc = scenario_resolve(sc, path, "compute.availability_trace",
+                              sc->compute.availability_trace, 0, err, errlen);
     return rc;
 }
 
@@ -450,6 +488,12 @@ static int scenario_no_effect(const sim_scenario *sc, char *err, size_t errlen)
         {"membership.indirect_k", "membership.mode = swim"},
         {"network.latency_ms", "run.mode = timed"},
         {"network.latency_dist", "run.mode = timed"},
+        {"network.bandwidth_trace", "run.mode = timed"},
+        {"network.latency_trace", "run.mode = timed"},
+        {"compute.availability_trace", "run.mode = timed"},
+        {"network.bandwidth_trace_agents", "network.bandwidth_trace"},
+        {"network.latency_trace_agents", "network.latency_trace"},
+        {"compute.availability_trace_agents", "compute.availability_trace"},
     };
     const sim_net_latency_kind d = sc->network.latency_dist;
     const int sm = (int)sc->compute.straggler_model;
@@ -471,6 +515,12 @@ static int scenario_no_effect(const sim_scenario *sc, char *err, size_t errlen)
         sc->membership.mode == SIM_MEMBERSHIP_SWIM,
         timed, /* rounds: latency is not simulated (bandwidth is: shard copies) */
         timed,
+        timed, /* traces change the timed network and compute */
+        timed,
+        timed,
+        sc->network.bandwidth_trace[0] != 0,
+        sc->network.latency_trace[0] != 0,
+        sc->compute.availability_trace[0] != 0,
     };
     _Static_assert(sizeof ok / sizeof ok[0] == sizeof rules / sizeof rules[0], "a rule each");
     for (size_t k = 0; k < sizeof rules / sizeof rules[0]; k++) {
@@ -581,7 +631,31 @@ int sim_scenario_check(const sim_scenario *sc, char *err, size_t errlen)
                         sc->faults.events[i], m ? m + 3 : msg);
             return rc == SIM_FAULTS_ENOMEM ? SIM_SCENARIO_EIO : SIM_SCENARIO_ERANGE;
         }
+        sim_fault_kind k0 = l.len ? l.events[0].kind : SIM_FAULT_CRASH;
         sim_fault_list_free(&l);
+        /* delays and bandwidth act on the timed network only */
+        if (sc->run.mode != SIM_RUN_TIMED &&
+            (k0 == SIM_FAULT_DELAY || k0 == SIM_FAULT_BANDWIDTH || k0 == SIM_FAULT_REORDER)) {
+            common_errf(err, errlen, 0,
+                        "%s: faults.event = %s has no effect: it needs run.mode = timed (rounds "
+                        "mode simulates no latency or bandwidth for mixing)",
+                        sc->faults.event_origin[i], sc->faults.events[i]);
+            return SIM_SCENARIO_EVALUE;
+        }
+    }
+    /* the agent sets of the traces against run.agents */
+    static const char *const sets[] = {"network.bandwidth_trace_agents",
+                                       "network.latency_trace_agents",
+                                       "compute.availability_trace_agents"};
+    const char *setv[] = {sc->network.bandwidth_trace_agents, sc->network.latency_trace_agents,
+                          sc->compute.availability_trace_agents};
+    for (size_t k = 0; k < sizeof sets / sizeof sets[0]; k++) {
+        char msg[192];
+        if (sim_faults_targets(setv[k], sc->run.agents, NULL, msg, sizeof msg)) {
+            common_errf(err, errlen, 0, "%s = %s (%s): %s", sets[k], setv[k],
+                        origin_of(sc, sets[k]), msg);
+            return SIM_SCENARIO_ERANGE;
+        }
     }
     return scenario_no_effect(sc, err, errlen);
 }

@@ -161,6 +161,11 @@ typedef struct sim_scenario {
         double upload_mbps;   /* -1 = bandwidth_mbps */
         double download_mbps; /* -1 = bandwidth_mbps */
         double loss;
+        /* trace files (sim/trace.h) and the agents that follow them */
+        char bandwidth_trace[SIM_SCENARIO_STR_MAX];
+        char bandwidth_trace_agents[SIM_SCENARIO_STR_MAX];
+        char latency_trace[SIM_SCENARIO_STR_MAX];
+        char latency_trace_agents[SIM_SCENARIO_STR_MAX];
     } network;
     struct {
         double step_ms;
@@ -171,6 +176,8 @@ typedef struct sim_scenario {
         double pareto_alpha;
         double lognormal_sigma;
         double speed_sigma;
+        char availability_trace[SIM_SCENARIO_STR_MAX];
+        char availability_trace_agents[SIM_SCENARIO_STR_MAX];
     } compute;
     struct {
         uint32_t count;

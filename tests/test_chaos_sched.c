@@ -215,7 +215,11 @@ static void requests_and_sim_lines(void **state)
     assert_string_equal(out, "10 partition 0,1/2,3 duration=15");
     assert_int_equal(chaos_event_sim_line(&s.ev[1], out, sizeof out), 1);
     assert_string_equal(out, "30 loss 0.3 duration=10");
-    assert_int_equal(chaos_event_sim_line(&s.ev[2], out, sizeof out), 0); /* delay */
+    /* the link faults have counterparts too (sim/faults.h) */
+    assert_int_equal(chaos_event_sim_line(&s.ev[2], out, sizeof out), 1);
+    assert_string_equal(out, "45 delay all ms=200 jitter=50 duration=10");
+    assert_int_equal(chaos_event_sim_line(&s.ev[3], out, sizeof out), 1);
+    assert_string_equal(out, "58 reorder all p=0.3 window=50 duration=5");
     assert_int_equal(chaos_event_sim_line(&s.ev[4], out, sizeof out), 1);
     assert_string_equal(out, "70 pause 3 duration=8");
     assert_int_equal(chaos_event_sim_line(&s.ev[6], out, sizeof out), 1);

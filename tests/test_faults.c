@@ -136,6 +136,16 @@ static void every_syntax_error(void **state)
         {"5 partition 0-1//3", "empty partition group"},
         {"5 partition 0-1/", "empty partition group"},
         {"5 restart 1 a=1 b=2 c=3 d=4 e=5 f=6", "too many words"},
+        {"5 delay 1", "needs ms="},
+        {"5 delay ms=10", "needs targets"},
+        {"5 delay 1 ms=70000", "milliseconds in [0, 60000]"},
+        {"5 delay 1 ms=5 window=3", "takes no option 'window'"},
+        {"5 bandwidth all", "needs mbps="},
+        {"5 bandwidth all mbps=0", "a bandwidth in (0, 1e7]"},
+        {"5 duplicate 2 p=1.5", "a probability in [0, 1]"},
+        {"5 duplicate 2", "needs p="},
+        {"5 reorder 2 p=0.5", "needs window="},
+        {"5 reorder 2 window=10", "needs p="},
     };
     char err[256];
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -299,6 +309,89 @@ static uint64_t list_hash(uint64_t seed)
     return h;
 }
 
+/* The link faults of the agent's [faults] section: each kind with its
+ * values and its end after duration=. */
+static void link_fault_lines(void **state)
+{
+    (void)state;
+    const char *lines[] = {
+        "1 delay 0,2 ms=20 jitter=5 duration=2",
+        "2 bandwidth all mbps=0.064",
+        "3 duplicate 1 p=0.2 duration=1",
+        "4 reorder 3 p=0.3 window=50 duration=0.5",
+    };
+    sim_fault_list l;
+    char err[256] = "";
+    if (build(&l, 4, lines, 4, err))
+        fail_msg("%s", err);
+    struct {
+        uint64_t t;
+        sim_fault_kind k;
+        uint32_t count;
+        double v, v2;
+    } want[] = {
+        {1000000, SIM_FAULT_DELAY, 2, 20, 5},        {2000000, SIM_FAULT_BANDWIDTH, 4, 0.064, 0},
+        {3000000, SIM_FAULT_DELAY_END, 2, 0, 0},     {3000000, SIM_FAULT_DUPLICATE, 1, 0.2, 0},
+        {4000000, SIM_FAULT_DUPLICATE_END, 1, 0, 0}, {4000000, SIM_FAULT_REORDER, 1, 0.3, 50},
+        {4500000, SIM_FAULT_REORDER_END, 1, 0, 0},
+    };
+    assert_int_equal(l.len, sizeof want / sizeof want[0]);
+    for (size_t i = 0; i < l.len; i++) {
+        const sim_fault *e = &l.events[i];
+        if (e->time_us != want[i].t || e->kind != want[i].k || e->count != want[i].count ||
+            e->value != want[i].v || e->value2 != want[i].v2)
+            fail_msg("event %zu: %llu %s x%u %g %g", i, (unsigned long long)e->time_us,
+                     sim_fault_kind_name(e->kind), e->count, e->value, e->value2);
+    }
+    assert_int_equal(l.targets[l.events[0].first + 1], 2);
+    assert_int_equal(l.targets[l.events[5].first], 3);
+    assert_string_equal(sim_fault_kind_name(SIM_FAULT_REORDER_END), "reorder-end");
+    sim_fault_list_free(&l);
+}
+
+/* Trace changes join the list in time order, after the events already
+ * there at the same time, for the agents of the set. */
+static void trace_events(void **state)
+{
+    (void)state;
+    const char *lines[] = {"2 crash 1"};
+    sim_fault_list l;
+    char err[256] = "";
+    assert_int_equal(build(&l, 6, lines, 1, err), 0);
+    sim_trace t;
+    assert_int_equal(sim_trace_parse(&t, SIM_TRACE_BANDWIDTH, "PERIODICITY 4\n0 10\n2 1\n", "bw",
+                                     err, sizeof err),
+                     0);
+    uint8_t member[6];
+    assert_int_equal(sim_faults_targets("1,3-4", 6, member, err, sizeof err), 0);
+    uint8_t want_m[6] = {0, 1, 0, 1, 1, 0};
+    assert_memory_equal(member, want_m, 6);
+    assert_int_equal(
+        sim_faults_add_trace(&l, SIM_FAULT_BANDWIDTH_TRACE, &t, member, 7000000, err, sizeof err),
+        0);
+    /* 0 (10), 2 crash, 2 (1), 4 (10), 6 (1) */
+    assert_int_equal(l.len, 5);
+    assert_int_equal(l.events[0].kind, SIM_FAULT_BANDWIDTH_TRACE);
+    assert_true(l.events[0].value == 10);
+    assert_int_equal(l.events[1].kind, SIM_FAULT_CRASH);
+    assert_int_equal(l.events[2].kind, SIM_FAULT_BANDWIDTH_TRACE);
+    assert_int_equal(l.events[2].time_us, 2000000);
+    assert_true(l.events[2].value == 1);
+    assert_int_equal(l.events[4].time_us, 6000000);
+    assert_int_equal(l.events[4].count, 3);
+    assert_int_equal(l.targets[l.events[4].first + 2], 4);
+    assert_int_equal(l.targets[l.events[1].first], 1); /* the crash kept its target */
+    assert_int_equal(sim_faults_add_trace(&l, SIM_FAULT_CRASH, &t, member, 1, err, sizeof err),
+                     SIM_FAULTS_ERANGE);
+    sim_trace_free(&t);
+    sim_fault_list_free(&l);
+    assert_int_equal(sim_faults_targets("all", 3, member, err, sizeof err), 0);
+    assert_true(member[0] && member[1] && member[2]);
+    assert_int_equal(sim_faults_targets("2,7", 6, NULL, err, sizeof err), SIM_FAULTS_ERANGE);
+    assert_non_null(strstr(err, "agent 7 out of range"));
+    assert_int_equal(sim_faults_targets("random:2", 6, NULL, err, sizeof err), SIM_FAULTS_ESYNTAX);
+}
+
 static void deterministic(void **state)
 {
     (void)state;
@@ -315,6 +408,7 @@ int main(void)
         cmocka_unit_test(schedule_parsing),   cmocka_unit_test(default_restart_after),
         cmocka_unit_test(every_syntax_error), cmocka_unit_test(crash_rate_is_poisson),
         cmocka_unit_test(loss_bursts),        cmocka_unit_test(deterministic),
+        cmocka_unit_test(link_fault_lines),   cmocka_unit_test(trace_events),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -255,6 +255,29 @@ static void nanosecond_transfers(void **state)
     sim_net_destroy(n);
 }
 
+/* A latency trace overrides the latency of every link of an agent. */
+static void latency_override(void **state)
+{
+    (void)state;
+    sim_net *n = make_net(4, 0, 0, 1.0);
+    assert_int_equal(sim_net_set_latency(n, 1, 5.5), SIM_NET_OK);
+    assert_int_equal(sim_net_latency_ns(n, 0, 1), US(5500));
+    assert_int_equal(sim_net_latency_ns(n, 1, 3), US(5500));
+    assert_int_equal(sim_net_latency_ns(n, 2, 3), US(1000));
+    assert_int_equal(sim_net_latency_ns(n, 1, 1), 0);
+    assert_int_equal(sim_net_set_latency(n, 3, 0.25), SIM_NET_OK);
+    assert_int_equal(sim_net_latency_ns(n, 1, 3), US(5500)); /* the larger */
+    assert_int_equal(sim_net_latency_ns(n, 2, 3), US(250));
+    sim_net_delivery d;
+    assert_int_equal(sim_net_send(n, 0, 1, 100, 1, US(10), &d), SIM_NET_DELIVER);
+    assert_int_equal(d.deliver_ns, US(10 + 5500));
+    assert_int_equal(sim_net_set_latency(n, 1, -1), SIM_NET_OK);
+    assert_int_equal(sim_net_latency_ns(n, 0, 1), US(1000));
+    assert_int_equal(sim_net_set_latency(n, 4, 1), SIM_NET_EINVAL);
+    assert_int_equal(sim_net_set_latency(n, 0, 4e6), SIM_NET_EINVAL);
+    sim_net_destroy(n);
+}
+
 /* Max-min property: no link over capacity; every flow has a bottleneck, a
  * saturated link on which no other flow gets more. Checked on random
  * workloads with random link speeds, through starts, completions and
@@ -608,6 +631,7 @@ int main(void)
         cmocka_unit_test(bandwidth_change_mid_flow),
         cmocka_unit_test(fast_path_unlimited),
         cmocka_unit_test(nanosecond_transfers),
+        cmocka_unit_test(latency_override),
         cmocka_unit_test(random_workloads_are_max_min),
         cmocka_unit_test(coarse_equals_fine),
         cmocka_unit_test(deterministic),

@@ -385,6 +385,54 @@ static void host_events_and_bounds(void **state)
     assert_int_equal(sim_engine_create(&e, &bad), SIM_ENGINE_EINVAL);
 }
 
+/* The duplicate hook sends a second copy that goes its own way; a link
+ * delivers in order even when its latency falls in between (a latency
+ * trace), as one TCP connection. */
+static int dup_from_0(void *ctx, uint32_t from, uint32_t to)
+{
+    (void)ctx;
+    (void)to;
+    return from == 0;
+}
+
+static void duplicates_and_link_order(void **state)
+{
+    (void)state;
+    sim_net_config nc = {.agents = 3, .seed = 5, .latency_ms = 10};
+    sim_engine_config c = {
+        .seed = 5, .mode = SIM_MODE_TIMED, .net = &nc, .hooks = {.duplicate = dup_from_0}};
+    world w;
+    world_init(&w, 3, &c, 8);
+    probe_queue(&w.p[0], pid(1), 2);
+    sim_engine_drain(w.e, 0);
+    assert_true(sim_engine_run_until(w.e, 1000, NULL, NULL) >= 0);
+    /* latency of agent 2's links falls from 10 ms to 1 ms after its first frame */
+    probe_queue(&w.p[2], pid(1), 4);
+    sim_engine_drain(w.e, 2);
+    assert_int_equal(sim_net_set_latency(sim_engine_net(w.e), 2, 1.0), SIM_NET_OK);
+    sim_engine_run_until(w.e, 2000, NULL, NULL);
+    probe_queue(&w.p[2], pid(1), 6);
+    sim_engine_drain(w.e, 2);
+    sim_engine_run_until(w.e, 30000, NULL, NULL);
+    assert_int_equal(w.p[1].nlog, 4);
+    /* two copies of round 2 at 10 ms (sent at 0) */
+    assert_int_equal(w.p[1].log[0].round, 2);
+    assert_int_equal(w.p[1].log[1].round, 2);
+    assert_int_equal(w.p[1].log[0].at, 10000);
+    assert_int_equal(w.p[1].log[1].at, 10000);
+    /* round 6 (sent at 2 ms, 1 ms latency) waits for round 4 (sent at 1 ms,
+     * due at 11 ms) */
+    assert_int_equal(w.p[1].log[2].round, 4);
+    assert_int_equal(w.p[1].log[2].at, 11000);
+    assert_int_equal(w.p[1].log[3].round, 6);
+    assert_int_equal(w.p[1].log[3].at, 11000);
+    const sim_engine_stats *st = sim_engine_get_stats(w.e);
+    assert_int_equal(st->sent, 3);
+    assert_int_equal(st->duplicated, 1);
+    assert_int_equal(st->delivered, 4);
+    sim_engine_destroy(w.e);
+}
+
 /* Time resolution (issue 14, item 6): the clock counts nanoseconds, so a
  * frame's transfer time is not rounded up to a whole microsecond per hop.
  * A 1000-byte frame at 40 Gb/s takes 200 ns: ten frames queued on one
@@ -472,6 +520,7 @@ int main(void)
         cmocka_unit_test(down_agents_and_stale_timers),
         cmocka_unit_test(host_events_and_bounds),
         cmocka_unit_test(timed_nanosecond_clock),
+        cmocka_unit_test(duplicates_and_link_order),
         cmocka_unit_test(allreduce_matches_alpha_beta),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
