@@ -16,6 +16,12 @@
 # which accuracy stays at or above it to the end of the run (null when the
 # final accuracy is below). Experiments 4 and 8 report both, as mean and
 # 95% Student t interval over 5 seeds (murmur sim --seeds 5).
+#
+# Environment: EXPERIMENT_SEEDS (5) seeds of experiments 4 and 8;
+# EXPERIMENTS_DOC (docs/experiments.md) the page whose results block is
+# rewritten (tests/integration/experiments_subset.sh points it at a scratch
+# copy); EXPERIMENTS_OUT (BUILD/experiments) where the runs and the tables
+# are written.
 set -eu
 build=${1:-build}
 [ $# -gt 0 ] && shift
@@ -23,8 +29,8 @@ which=${*:-1 2 3 4 5 6 7 8}
 bin="$build/murmur"
 [ -x "$bin" ] || { echo "experiments: $bin not built (make)" >&2; exit 1; }
 dir=sim/experiments
-out="$build/experiments"
-doc=docs/experiments.md
+out=${EXPERIMENTS_OUT:-$build/experiments}
+doc=${EXPERIMENTS_DOC:-docs/experiments.md}
 mkdir -p "$out"
 res="$out/results.md"
 seeds=${EXPERIMENT_SEEDS:-5}
@@ -345,13 +351,13 @@ if want 8; then
 fi
 
 # Replace the results block of docs/experiments.md.
-# An experiment not run here (no results-K.md in this build) keeps the
-# section the page already has: "### K. " up to the next "### " or the end
-# marker.
+# An experiment not run here keeps the section the page already has:
+# "### K. " up to the next "### " or the end marker (not a results-K.md an
+# earlier run left in $out: the page is the record).
 res="$out/results.md"
 : >"$res"
 for k in 1 2 3 4 5 6 7 8; do
-    if [ -f "$out/results-$k.md" ]; then
+    if case " $which " in *" $k "*) true ;; *) false ;; esac && [ -f "$out/results-$k.md" ]; then
         cat "$out/results-$k.md" >>"$res"
     elif [ -f "$doc" ]; then
         awk -v k="$k" '/^<!-- results:begin -->$/ { inb = 1; next } /^<!-- results:end -->$/ { inb = 0 }
