@@ -12,7 +12,7 @@
 #   make                     build build/murmur
 #   make test                install deps, build, run every suite
 #   make SANITIZER=address test   (address+undefined), undefined, thread
-#   make demo [MODEL=cnn] | bench | bench-peers | experiments | soak | fmt | fmt-check | lint | clean
+#   make demo [MODEL=cnn] | bench | bench-peers | experiments | calibrate | soak | fmt | fmt-check | lint | clean
 #   make install PREFIX=/usr/local
 
 CC        ?= cc
@@ -81,7 +81,7 @@ C_FILES   := $(shell git ls-files '*.c' '*.h' 2>/dev/null || find . -name '*.[ch
 
 .SECONDARY:
 
-.PHONY: all deps test unit demo bench bench-peers experiments soak fmt fmt-check lint clean install help
+.PHONY: all deps test unit demo bench bench-peers experiments calibrate soak fmt fmt-check lint clean install help
 
 all: $(BIN) $(SO) $(PC)
 
@@ -156,6 +156,13 @@ bench-peers: deps
 experiments: deps
 	@$(MAKE) --no-print-directory $(BIN)
 	@sh sim/experiments/run.sh $(BUILD)
+
+# `make calibrate`: the simulator against real agents in network namespaces
+# (root; without it one line and exit 0), recorded in docs/SIMULATOR.md;
+# knobs CALIB_* in scripts/calibrate.sh.
+calibrate: deps
+	@$(MAKE) --no-print-directory $(BIN)
+	@sh scripts/calibrate.sh $(BUILD)
 
 # `make soak`: SOAK_SEEDS (10000) random-fault simulator runs; the figures
 # are recorded in docs/BENCHMARKS.md (sim/soak.sh; RECORD= records nothing).

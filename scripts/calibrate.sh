@@ -1,0 +1,397 @@
+#!/bin/sh
+# make calibrate: the simulator against real agents (issue 14, item 4).
+#
+#   sh scripts/calibrate.sh [BUILD]            (make calibrate)
+#
+# One scenario, run twice for every mixing algorithm and link bandwidth:
+#
+#   real  CALIB_AGENTS `murmur agent` processes, each in a network namespace
+#         this script creates (tests/integration/lib/netns.sh: veth pairs on
+#         a bridge in a hub namespace, all removed on exit, even on failure),
+#         every link shaped by tc tbf to the bandwidth, both directions.
+#   sim   `murmur sim` with the same model, data, batch, learning rate and
+#         mixing, its compute model fitted to this host and its network
+#         model set to the shaped links (the fit is below).
+#
+# Per run it prints both sides' steps/s per agent, bytes sent per agent over
+# the measured window and time to the target accuracy, and their ratio
+# (sim / real), and records the table, the command and the date between
+# <!-- calibrate begin --> and <!-- calibrate end --> of CALIB_RECORD
+# (docs/SIMULATOR.md; empty = record nothing).
+#
+# The fit, per run, measured just before it (this host is shared, so its
+# speed drifts between runs):
+#   compute.step_ms  the agents' own step time under the real contention:
+#                    the same CALIB_AGENTS agents in their namespaces with
+#                    mixing off (mixing.interval_steps = 10^6) for CALIB_FIT_S
+#                    seconds; step_ms = 1000 / (steps/s per agent). It holds
+#                    the evaluations (CALIB_EVAL_SAMPLES test samples every
+#                    CALIB_EVAL_EVERY steps) and the agents' sharing of the
+#                    cores, which the simulator has no other way to know.
+#   bandwidth_mbps   the tbf rate times the TCP goodput of a full Ethernet
+#                    frame, 1448 / 1514 (tbf counts the whole frame: 14 B
+#                    Ethernet, 20 B IP, 32 B TCP with timestamps, 1448 B of
+#                    payload at MTU 1500); the simulator counts payload only.
+#   latency_ms       half the median round trip between two namespaces
+#                    (the time of a refused TCP connect).
+#   output.every_s   step_ms x CALIB_EVAL_EVERY: the simulator samples the
+#                    accuracy as often as the agents evaluate it.
+# netem is not in every kernel (not in this one): without it latency and loss
+# are not shaped, and the script says so in one line.
+#
+# Real-side figures, from the agents' progress lines (every 100 ms):
+#   T0 = the time the last agent took its first step (all train), T1 = T0 +
+#   CALIB_DURATION_S; steps/s = mean over agents of their steps in [T0, T1]
+#   / the window; bytes per agent = mean of bytes_sent in [T0, T1] (frame
+#   bytes, as the simulator counts them: no TCP or channel overhead);
+#   time to target = the first progress time from the FIRST agent's first
+#   step at which the mean of the agents' latest accuracies is >= target,
+#   minus that first step (the joiners start from the first agent's model).
+# Simulator figures: steps_total / sim_time / agents, bytes_total / agents,
+# time_to_target_s (first crossing of the population accuracy), each the
+# mean over CALIB_SIM_SEEDS seeds.
+#
+# Knobs (environment):
+#   CALIB_BANDWIDTHS "10 100"   link bandwidths in Mb/s
+#   CALIB_ALGOS "gossip allreduce"
+#   CALIB_AGENTS 4   CALIB_TARGET 0.80   CALIB_DURATION_S 20   CALIB_FIT_S 8
+#   CALIB_HIDDEN 64 (model mlp:H)  CALIB_BATCH 64  CALIB_LR 0.01
+#   CALIB_INTERVAL_STEPS 16  CALIB_BITS 8  CALIB_EVAL_EVERY 100
+#   CALIB_EVAL_SAMPLES 2000  CALIB_SIM_SEEDS 3  CALIB_RECORD docs/SIMULATOR.md
+#   CALIB_LOGS DIR   keep the agents' logs and the simulator's runs there
+#   CALIB_MEASURED FILE  your own hosts' figures instead of the namespaces
+#                    (no root needed): one line per run,
+#                    ALGO BANDWIDTH_MBPS STEP_MS RTT_MS STEPS_PER_S BYTES_PER_AGENT TTA_S
+#                    (STEP_MS: an agent's step time with mixing off on your
+#                    hosts; BANDWIDTH_MBPS: the payload rate the simulator
+#                    gets; the last three: your real run of CALIB_DURATION_S
+#                    seconds with the settings above; '#' comments). The
+#                    simulator runs each line and the table compares.
+# Without root (and without CALIB_MEASURED) it prints one line and exits 0.
+NAME=calibrate
+set -eu
+build=${1:-build}
+bin="$build/murmur"
+[ -x "$bin" ] || { echo "calibrate: $bin not built (make)" >&2; exit 1; }
+case "$bin" in /*) ;; *) bin="$(pwd)/$bin" ;; esac
+bws=${CALIB_BANDWIDTHS:-10 100}
+algos=${CALIB_ALGOS:-gossip allreduce}
+n=${CALIB_AGENTS:-4}
+target=${CALIB_TARGET:-0.80}
+dur=${CALIB_DURATION_S:-15}
+fit_s=${CALIB_FIT_S:-8}
+hidden=${CALIB_HIDDEN:-64}
+batch=${CALIB_BATCH:-64}
+lr=${CALIB_LR:-0.01}
+interval=${CALIB_INTERVAL_STEPS:-16}
+bits=${CALIB_BITS:-8}
+eval_every=${CALIB_EVAL_EVERY:-100}
+eval_samples=${CALIB_EVAL_SAMPLES:-2000}
+sim_seeds=${CALIB_SIM_SEEDS:-2}
+warmup=${CALIB_WARMUP_S:-2}
+fit=${CALIB_FIT:-own}
+case "$fit" in own | idle) ;; *) echo "calibrate: CALIB_FIT=$fit: own or idle" >&2; exit 2 ;; esac
+prio=${CALIB_NICE:--10}
+record=${CALIB_RECORD-docs/SIMULATOR.md}
+measured=${CALIB_MEASURED:-}
+goodput=0.956407 # 1448 / 1514, see above
+cmdline="sh scripts/calibrate.sh $build"
+for v in CALIB_BANDWIDTHS CALIB_ALGOS CALIB_AGENTS CALIB_TARGET CALIB_DURATION_S CALIB_FIT_S \
+    CALIB_HIDDEN CALIB_BATCH CALIB_LR CALIB_INTERVAL_STEPS CALIB_BITS CALIB_EVAL_EVERY \
+    CALIB_EVAL_SAMPLES CALIB_SIM_SEEDS CALIB_WARMUP_S CALIB_NICE CALIB_FIT CALIB_MEASURED; do
+    eval "x=\${$v:-}"
+    [ -z "$x" ] || cmdline="$v='$x' $cmdline"
+done
+
+if [ -n "$measured" ]; then
+    [ -r "$measured" ] || { echo "calibrate: CALIB_MEASURED=$measured: cannot read it" >&2; exit 2; }
+    tmp=$(mktemp -d)
+    trap 'rm -rf "$tmp"' EXIT
+    trap 'exit 130' INT TERM
+else
+    # netns.sh: the namespaces, their cleanup on exit (and the one-line skip
+    # without root).
+    . tests/integration/lib/netns.sh
+    command -v tc >/dev/null 2>&1 || netns_skip "needs tc (iproute2) to shape the links"
+    netns_init "$n"
+    tmp=$(mktemp -d)
+    # CALIB_LOGS=DIR keeps the agents' logs and the simulator's outputs
+    [ -z "${CALIB_LOGS:-}" ] ||
+        netns_at_exit "mkdir -p '$CALIB_LOGS' && cp -r '$tmp'/fit-* '$tmp'/real-* '$tmp'/sim-* '$CALIB_LOGS'/ 2>/dev/null"
+    netns_at_exit "rm -rf '$tmp'"
+fi
+rows="$tmp/rows"
+: >"$rows"
+
+# ---- the simulator side ----------------------------------------------------
+cat >"$tmp/scenario.ini" <<EOF
+# make calibrate: the scenario of the real agents (scripts/calibrate.sh)
+[run]
+agents = $n
+mode = timed
+duration_s = $(awk -v d="$dur" -v w="$warmup" 'BEGIN { print d + w }')
+target_accuracy = $target
+[model]
+kind = mlp
+hidden = $hidden
+lr = $lr
+batch = $batch
+data = fashion-mnist
+[mixing]
+bits = $bits
+interval_steps = $interval
+topology = random
+[compute]
+straggler_model = none
+EOF
+
+# sim_run ALG BW_PAYLOAD_MBPS STEP_MS RTT_MS OUT: prints "steps_per_s bytes tta":
+# steps/s per agent, bytes per agent in CALIB_DURATION_S, first crossing of
+# the target (means over the seeds; a time over the seeds that reached it)
+sim_run() {
+    every=$(awk -v s="$3" -v e="$eval_every" 'BEGIN { printf "%.6g", s * e / 1000 }')
+    lat=$(awk -v r="$4" 'BEGIN { printf "%.6g", r / 2 }')
+    "$bin" sim "$tmp/scenario.ini" --out "$5" --quiet --seeds "$sim_seeds" \
+        --set mixing.algorithm="$1" --set network.bandwidth_mbps="$2" \
+        --set network.latency_ms="$lat" --set compute.step_ms="$3" \
+        --set output.every_s="$every" >"$5.log" 2>&1 ||
+        { cat "$5.log" >&2; echo "calibrate: murmur sim failed" >&2; exit 1; }
+    for f in "$5"/seed-*/summary.json "$5"/summary.json; do
+        [ -f "$f" ] || continue
+        case "$f" in */seed-*) ;; *) [ "$sim_seeds" -eq 1 ] || continue ;; esac
+        sed -n 's/^  "\(steps_total\|sim_time_s\|bytes_total\|time_to_target_s\)": \([^,]*\),*$/\1 \2/p' "$f"
+        echo end
+    done | awk -v n="$n" -v dur="$dur" '
+        $1 == "steps_total" { st = $2 } $1 == "sim_time_s" { t = $2 } $1 == "bytes_total" { b = $2 }
+        $1 == "time_to_target_s" { tta = $2 }
+        $1 == "end" { runs++; rate += st / t / n; bytes += b / n / t * dur
+                      if (tta != "null") { tsum += tta; tn++ }; tta = "null" }
+        END { printf "%.6g %.6g %s\n", rate / runs, bytes / runs, tn ? sprintf("%.6g", tsum / tn) : "none" }'
+}
+
+# ---- the real side ---------------------------------------------------------
+if [ -z "$measured" ]; then
+    if ! ip netns exec "${netns_pfx}_1" tc qdisc add dev lo root netem delay 1ms 2>/dev/null; then
+        echo "calibrate: netem is not available in this kernel: latency and loss are not shaped (bandwidth only, tc tbf)"
+    else
+        ip netns exec "${netns_pfx}_1" tc qdisc del dev lo root 2>/dev/null || true
+    fi
+    "$bin" keygen --network-key "$tmp/net.key" >/dev/null
+    "$bin" shard --shards 16 --out "$tmp/split" >/dev/null
+    # the key that resumes the paused agents (murmur fault)
+    "$bin" keygen --out "$tmp/admin" >/dev/null
+    cp "$tmp/admin/murmur.pub" "$tmp/admins"
+    chmod 600 "$tmp/admins"
+fi
+
+# rtt_ms: median of 9 TCP connects from node 1 to a closed port of node 2
+# (refused: one round trip), timed with bash's EPOCHREALTIME (no fork).
+rtt_ms() {
+    netns_exec 1 bash -c 'for k in 1 2 3 4 5 6 7 8 9; do
+        a=$EPOCHREALTIME; { : 3<>/dev/tcp/'"$(netns_ip 2)"'/9; } 2>/dev/null; b=$EPOCHREALTIME
+        echo "$a $b"; done' | awk '{ print ($2 - $1) * 1000 }' | sort -n | sed -n 5p |
+        awk '{ printf "%.3f\n", $1 }'
+}
+
+# wait_line FILE PATTERN WHAT: wait (60 s at most) for a line of FILE
+wait_line() {
+    limit=$(($(date +%s) + 60))
+    until grep -q "$2" "$1" 2>/dev/null; do
+        if [ "$(date +%s)" -ge "$limit" ]; then
+            tail -n 5 "$1" >&2
+            echo "calibrate: $3 after 60 s" >&2
+            exit 1
+        fi
+        sleep 0.2
+    done
+}
+
+# cluster DIR ALG INTERVAL SECONDS: run the agents (fresh keys and data
+# directories, every shard on every agent, r = N) until every agent has
+# trained SECONDS past the moment the last one started; logs DIR/aI.log.
+cluster() {
+    d=$1 alg=$2 iv=$3 secs=$4
+    mkdir -p "$d"
+    i=1
+    while [ "$i" -le "$n" ]; do
+        mkdir -p "$d/a$i/shards"
+        "$bin" keygen --out "$d/a$i" >/dev/null
+        ln "$tmp"/split/*.msh "$tmp/split/catalog" "$d/a$i/shards/"
+        i=$((i + 1))
+    done
+    cpids=""
+    # Agent 1 first (the seed: it starts from its own model), then the
+    # joiners (each fetches agent 1's model). Every agent starts paused
+    # (faults.pause_training: one step, then it waits) and all are resumed
+    # together once every one holds the model and sees every peer, so they
+    # start training within a few tens of ms, as the simulated agents do.
+    for i in $(seq 1 "$n"); do
+        seeds=""
+        [ "$i" -eq 1 ] || seeds="--seed $(netns_ip 1):7000"
+        # shellcheck disable=SC2086
+        netns_spawn "$i" "$d/a$i.log" nice -n "$prio" "$bin" agent --data-dir "$d/a$i" \
+            --listen "$(netns_ip "$i"):7000" --metrics "" --network-key-file "$tmp/net.key" $seeds \
+            --set model.spec="mlp:$hidden" --set model.batch="$batch" --set model.lr="$lr" \
+            --set model.momentum=0 --set model.weight_decay=0 --set model.schedule=constant \
+            --set model.warmup=0 --set model.lr_scaling=none --set model.min_lr=0 \
+            --set model.eval_every_steps="$eval_every" --set model.eval_samples="$eval_samples" \
+            --set mixing.algorithm="$alg" --set mixing.bits="$bits" --set mixing.topology=random \
+            --set mixing.interval_steps="$iv" --set shards.replication="$n" \
+            --set checkpoint.every_steps=0 --set log.progress_interval_ms=100 \
+            --set faults.enable=true --set faults.pause_training=true \
+            --set faults.admin_keys_file="$tmp/admins"
+        cpids="$cpids $netns_pid"
+        [ "$i" -gt 1 ] || wait_line "$d/a1.log" "event=agent_started" "agent 1 does not start"
+    done
+    i=1
+    while [ "$i" -le "$n" ]; do
+        wait_line "$d/a$i.log" "event=model_ready" "agent $i has no model"
+        wait_line "$d/a$i.log" "event=progress .* peers=$((n - 1)) " "agent $i does not see $((n - 1)) peers"
+        wait_line "$d/a$i.log" "event=training_data" "agent $i loads no data"
+        i=$((i + 1))
+    done
+    sleep 0.5
+    rpids=""
+    i=1
+    while [ "$i" -le "$n" ]; do
+        netns_exec 1 nice -n "$prio" "$bin" fault "$(netns_ip "$i"):7000" --resume --data-dir "$tmp/admin" \
+            --network-key "$tmp/net.key" >"$d/resume$i.log" 2>&1 &
+        rpids="$rpids $!"
+        i=$((i + 1))
+    done
+    for p in $rpids; do wait "$p" || { cat "$d"/resume*.log >&2; echo "calibrate: murmur fault --resume failed" >&2; exit 1; }; done
+    sleep "$secs"
+    sleep "$warmup"
+    sleep 1
+    for p in $cpids; do kill -TERM "$p" 2>/dev/null || true; done
+    for p in $cpids; do
+        wait "$p" 2>/dev/null || true
+        netns_forget "$p"
+    done
+}
+
+# real_figures DIR SECONDS: "steps_per_s bytes_per_agent tta_s" of the logs
+real_figures() {
+    i=1
+    while [ "$i" -le "$n" ]; do
+        sed -n -e 's/^ts=\([^ ]*\) .* event=progress step=\([0-9]*\) .* accuracy=\([^ ]*\) .* bytes_sent=\([0-9]*\) .*/\1 \2 \3 \4/p' \
+            -e 's/^ts=\([^ ]*\) .* event=fault_removed kind=pause .*/\1 resumed/p' "$1/a$i.log" | sed "s/^/$i /"
+        i=$((i + 1))
+    done | awk -v n="$n" -v dur="$2" -v warm="$warmup" -v target="$target" '
+        function secs(ts,   d, t, ymd, y, m, dd, days) {
+            split(ts, d, "T"); split(d[2], t, ":"); sub("Z", "", t[3])
+            split(d[1], ymd, "-"); y = ymd[1]; m = ymd[2]; dd = ymd[3]
+            if (m <= 2) { y--; m += 12 }
+            days = 365 * y + int(y / 4) - int(y / 100) + int(y / 400) + int((153 * (m - 3) + 2) / 5) + dd - 719469
+            return days * 86400 + t[1] * 3600 + t[2] * 60 + t[3] }
+        # res[i]: when agent i was resumed (its own log); first[i]: its first
+        # progress line after that whose step moved
+        $3 == "resumed" { res[$1] = secs($2); next }
+        { k++; a[k] = $1; ts[k] = secs($2); st[k] = $3; acc[k] = $4; by[k] = $5
+          if (!(($1) in res)) paused[$1] = $3
+          else if (!(($1) in first) && $3 > paused[$1] + 0) first[$1] = ts[k] }
+        END {
+            t0 = -1; tr = -1; tl = -1
+            for (i = 1; i <= n; i++) { if (!(i in first) || !(i in res)) { print "none none none none"; exit }
+                if (first[i] > t0) t0 = first[i]
+                if (tr < 0 || res[i] < tr) tr = res[i]; if (res[i] > tl) tl = res[i] }
+            tf = tr
+            # the window: from warm s after t0 (every agent past its start)
+            w0 = t0 + warm; t1 = w0 + dur
+            # each agent: its last line at or before w0 and t1
+            for (j = 1; j <= k; j++) { i = a[j]
+                if (ts[j] <= w0) { s0[i] = st[j]; b0[i] = by[j] }
+                if (ts[j] <= t1) { s1[i] = st[j]; b1[i] = by[j]; last[i] = ts[j] } }
+            for (i = 1; i <= n; i++) { if (last[i] < t1 - 0.5) { print "none none none none"; exit }
+                steps += (s1[i] - s0[i]) / n; bytes += (b1[i] - b0[i]) / n }
+            # time to target: lines are per agent in time order; merge by time
+            m = 0; for (j = 1; j <= k; j++) ord[++m] = j
+            for (x = 2; x <= m; x++) { v = ord[x]; y = x - 1
+                while (y > 0 && ts[ord[y]] > ts[v]) { ord[y + 1] = ord[y]; y-- } ord[y + 1] = v }
+            tta = "none"
+            for (x = 1; x <= m; x++) { j = ord[x]; if (ts[j] > t1) break
+                if (ts[j] <= tr) continue
+                if (acc[j] != "nan") cur[a[j]] = acc[j]
+                c = 0; sum = 0; for (i = 1; i <= n; i++) if (i in cur) { c++; sum += cur[i] }
+                if (c == n && sum / n >= target) { tta = sprintf("%.3f", ts[j] - tf); break } }
+            printf "%.6g %.6g %s %.3f\n", steps / dur, bytes, tta, tl - tr }'
+}
+
+# ---- the runs --------------------------------------------------------------
+run_case() { # alg bw step_ms rtt_ms real_steps real_bytes real_tta [start_spread]
+    payload=$(awk -v b="$2" -v g="$goodput" 'BEGIN { printf "%.6g", b * g }')
+    [ -z "$measured" ] || payload=$2
+    s=$(sim_run "$1" "$payload" "$3" "$4" "$tmp/sim-$1-$2")
+    echo "$1 $2 $3 $4 $5 $6 $7 $s" >>"$rows"
+    echo "calibrate: $1 at $2 Mb/s: step ${3} ms, rtt ${4} ms; real: $5 steps/s, $6 B, tta $7 (agents resumed within ${8:-?} s); sim: $s"
+}
+
+if [ -n "$measured" ]; then
+    grep -v '^[[:space:]]*\(#\|$\)' "$measured" | while read -r alg bw step rtt rs rb rt; do
+        [ -n "$rt" ] || { echo "calibrate: $measured: a line needs 7 fields" >&2; exit 2; }
+        run_case "$alg" "$bw" "$step" "$rtt" "$rs" "$rb" "$rt"
+    done
+else
+    for bw in $bws; do
+        i=1
+        while [ "$i" -le "$n" ]; do
+            netns_shape "$i" "${bw}mbit"
+            i=$((i + 1))
+        done
+        rtt=$(rtt_ms)
+        [ -n "$rtt" ] || rtt=0.1
+        for alg in $algos; do
+            if [ "$fit" = idle ]; then
+                echo "calibrate: $alg at $bw Mb/s: fitting the step time ($n agents, mixing off, ${fit_s} s)"
+                cluster "$tmp/fit-$alg-$bw" "$alg" 1000000 "$fit_s"
+                f=$(real_figures "$tmp/fit-$alg-$bw" "$fit_s")
+            fi
+            echo "calibrate: $alg at $bw Mb/s: real run (${dur} s)"
+            cluster "$tmp/real-$alg-$bw" "$alg" "$interval" "$dur"
+            r=$(real_figures "$tmp/real-$alg-$bw" "$dur")
+            [ "$fit" = idle ] || f=$r
+            step=$(echo "$f" | awk '$1 > 0 { printf "%.4g", 1000 / $1 }')
+            [ -n "$step" ] || { echo "calibrate: no step time measured ($f)" >&2; exit 1; }
+            # shellcheck disable=SC2086
+            run_case "$alg" "$bw" "$step" "$rtt" $r
+        done
+    done
+fi
+
+# ---- the table -------------------------------------------------------------
+table() {
+    echo "| mixing | link (Mb/s) | fitted step (ms) | RTT (ms) | steps/s per agent: real / sim / ratio | bytes per agent: real / sim / ratio | time to $target (s): real / sim / ratio | within 15% |"
+    echo "|---|---:|---:|---:|---:|---:|---:|:---:|"
+    awk 'function ratio(s, r) { return (s == "none" || r == "none" || r == 0) ? "-" : sprintf("%.3f", s / r) }
+        function ok(x) { return x != "-" && x >= 0.85 && x <= 1.15 }
+        { r1 = ratio($8, $5); r2 = ratio($9, $6); r3 = ratio($10, $7)
+          printf "| %s | %s | %s | %s | %.1f / %.1f / %s | %.0f / %.0f / %s | %s / %s / %s | %s |\n",
+              $1, $2, $3, $4, $5, $8, r1, $6, $9, r2, $7, $10, r3,
+              (ok(r1) && ok(r2) && ok(r3)) ? "yes" : "NO" }' "$rows"
+}
+table >"$tmp/table"
+echo ""
+cat "$tmp/table"
+if [ -n "$record" ] && [ -z "$measured" ]; then
+    if [ ! -f "$record" ]; then
+        echo "calibrate: not recorded: $record does not exist (run from the source tree)" >&2
+    else
+        begin="<!-- calibrate begin -->" end="<!-- calibrate end -->"
+        {
+            echo "Recorded by \`make calibrate\` (\`$cmdline\`), $(date -u '+%Y-%m-%d %H:%M UTC'),"
+            echo "commit $(git describe --always --dirty 2>/dev/null || echo unknown), $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg):"
+            echo ""
+            cat "$tmp/table"
+            echo ""
+        } >"$tmp/section"
+        if grep -qxF "$begin" "$record" && grep -qxF "$end" "$record"; then
+            awk -v b="$begin" -v e="$end" -v sec="$tmp/section" '
+                $0 == b { print; print ""; while ((getline l < sec) > 0) print l; skip = 1; next }
+                $0 == e { skip = 0 }
+                !skip { print }' "$record" >"$tmp/record"
+            cat "$tmp/record" >"$record" && echo "calibrate: recorded in $record"
+        else
+            echo "calibrate: not recorded: $record has no '$begin' / '$end' lines" >&2
+        fi
+    fi
+fi
