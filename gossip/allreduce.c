@@ -24,7 +24,6 @@
 #include "gossip/mix_internal.h"
 
 #include <math.h>
-
 #include <string.h>
 
 #define AR_REASON_TIMEOUT 1u
@@ -172,6 +171,59 @@ static void apply(gossip_mix *m, uint32_t s, uint32_t c, float *data)
     }
 }
 
+/* 32-bit chunks, when no bounds apply to peers' values (robust rule none),
+ * are applied straight from the frame's bytes (big-endian float32,
+ * gossip/codec): one pass checks them, a second adds or stores them while
+ * they are still in cache, where the codec path decoded into scratch,
+ * checked scratch and then added it (three passes and a copy). */
+#if defined(__GNUC__) && defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+static inline float be32_at(const uint8_t *p, size_t i)
+{
+    uint32_t u;
+    memcpy(&u, p + 4 * i, sizeof u);
+    u = __builtin_bswap32(u);
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+#else
+static inline float be32_at(const uint8_t *p, size_t i)
+{
+    uint32_t u = gossip_get_u32(p + 4 * i);
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+#endif
+
+/* GOSSIP_OK if every value passes mix_values_ok, else GOSSIP_ENONFINITE. */
+static int be32_check(const uint8_t *restrict d, uint32_t n)
+{
+    int bad = 0;
+    for (uint32_t i = 0; i < n; i++)
+        bad |= !(fabsf(be32_at(d, i)) <= GOSSIP_MIX_VALUE_MAX);
+    return bad ? GOSSIP_ENONFINITE : GOSSIP_OK;
+}
+
+/* apply() for checked 32-bit wire bytes, the same sums bit for bit. */
+static void apply_be32(gossip_mix *m, uint32_t s, uint32_t c, const uint8_t *be)
+{
+    uint32_t off, cnt;
+    chunk_range(m, seg_recv(m, s), c, &off, &cnt);
+    float *restrict w = m->work + off;
+    if (s + 2 < m->n) {
+        for (uint32_t i = 0; i < cnt; i++)
+            w[i] += be32_at(be, i);
+    } else if (s + 2 == m->n) { /* the last addition, then the mean */
+        float n = (float)m->n;
+        for (uint32_t i = 0; i < cnt; i++)
+            w[i] = (w[i] + be32_at(be, i)) / n;
+    } else {
+        for (uint32_t i = 0; i < cnt; i++)
+            w[i] = be32_at(be, i);
+    }
+}
+
 static void ar_abort(gossip_mix *m, ar_state *ar, int broadcast)
 {
     if (!running(m))
@@ -251,9 +303,15 @@ static int ar_recv_chunk(gossip_mix *m, ar_state *ar, uint64_t from, const gossi
         int relay = s >= m->n - 1 && s + 1 < steps(m);
         if (relay && ar->sent[c] < s)
             return GOSSIP_EFULL;
-        int rc = cnt ? gossip_codec_decode(d, data, cnt, bits, m->block, m->scratch) : 0;
-        if (!rc)
-            rc = mix_values_ok(m->scratch, cnt);
+        int fast = bits == 32 && m->robust.cfg.rule == GOSSIP_ROBUST_NONE;
+        int rc;
+        if (fast) {
+            rc = be32_check(d, cnt);
+        } else {
+            rc = cnt ? gossip_codec_decode(d, data, cnt, bits, m->block, m->scratch) : 0;
+            if (!rc)
+                rc = mix_values_ok(m->scratch, cnt);
+        }
         if (rc)
             return rc;
         if (relay) {
@@ -261,7 +319,10 @@ static int ar_recv_chunk(gossip_mix *m, ar_state *ar, uint64_t from, const gossi
             ar->relay_len[c] = (uint32_t)data;
             ar->relay_bits[c] = (uint8_t)bits;
         }
-        apply(m, s, c, m->scratch);
+        if (fast)
+            apply_be32(m, s, c, d);
+        else
+            apply(m, s, c, m->scratch);
         ar->recv[c]++;
         m->deadline = now + m->step_timeout;
         return GOSSIP_OK;
@@ -387,13 +448,15 @@ static int ar_poll(gossip_mix *m, void *st, gossip_send *out)
             data = ar->relay_len[c];
             memcpy(p + GOSSIP_MIX_AR_HEADER, ar->relay + (size_t)c * ar->relay_stride, data);
         } else if (cnt) {
+            /* (at 32 bits what the others decode is the segment itself) */
+            int keep = owner && m->bits != 32;
             int rc = gossip_codec_encode(m->env, m->work + off, cnt, m->bits, m->block,
-                                         p + GOSSIP_MIX_AR_HEADER, data, owner ? m->scratch : NULL);
+                                         p + GOSSIP_MIX_AR_HEADER, data, keep ? m->scratch : NULL);
             if (rc) { /* a non-finite sum: give up on the round everywhere */
                 ar_abort(m, ar, 1);
                 return abort_poll(m, ar, out);
             }
-            if (owner)
+            if (keep)
                 memcpy(m->work + off, m->scratch, (size_t)cnt * sizeof(float));
         }
         p[0] = (uint8_t)bits;

@@ -46,12 +46,44 @@ int gossip_mix_combination_valid(gossip_mix_algo a, gossip_topology t)
 
 /* ---- services for the rules --------------------------------------------- */
 
+/* Values are checked in blocks: the inner loop has no early exit, so the
+ * compiler vectorizes it (the loop with a return per value ran one value per
+ * iteration: 3% of an allreduce's cycles at 16 MiB). */
+#define MIX_CHECK_BLOCK 1024u
+
 int mix_values_ok(const float *v, uint32_t n)
 {
-    for (uint32_t i = 0; i < n; i++)
-        if (!(fabsf(v[i]) <= GOSSIP_MIX_VALUE_MAX))
+    for (uint32_t b = 0; b < n; b += MIX_CHECK_BLOCK) {
+        uint32_t e = n - b < MIX_CHECK_BLOCK ? n - b : MIX_CHECK_BLOCK;
+        int bad = 0;
+        for (uint32_t i = 0; i < e; i++)
+            bad |= !(fabsf(v[b + i]) <= GOSSIP_MIX_VALUE_MAX);
+        if (bad)
             return GOSSIP_ENONFINITE;
+    }
     return GOSSIP_OK;
+}
+
+/* dst = x (+ add, unless NULL) in one pass that also checks x; nonzero if a
+ * value of x fails mix_values_ok (dst is then partly written). */
+static int copy_checked(float *restrict dst, const float *restrict x, const float *restrict add,
+                        uint32_t n)
+{
+    int bad = 0;
+    if (add) {
+        for (uint32_t i = 0; i < n; i++) {
+            float v = x[i];
+            bad |= !(fabsf(v) <= GOSSIP_MIX_VALUE_MAX);
+            dst[i] = v + add[i];
+        }
+    } else {
+        for (uint32_t i = 0; i < n; i++) {
+            float v = x[i];
+            bad |= !(fabsf(v) <= GOSSIP_MIX_VALUE_MAX);
+            dst[i] = v;
+        }
+    }
+    return bad;
 }
 
 int mix_reject(gossip_mix *m, int err)
@@ -104,6 +136,7 @@ void mix_apply_delta(gossip_mix *m, uint32_t off, uint32_t n, const float *d, fl
         float *p = m->pending + off;
         for (uint32_t i = 0; i < n; i++)
             p[i] += sign * d[i];
+        m->pending_dirty = 1;
     }
 }
 
@@ -487,16 +520,21 @@ int gossip_mix_start(gossip_mix *m, const float *x, gossip_time_us now)
         return GOSSIP_EINVAL;
     if (m->me == UINT32_MAX)
         return GOSSIP_ENOTFOUND;
-    if (mix_values_ok(x, m->dim))
+    /* One pass checks x and writes orig = x + pending (orig is free while
+     * idle: only a running round reads it), then work = orig. The pending
+     * changes are added and cleared only when there are any. */
+    if (copy_checked(m->orig, x, m->pending_dirty ? m->pending : NULL, m->dim))
         return GOSSIP_ENONFINITE;
     /* The scale of the bounds on peers' values: how far our own training
-     * moved the model since the last result (gossip/robust.h). */
-    if (m->has_vector)
+     * moved the model since the last result (gossip/robust.h); work still
+     * holds that result. Only a mixer with bounds keeps the scale. */
+    if (m->has_vector && m->robust.cfg.rule != GOSSIP_ROBUST_NONE)
         gossip_robust_note_local(&m->robust, x, m->pending, m->work, m->dim);
-    for (uint32_t i = 0; i < m->dim; i++)
-        m->work[i] = x[i] + m->pending[i];
-    memset(m->pending, 0, (size_t)m->dim * sizeof *m->pending);
-    memcpy(m->orig, m->work, (size_t)m->dim * sizeof *m->orig);
+    if (m->pending_dirty) {
+        memset(m->pending, 0, (size_t)m->dim * sizeof *m->pending);
+        m->pending_dirty = 0;
+    }
+    memcpy(m->work, m->orig, (size_t)m->dim * sizeof *m->work);
     m->has_vector = 1;
     m->state = GOSSIP_MIX_RUNNING;
     m->outcome = GOSSIP_OK;

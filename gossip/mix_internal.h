@@ -169,6 +169,7 @@ struct gossip_mix {
     int has_vector;
     gossip_time_us deadline;
     float *work, *orig, *pending, *scratch, *scratch2;
+    int pending_dirty; /* pending may hold a nonzero value */
 
     /* sending */
     uint8_t *frame;
