@@ -22,7 +22,9 @@
  *                    model (sim/netmodel: latency, max-min shared bandwidth,
  *                    loss, partitions); each directed link is one FIFO
  *                    stream, as a TCP connection: one frame at a time is in
- *                    transfer, the others wait behind it. Timers fire at
+ *                    transfer, the others wait behind it, and deliveries
+ *                    keep that order (a latency that falls meanwhile does
+ *                    not reorder; only the delay hook can). Timers fire at
  *                    each object's deadline. sim_engine_run_until advances.
  *   SIM_MODE_ROUNDS  synchronous rounds (PeerSim's cycle-driven engine):
  *                    frames are queued, and sim_engine_deliver_pending hands

@@ -34,6 +34,7 @@ typedef struct parsed {
     uint32_t nitems;
     double value;
     double value2; /* delay: jitter ms; reorder: window ms */
+    int64_t peer;  /* link faults: the one receiver, -1 = every peer */
     double duration_s;
     double restart_after_s;
 } parsed;
@@ -228,10 +229,10 @@ static int parse_line(const char *line, parsed *p, char *err, size_t errlen)
         {"slow", SIM_FAULT_SLOW, 1, "factor duration", "factor"},
         {"pause", SIM_FAULT_PAUSE, 1, "duration", NULL},
         {"corrupt", SIM_FAULT_CORRUPT_START, 3, "duration", NULL},
-        {"delay", SIM_FAULT_DELAY, 1, "ms jitter duration", "ms"},
+        {"delay", SIM_FAULT_DELAY, 1, "ms jitter peer duration", "ms"},
         {"bandwidth", SIM_FAULT_BANDWIDTH, 1, "mbps duration", "mbps"},
-        {"duplicate", SIM_FAULT_DUPLICATE, 1, "p duration", "p"},
-        {"reorder", SIM_FAULT_REORDER, 1, "p window duration", "p window"},
+        {"duplicate", SIM_FAULT_DUPLICATE, 1, "p peer duration", "p"},
+        {"reorder", SIM_FAULT_REORDER, 1, "p window peer duration", "p window"},
     };
     size_t k = 0, nk = sizeof kinds / sizeof kinds[0];
     while (k < nk && strcmp(tok[1], kinds[k].name))
@@ -245,6 +246,7 @@ static int parse_line(const char *line, parsed *p, char *err, size_t errlen)
     }
     p->kind = kinds[k].kind;
     p->restart_after_s = -1; /* not given: faults.restart_after_s applies */
+    p->peer = -1;
     int ti = 2;
     if (kinds[k].arg) {
         if (nt < 3 || strchr(tok[2], '=')) {
@@ -341,6 +343,12 @@ static int parse_line(const char *line, parsed *p, char *err, size_t errlen)
                 return SIM_FAULTS_ESYNTAX;
             }
             p->value = v;
+        } else if (!strcmp(key, "peer")) {
+            if (v != floor(v) || v >= SIM_FAULTS_AGENTS_MAX) {
+                set_err(err, errlen, "peer=%s: an agent index", val);
+                return SIM_FAULTS_ESYNTAX;
+            }
+            p->peer = (int64_t)v;
         } else if (!strcmp(key, "p")) {
             if (v > 1) {
                 set_err(err, errlen, "p=%s: a probability in [0, 1]", val);
@@ -421,6 +429,7 @@ static int push_event2(builder *b, uint64_t t_us, sim_fault_kind kind, uint32_t 
                                       .count = count,
                                       .value = value,
                                       .value2 = value2,
+                                      .peer = -1,
                                       .line = line};
     return SIM_FAULTS_OK;
 }
@@ -514,6 +523,11 @@ static int add_line(builder *b, const sim_faults_config *cfg, size_t li, char *e
         if (rc)
             return rc;
     }
+    if (p.peer >= (int64_t)cfg->agents) {
+        set_err(err, errlen, "fault line %zu ('%s'): peer %lld out of range (0..%u)", li + 1,
+                cfg->lines[li], (long long)p.peer, cfg->agents - 1);
+        return SIM_FAULTS_ERANGE;
+    }
     uint64_t t = s_to_us(p.time_s);
     int32_t line = (int32_t)li;
     switch (p.kind) {
@@ -558,6 +572,9 @@ static int add_line(builder *b, const sim_faults_config *cfg, size_t li, char *e
         if (!rc && p.duration_s > 0)
             rc = push_event(b, t + s_to_us(p.duration_s), (sim_fault_kind)(p.kind + 1), first,
                             count, 0, line);
+        /* both events name the receiver (-1: every peer) */
+        for (size_t e = l->len - (p.duration_s > 0 ? 2 : 1); !rc && e < l->len; e++)
+            l->events[e].peer = (int32_t)p.peer;
         break;
     default:
         rc = push_event(b, t, p.kind, first, count, 0, line);

@@ -33,12 +33,17 @@
  *   Link faults of the agent's [faults] section (net/faults.h), on the
  *   frames the targets send (their egress, as a rule on their transport);
  *   each ends after S (0 = for good):
- *   T delay TARGETS ms=M [jitter=J] [duration=S]  every frame M + U(0, J) ms later
+ *   T delay TARGETS ms=M [jitter=J] [peer=K] [duration=S]  every frame
+ *                                       M + U(0, J) ms later
  *   T bandwidth TARGETS mbps=X [duration=S]  uplink capped at X Mb/s
- *   T duplicate TARGETS p=P [duration=S]  a frame sent twice with probability P
- *   T reorder TARGETS p=P window=W [duration=S]  a frame held U(0, W) ms more
- *                                       with probability P (so it may pass
- *                                       frames sent after it)
+ *   T duplicate TARGETS p=P [peer=K] [duration=S]  a frame sent twice with
+ *                                       probability P
+ *   T reorder TARGETS p=P window=W [peer=K] [duration=S]  a frame held
+ *                                       U(0, W) ms more with probability P
+ *                                       (so it may pass frames sent after it)
+ *   peer=K: only the frames to agent K: the sender's rule for that peer,
+ *   which replaces its all-peers rule for K while any of its faults is on
+ *   (as a peer's rule does in net/faults)
  *
  *   TARGETS: comma-separated agent indices and ranges (3,5-9), `all`, or
  *   `random:K` (K distinct agents drawn from the seed).
@@ -152,6 +157,7 @@ typedef struct sim_fault {
     uint32_t first, count;
     double value;
     double value2;
+    int32_t peer; /* DELAY, DUPLICATE, REORDER and their ends: the receiver, -1 = all */
     int32_t line; /* index of the scheduled line it came from, -1 if random */
 } sim_fault;
 

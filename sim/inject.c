@@ -24,9 +24,24 @@ typedef struct link_rule {
     double reorder_p, window_ms;
 } link_rule;
 
+/* Rules of one sender for single peers (fault lines with peer=K), as the
+ * agent's transport holds at most NET_FAULTS_RULES_MAX - 1 of them. */
+#define PEER_RULES_MAX 63u
+
+typedef struct peer_rule {
+    uint32_t to;
+    link_rule r;
+} peer_rule;
+
+typedef struct agent_rules {
+    link_rule all;
+    peer_rule *peers;
+    uint32_t npeers;
+} agent_rules;
+
 struct sim_inject {
     uint32_t n;
-    link_rule *rule;     /* per agent; NULL until a link fault is applied */
+    agent_rules *rule;   /* per agent; NULL until a link fault is applied */
     double *trace_mbps;  /* bandwidth trace value per agent, 0 = none */
     double *cap_mbps;    /* bandwidth fault cap per agent, 0 = none */
     double base_up_mbps; /* the scenario's (0 = unlimited) */
@@ -106,6 +121,9 @@ void sim_inject_free(runner *r)
     sim_inject *in = r->inj;
     if (!in)
         return;
+    if (in->rule)
+        for (uint32_t i = 0; i < in->n; i++)
+            free(in->rule[i].peers);
     free(in->rule);
     free(in->trace_mbps);
     free(in->cap_mbps);
@@ -155,6 +173,44 @@ static int ensure(runner *r, void **arr, size_t size)
     return 0;
 }
 
+/* The rule a fault line changes: the all-peers rule, or the one for
+ * `peer` (created empty when missing; NULL when the run failed). */
+static link_rule *rule_for(runner *r, agent_rules *a, int32_t peer)
+{
+    if (peer < 0)
+        return &a->all;
+    for (uint32_t k = 0; k < a->npeers; k++)
+        if (a->peers[k].to == (uint32_t)peer)
+            return &a->peers[k].r;
+    if (a->npeers == PEER_RULES_MAX) {
+        sim_runner_fail(r, SIM_RUN_EFAULTS,
+                        "faults: more than %u link faults for single peers on one agent at once",
+                        PEER_RULES_MAX);
+        return NULL;
+    }
+    peer_rule *np = realloc(a->peers, (a->npeers + 1) * sizeof *np);
+    if (!np) {
+        sim_runner_fail(r, SIM_RUN_ENOMEM, "out of memory (faults)");
+        return NULL;
+    }
+    a->peers = np;
+    a->peers[a->npeers] = (peer_rule){.to = (uint32_t)peer};
+    return &a->peers[a->npeers++].r;
+}
+
+/* A peer's rule with no fault left is removed: the all-peers rule holds
+ * for that peer again. */
+static void prune(agent_rules *a)
+{
+    for (uint32_t k = 0; k < a->npeers;) {
+        const link_rule *l = &a->peers[k].r;
+        if (l->delay_ms == 0 && l->jitter_ms == 0 && l->dup_p == 0 && l->reorder_p == 0)
+            a->peers[k] = a->peers[--a->npeers];
+        else
+            k++;
+    }
+}
+
 static void apply_link_fault(runner *r, const sim_fault *ft)
 {
     sim_inject *in = r->inj;
@@ -182,8 +238,10 @@ static void apply_link_fault(runner *r, const sim_fault *ft)
     }
     if (ensure(r, (void **)&in->rule, sizeof *in->rule))
         return;
-    for (uint32_t k = 0; k < ft->count; k++) {
-        link_rule *l = &in->rule[t[k]];
+    for (uint32_t k = 0; k < ft->count && !r->failed; k++) {
+        link_rule *l = rule_for(r, &in->rule[t[k]], ft->peer);
+        if (!l)
+            return;
         switch (ft->kind) {
         case SIM_FAULT_DELAY:
         case SIM_FAULT_DELAY_END:
@@ -202,17 +260,29 @@ static void apply_link_fault(runner *r, const sim_fault *ft)
         default:
             break;
         }
+        if (ft->peer >= 0)
+            prune(&in->rule[t[k]]);
     }
+}
+
+/* The rule a frame from -> to follows: the sender's rule for that peer
+ * while it has one, else its all-peers rule. */
+static const link_rule *rule_of(const sim_inject *in, uint32_t from, uint32_t to)
+{
+    const agent_rules *a = &in->rule[from];
+    for (uint32_t k = 0; k < a->npeers; k++)
+        if (a->peers[k].to == to)
+            return &a->peers[k].r;
+    return &a->all;
 }
 
 uint64_t sim_inject_delay(void *ctx, uint32_t from, uint32_t to)
 {
     runner *r = ctx;
     sim_inject *in = r->inj;
-    (void)to;
     if (!in || !in->rule)
         return 0;
-    const link_rule *l = &in->rule[from];
+    const link_rule *l = rule_of(in, from, to);
     double ms = l->delay_ms;
     if (l->jitter_ms > 0)
         ms += l->jitter_ms * model_rng_uniform_double(&in->rng);
@@ -225,10 +295,10 @@ int sim_inject_duplicate(void *ctx, uint32_t from, uint32_t to)
 {
     runner *r = ctx;
     sim_inject *in = r->inj;
-    (void)to;
-    if (!in || !in->rule || !(in->rule[from].dup_p > 0))
+    if (!in || !in->rule)
         return 0;
-    return model_rng_uniform_double(&in->rng) < in->rule[from].dup_p;
+    double p = rule_of(in, from, to)->dup_p;
+    return p > 0 && model_rng_uniform_double(&in->rng) < p;
 }
 
 /* The CPU of a paused agent: a step begun in a pause of d seconds takes

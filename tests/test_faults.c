@@ -146,6 +146,8 @@ static void every_syntax_error(void **state)
         {"5 duplicate 2", "needs p="},
         {"5 reorder 2 p=0.5", "needs window="},
         {"5 reorder 2 window=10", "needs p="},
+        {"5 delay 1 ms=3 peer=1.5", "peer=1.5: an agent index"},
+        {"5 bandwidth 1 mbps=3 peer=2", "takes no option 'peer'"},
     };
     char err[256];
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -318,7 +320,7 @@ static void link_fault_lines(void **state)
         "1 delay 0,2 ms=20 jitter=5 duration=2",
         "2 bandwidth all mbps=0.064",
         "3 duplicate 1 p=0.2 duration=1",
-        "4 reorder 3 p=0.3 window=50 duration=0.5",
+        "4 reorder 3 p=0.3 window=50 duration=0.5 peer=1",
     };
     sim_fault_list l;
     char err[256] = "";
@@ -345,6 +347,13 @@ static void link_fault_lines(void **state)
     }
     assert_int_equal(l.targets[l.events[0].first + 1], 2);
     assert_int_equal(l.targets[l.events[5].first], 3);
+    assert_int_equal(l.events[0].peer, -1);
+    assert_int_equal(l.events[5].peer, 1);
+    assert_int_equal(l.events[6].peer, 1); /* its end names the peer too */
+    const char *far[] = {"1 delay 0 ms=1 peer=4"};
+    sim_fault_list l2;
+    assert_int_equal(build(&l2, 4, far, 1, err), SIM_FAULTS_ERANGE);
+    assert_non_null(strstr(err, "peer 4 out of range (0..3)"));
     assert_string_equal(sim_fault_kind_name(SIM_FAULT_REORDER_END), "reorder-end");
     sim_fault_list_free(&l);
 }

@@ -73,6 +73,8 @@ typedef struct seen {
     uint64_t steps[2];
     uint64_t lo_us, hi_us;
     uint64_t frames, dup_pairs;
+    uint64_t dup_by[3][3]; /* pairs by sender and receiver */
+    uint64_t frames_by[3][3];
     uint8_t last[4096];
     size_t last_len;
     uint32_t last_from, last_to;
@@ -95,9 +97,13 @@ static void on_trace(void *ctx, uint64_t now_us, uint32_t from, uint32_t to, con
         return;
     }
     s->frames++;
+    if (from < 3 && to < 3)
+        s->frames_by[from][to]++;
     if (len == s->last_len && from == s->last_from && to == s->last_to && now_us == s->last_at &&
         len <= sizeof s->last && memcmp(frame, s->last, len) == 0) {
         s->dup_pairs++;
+        if (from < 3 && to < 3)
+            s->dup_by[from][to]++;
         s->last_len = 0; /* a pair counts once */
     } else if (len <= sizeof s->last) {
         memcpy(s->last, frame, len);
@@ -295,6 +301,37 @@ static void duplicates_and_reordering(void **state)
     free(sc);
 }
 
+/* peer=K: the sender's rule for one receiver only. */
+static void per_peer_link_faults(void **state)
+{
+    (void)state;
+    static const char *TRIO = "[run]\nagents = 3\nmode = timed\nduration_s = 2\n"
+                              "[mixing]\nalgorithm = push-sum\n[network]\nlatency_ms = 1\n"
+                              "[compute]\nstraggler_model = none\nstep_ms = 10\n"
+                              "[shards]\nreplication = 1\n";
+    const char *d[] = {"faults.event=0 duplicate 0 p=1 peer=1", NULL};
+    sim_scenario *sc = load("trio.ini", TRIO, d);
+    seen s = {0};
+    sim_summary a;
+    run(sc, &a, &s);
+    assert_true(s.frames_by[0][1] > 20 && s.frames_by[0][2] > 20);
+    assert_true(s.dup_by[0][1] > 10);
+    assert_true(2 * s.dup_by[0][1] == s.frames_by[0][1]); /* every frame 0 -> 1 twice */
+    assert_int_equal(s.dup_by[0][2], 0);
+    assert_int_equal(s.dup_by[1][0] + s.dup_by[2][0] + s.dup_by[1][2] + s.dup_by[2][1], 0);
+    free(sc);
+    /* the peer's rule replaces the all-peers rule for it: no duplicate to 1
+     * while its own (delay) rule is on, every frame to 2 doubled */
+    const char *both[] = {"faults.event=0 duplicate 0 p=1", "faults.event=0 delay 0 ms=2 peer=1",
+                          NULL};
+    sc = load("trio.ini", TRIO, both);
+    seen s2 = {0};
+    run(sc, &a, &s2);
+    assert_int_equal(s2.dup_by[0][1], 0);
+    assert_true(2 * s2.dup_by[0][2] == s2.frames_by[0][2] && s2.dup_by[0][2] > 10);
+    free(sc);
+}
+
 static void no_effect_and_bad_files(void **state)
 {
     (void)state;
@@ -368,7 +405,7 @@ int main(void)
         cmocka_unit_test(bandwidth_trace_drop),      cmocka_unit_test(latency_trace_lengthens),
         cmocka_unit_test(availability_stops_steps),  cmocka_unit_test(delay_and_bandwidth_faults),
         cmocka_unit_test(duplicates_and_reordering), cmocka_unit_test(no_effect_and_bad_files),
-        cmocka_unit_test(chaos_link_faults_map),
+        cmocka_unit_test(chaos_link_faults_map),     cmocka_unit_test(per_peer_link_faults),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
