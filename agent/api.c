@@ -1,6 +1,7 @@
 /* agent/api — libmurmur's public API (include/murmur.h) over the agent
  * runtime (agent/runtime.c). Every murmur_ function is here; nothing else
  * is exported from libmurmur.so. */
+#include "agent/chaos.h"
 #include "agent/runtime_internal.h"
 
 #include <errno.h>
@@ -200,6 +201,10 @@ MURMUR_API int murmur_mix(murmur_agent *a, float *params, uint32_t steps, uint64
         net_transport_wake(a->t);
     if (max_steps) /* run.max_steps: the trainer's next call gets ESTOPPED */
         agent_runtime_job_end(a, "max_steps", AGENT_EXIT_MAX_STEPS);
+    /* the pause and slow faults ([faults], murmur fault): the host's loop
+     * is held here, whoever the host is (agent/chaos.h) */
+    if (a->faults && agent_faults_host_gate(a))
+        return MURMUR_ESTOPPED;
     return rc;
 }
 

@@ -86,11 +86,16 @@ void agent_faults_on_frame(agent_faults *f, murmur_agent *a, uint64_t from, cons
 /* Copy the injector's frame counts to /metrics (the loop's metrics pass). */
 void agent_faults_sync_metrics(agent_faults *f);
 
-/* The built-in trainer calls this after every step that took step_us: it
- * returns at once without faults, sleeps (factor - 1) * step_us when the
- * trainer is slowed and waits while it is paused (in short naps, so a stop
- * is seen within 50 ms). Returns 1 when the agent is stopping. */
-int agent_faults_trainer_gate(murmur_agent *a, uint64_t step_us);
+/* The pause and slow faults act on the host program, whatever it is (the
+ * built-in trainer or a libmurmur host): murmur_mix, which every host calls
+ * after its steps, calls this before it returns. It returns at once
+ * without faults; when the host is slowed by F it sleeps (F - 1) x the
+ * host's step, measured as the time since murmur_mix last returned (so
+ * the host's loop runs F times slower, whatever it does between calls);
+ * while the host is paused it waits (in naps of 50 ms, so a stop is seen
+ * at once). Returns 1 when the agent is stopping. The host's thread only
+ * (murmur_mix's caller). */
+int agent_faults_host_gate(murmur_agent *a);
 
 /* For /status: what the faults did so far. */
 typedef struct agent_faults_summary {

@@ -40,6 +40,7 @@ struct agent_faults {
     size_t n_admins;
     _Atomic int paused;
     _Atomic uint64_t slow_milli; /* factor x 1000 */
+    uint64_t host_back_us;       /* when murmur_mix last returned (the host's thread only) */
     _Atomic uint64_t applied, removed;
     agent_metric *m_applied[FK_COUNT], *m_removed[FK_COUNT];
     agent_metric *m_frames[NET_FAULT_KIND_COUNT];
@@ -671,7 +672,7 @@ void agent_faults_destroy(agent_faults *f)
     free(f); /* the injector belongs to the transport */
 }
 
-/* ---- the trainer's side ---------------------------------------------------- */
+/* ---- the host's side (murmur_mix) ------------------------------------------ */
 
 static void nap_us(uint64_t us)
 {
@@ -681,11 +682,21 @@ static void nap_us(uint64_t us)
         ;
 }
 
-int agent_faults_trainer_gate(murmur_agent *a, uint64_t step_us)
+static uint64_t mono_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+int agent_faults_host_gate(murmur_agent *a)
 {
     agent_faults *f = a->faults;
     if (!f)
         return a->stop != 0;
+    /* the host's step: its time since murmur_mix last returned */
+    uint64_t now = mono_us();
+    uint64_t step_us = f->host_back_us && now > f->host_back_us ? now - f->host_back_us : 0;
     uint64_t slow = atomic_load(&f->slow_milli);
     if (slow > 1000) {
         /* (factor - 1) x the step, in naps of at most 50 ms */
@@ -698,5 +709,6 @@ int agent_faults_trainer_gate(murmur_agent *a, uint64_t step_us)
     }
     while (atomic_load(&f->paused) && !a->stop)
         nap_us(50000u);
+    f->host_back_us = mono_us();
     return a->stop != 0;
 }

@@ -434,9 +434,11 @@ const agent_config_option agent_config_options[] = {
      .help = "node id cut off both ways (no frame to it, none from it delivered); repeat for "
              "several"},
     {"faults", "pause_training", COMMON_OPT_BOOL, F(faults_pause_training), .def = "false",
-     .help = "the built-in trainer takes no step (membership and mixing go on)"},
+     .help = "the host (built-in trainer or libmurmur host) is held in murmur_mix: no step "
+             "(membership and mixing go on)"},
     {"faults", "slow_training", F64, F(faults_slow_training), .min = 1, .max = 1000, .def = "1",
-     .help = "the built-in trainer's steps take this many times longer"},
+     .help = "the host's steps (built-in trainer or libmurmur host) take this many times "
+             "longer: murmur_mix holds it"},
     {"faults", "admin_keys_file", STR, F(faults_admin_keys_file), .flags = PATH, .def = "",
      .help = "public keys (one per line) allowed to change faults at run time (murmur fault); "
              "empty or a file with no key = nobody"},

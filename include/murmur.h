@@ -152,7 +152,12 @@ MURMUR_API int murmur_wait_ready(murmur_agent *a, float *params, float *momentum
  * A host with no data calls it with 0 steps and 0 samples; while the
  * agent's shards directory is full (it has handed its primaries to other
  * agents and gets no data), such a call counts one schedule step, not a
- * local step, so that the agent keeps mixing. */
+ * local step, so that the agent keeps mixing.
+ * Fault injection (docs/CHAOS.md): while the agent's `pause` fault is on,
+ * murmur_mix does not return (until it is lifted, or the agent stops:
+ * MURMUR_ESTOPPED); under `slow` by F it sleeps F - 1 times the time since
+ * it last returned, so the host's loop runs F times slower. Both are off
+ * unless faults.enable = true. */
 MURMUR_API int murmur_mix(murmur_agent *a, float *params, uint32_t steps, uint64_t samples);
 
 /* The learning rate of the schedule for the next step (model.lr,
