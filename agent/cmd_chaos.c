@@ -33,6 +33,7 @@
 
 #include "agent/chaos.h"
 #include "agent/chaos_sched.h"
+#include "agent/chaos_verdict.h"
 #include "agent/commands.h"
 #include "agent/keys.h"
 #include "agent/metrics.h"
@@ -636,102 +637,45 @@ static void clean_up(chaos *c)
 
 static int verdict(chaos *c, double converged_at, double consensus_end)
 {
-    int fail = 0;
     size_t acted = 0, quiet = 0;
     for (size_t i = 0; i < c->s->n; i++)
         if (c->ev[i].applied)
             (*(evidence_line(c, i) ? &acted : &quiet))++;
-    /* views converge */
-    if (converged_at >= 0) {
-        printf("check views_converge: PASS every member sees the other %d, %.1f s after the "
-               "last fault ended\n",
-               c->n - 1, converged_at);
-    } else {
-        fail = 1;
-        printf("check views_converge: FAIL after %.0f s of settling:", c->settle_s);
-        for (int i = 0; i < c->n; i++)
-            printf(" m%d=%s%u", i, c->m[i].up ? "" : "down/", c->m[i].peers);
-        printf(" peers (want %d)\n", c->n - 1);
+    chaos_verdict_member vm[CHAOS_MEMBERS_MAX];
+    chaos_verdict v = {.n = c->n,
+                       .m = vm,
+                       .converged_at = converged_at,
+                       .settle_s = c->settle_s,
+                       .down_max = c->down_max,
+                       .replication = c->replication,
+                       .stall_member = 0,
+                       .stall_bound_s = c->stall_bound_s,
+                       .pre_samples = c->pre_samples,
+                       .pre_level = c->pre_level,
+                       .end_level = consensus_end,
+                       .bad_member = -1,
+                       .requests_failed = c->requests_failed,
+                       .acted = acted,
+                       .quiet = quiet,
+                       .faults = c->s->n};
+    for (int i = 0; i < c->n; i++) {
+        const member *m = &c->m[i];
+        vm[i] = (chaos_verdict_member){m->up, m->peers, m->id, m->shards_missing};
+        if (m->worst_stall > c->m[v.stall_member].worst_stall)
+            v.stall_member = i;
+        if (v.bad_member < 0 &&
+            (m->faults_applied != m->want_applied || m->faults_removed != m->want_removed)) {
+            v.bad_member = i;
+            v.bad_applied = m->faults_applied;
+            v.bad_removed = m->faults_removed;
+            v.bad_want_applied = m->want_applied;
+            v.bad_want_removed = m->want_removed;
+        }
+        v.applied_all += m->want_applied;
     }
-    /* shards */
-    uint64_t missing = 0;
-    for (int i = 0; i < c->n; i++)
-        missing += c->m[i].shards_missing;
-    if (c->down_max >= (int)c->replication) {
-        printf("check shards_not_lost: SKIP %d agents were down at once (>= r = %u): loss "
-               "allowed\n",
-               c->down_max, c->replication);
-    } else if (missing) {
-        fail = 1;
-        printf("check shards_not_lost: FAIL %" PRIu64 " shards missing after healing though at "
-               "most %d of r = %u holders were down:",
-               missing, c->down_max, c->replication);
-        for (int i = 0; i < c->n; i++)
-            printf(" m%d=%" PRIu64, i, c->m[i].shards_missing);
-        printf("\n");
-    } else {
-        printf("check shards_not_lost: PASS no shard missing after healing (at most %d agents "
-               "down at once, r = %u)\n",
-               c->down_max, c->replication);
-    }
-    /* training stalls */
-    int worst = 0;
-    for (int i = 1; i < c->n; i++)
-        if (c->m[i].worst_stall > c->m[worst].worst_stall)
-            worst = i;
-    if (c->m[worst].worst_stall > c->stall_bound_s) {
-        fail = 1;
-        printf("check training_stall: FAIL member %d (%016" PRIx64 ") took no step for %.1f s "
-               "from t=%.1f s (bound %.0f s)\n",
-               worst, c->m[worst].id, c->m[worst].worst_stall, c->m[worst].worst_stall_at,
-               c->stall_bound_s);
-    } else {
-        printf("check training_stall: PASS longest stall %.1f s (member %d; bound %.0f s; "
-               "paused, killed and cut-off agents excused while the fault lasts)\n",
-               c->m[worst].worst_stall, worst, c->stall_bound_s);
-    }
-    /* consensus distance */
-    if (!c->pre_samples || !isfinite(c->pre_level)) {
-        printf("check consensus_recovers: SKIP no consensus distance before the first fault\n");
-    } else if (isfinite(consensus_end) && consensus_end <= c->pre_level) {
-        printf("check consensus_recovers: PASS mean distance %.4g after healing <= %.4g before "
-               "the first fault\n",
-               consensus_end, c->pre_level);
-    } else {
-        fail = 1;
-        printf("check consensus_recovers: FAIL mean distance %.4g after healing > %.4g before "
-               "the first fault\n",
-               consensus_end, c->pre_level);
-    }
-    /* every fault counted */
-    int bad = -1;
-    for (int i = 0; i < c->n && bad < 0; i++)
-        if (c->m[i].faults_applied != c->m[i].want_applied ||
-            c->m[i].faults_removed != c->m[i].want_removed)
-            bad = i;
-    if (bad >= 0 || c->requests_failed || quiet) {
-        fail = 1;
-        printf("check faults_counted: FAIL");
-        if (quiet)
-            printf(" %zu faults showed no effect (see their evidence above)", quiet);
-        if (bad >= 0)
-            printf(" member %d counts %" PRIu64 " applied / %" PRIu64
-                   " removed, the run made %" PRIu64 " / %" PRIu64,
-                   bad, c->m[bad].faults_applied, c->m[bad].faults_removed, c->m[bad].want_applied,
-                   c->m[bad].want_removed);
-        if (c->requests_failed)
-            printf(" %" PRIu64 " requests failed", c->requests_failed);
-        printf("\n");
-    } else {
-        uint64_t a = 0;
-        for (int i = 0; i < c->n; i++)
-            a += c->m[i].want_applied;
-        printf("check faults_counted: PASS every member counted exactly the faults applied and "
-               "removed (%" PRIu64 " applied in all); %zu of %zu faults showed their effect\n",
-               a, acted, c->s->n);
-    }
-    printf("VERDICT: %s\n", fail ? "FAIL" : "PASS");
-    return fail;
+    v.stall_s = c->m[v.stall_member].worst_stall;
+    v.stall_at = c->m[v.stall_member].worst_stall_at;
+    return chaos_verdict_print(&v, stdout);
 }
 
 /* ---- the run -------------------------------------------------------------- */

@@ -29,6 +29,7 @@
  * diverged (unless --allow-divergence); 130 interrupted.
  */
 #include "agent/chaos_sched.h"
+#include "agent/chaos_sim.h"
 #include "agent/commands.h"
 
 #include <errno.h>
@@ -60,6 +61,9 @@
  * and of a run that diverged. */
 #define SIM_EXIT_INTERRUPTED 130
 #define SIM_EXIT_DIVERGED    3
+/* --schedule: the longest training stall the verdict allows (murmur chaos's
+ * --stall-bound default). */
+#define SIM_CHAOS_STALL_BOUND_S 30.0
 
 static void sim_usage(FILE *out)
 {
@@ -359,6 +363,7 @@ enum { SIM_JOB_PENDING = 0, SIM_JOB_RUNNING, SIM_JOB_DONE, SIM_JOB_FAILED };
 /* One (point, seed) run; in memory shared with the workers. */
 typedef struct sim_slot {
     volatile int state;
+    int verdict_fail; /* --schedule: the checker's verdict was FAIL */
     volatile double fraction, sim_s; /* progress of a running job */
     int rc;
     char err[1024];
@@ -372,6 +377,7 @@ typedef struct sim_plan {
     uint64_t points, seeds, jobs;
     int quiet, plot;
     FILE *trace;
+    const chaos_sched *chaos; /* --schedule: judge each run as murmur chaos does */
 } sim_plan;
 
 /* Directory of point p (the run directory without seeds). */
@@ -453,9 +459,29 @@ static void sim_job_run(const sim_plan *pl, uint64_t j, sim_slot *slot, int in_w
         o.quiet = 0;
         o.progress_s = 1e300;
     }
+    chaos_sim *judge = NULL;
+    if (pl->chaos) {
+        judge = chaos_sim_create(pl->chaos, sc->run.agents, sc->shards.replication,
+                                 SIM_CHAOS_STALL_BOUND_S);
+        if (!judge) {
+            snprintf(slot->err, sizeof slot->err, "out of memory");
+            slot->state = SIM_JOB_FAILED;
+            free(sc);
+            return;
+        }
+        o.on_sample = chaos_sim_sample;
+        o.sample_ctx = judge;
+    }
     sim_summary_init(&slot->sum);
     slot->state = SIM_JOB_RUNNING;
     int rc = sim_run(sc, &o, &slot->sum, slot->err, sizeof slot->err);
+    if (judge && rc == 0) { /* the verdict, in murmur chaos's format (docs/CHAOS.md) */
+        if (label[0])
+            printf("# verdict of %s\n", label);
+        slot->verdict_fail = chaos_sim_verdict(judge, stdout);
+        fflush(stdout);
+    }
+    chaos_sim_destroy(judge);
     slot->rc = rc;
     slot->state = rc ? SIM_JOB_FAILED : SIM_JOB_DONE;
     free(sc);
@@ -665,19 +691,20 @@ static unsigned sim_default_jobs(void)
 
 /* --schedule: a murmur chaos schedule as faults.event lines (members are
  * agents by index); faults without a simulator counterpart are named. */
+static chaos_sched sim_chaos;
 static int sim_add_chaos_schedule(sim_scenario *sc, const char *file, char *err, size_t errlen)
 {
-    static chaos_sched s;
-    if (chaos_sched_load(&s, file, (int)sc->run.agents, err, errlen))
+    chaos_sched *s = &sim_chaos;
+    if (chaos_sched_load(s, file, (int)sc->run.agents, err, errlen))
         return -1;
     size_t mapped = 0;
-    for (size_t i = 0; i < s.n; i++) {
+    for (size_t i = 0; i < s->n; i++) {
         char line[300], set[320];
-        if (!chaos_event_sim_line(&s.ev[i], line, sizeof line)) {
+        if (!chaos_event_sim_line(&s->ev[i], line, sizeof line)) {
             fprintf(stderr,
                     "murmur sim: --schedule: %s at %g s has no simulator counterpart; "
                     "skipped\n",
-                    chaos_action_names[s.ev[i].action], s.ev[i].at_s);
+                    chaos_action_names[s->ev[i].action], s->ev[i].at_s);
             continue;
         }
         snprintf(set, sizeof set, "faults.event=%s", line);
@@ -685,7 +712,7 @@ static int sim_add_chaos_schedule(sim_scenario *sc, const char *file, char *err,
             return -1;
         mapped++;
     }
-    fprintf(stderr, "murmur sim: --schedule %s: %zu of %zu faults\n", file, mapped, s.n);
+    fprintf(stderr, "murmur sim: --schedule %s: %zu of %zu faults\n", file, mapped, s->n);
     return 0;
 }
 
@@ -874,7 +901,8 @@ int cmd_sim(int argc, char **argv)
                    .jobs = runs * seeds,
                    .quiet = quiet,
                    .plot = base->output.plot,
-                   .trace = trace};
+                   .trace = trace,
+                   .chaos = chaos_file ? &sim_chaos : NULL};
     if (!jobs)
         jobs = sim_default_jobs();
     if (jobs > pl.jobs)
@@ -902,7 +930,9 @@ int cmd_sim(int argc, char **argv)
         sim_jobs_serial(&pl, slots);
     int bad = sim_points_write(&pl, slots);
     int failed = 0, diverged = 0, interrupted = sim_stop_flag != 0;
+    int verdict_fail = 0;
     for (uint64_t j = 0; j < pl.jobs; j++) {
+        verdict_fail |= slots[j].state == SIM_JOB_DONE && slots[j].verdict_fail;
         failed |= slots[j].state == SIM_JOB_FAILED;
         diverged |= slots[j].state == SIM_JOB_DONE && slots[j].sum.diverged;
         interrupted |= slots[j].state == SIM_JOB_DONE && slots[j].sum.interrupted;
@@ -921,7 +951,7 @@ int cmd_sim(int argc, char **argv)
     sim_signals_restore();
     if (interrupted)
         status = SIM_EXIT_INTERRUPTED;
-    else if (failed || bad)
+    else if (failed || bad || verdict_fail)
         status = 1;
     else if (diverged && !allow_div)
         status = SIM_EXIT_DIVERGED;

@@ -313,6 +313,7 @@ static double pause_slow(const runner *r, double pause_s)
 
 void sim_inject_fault(runner *r, const sim_fault *ft)
 {
+    r->tally.faults++;
     apply_fault_kind(r, ft);
     sim_checks_run(r);
 }

@@ -80,6 +80,43 @@ void sim_report_sample(runner *r, uint64_t rounds)
             sim_runner_fail(r, SIM_RUN_EIO, "%s: write error", r->rep.out.path);
     }
     r->rep.rows++;
+    if (r->opts->on_sample) {
+        const sim_engine_stats *es = sim_engine_get_stats(r->e);
+        sim_observation o = {.time_s = now_s,
+                             .agents = r->n,
+                             .consensus_distance = cd,
+                             .shards_lost = r->sh.shards_lost,
+                             .shards_under_replicated = sim_shardsim_under_replicated(r),
+                             .frames_lost = es->dropped,
+                             .frames_corrupted = r->corrupted,
+                             .fault_events = r->faults.len,
+                             .fault_events_applied = r->tally.faults,
+                             .run = r};
+        while (o.fault_events_due < r->faults.len &&
+               r->faults.events[o.fault_events_due].time_us < sim_runner_now(r))
+            o.fault_events_due++;
+        r->opts->on_sample(r->opts->sample_ctx, &o);
+    }
+}
+
+void sim_observation_agent(const sim_observation *o, uint32_t i, sim_agent_observation *out)
+{
+    const runner *r = o->run;
+    const sim_agent_state *g = &r->a[i];
+    out->live = sim_runner_alive(r, i);
+    out->paused = g->paused;
+    out->steps = g->steps;
+    out->peers = 0;
+    if (!out->live)
+        return;
+    if (r->swim && g->node) {
+        gossip_view v;
+        gossip_swim_view(gossip_node_swim(g->node), &v);
+        out->peers = v.n ? v.n - 1 : 0;
+    } else {
+        for (uint32_t k = 0; k < r->n; k++)
+            out->peers += k != i && sim_runner_alive(r, k);
+    }
 }
 
 /* Fill *out with the run's figures (the run did not fail). */

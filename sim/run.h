@@ -96,6 +96,34 @@ typedef enum sim_run_err {
     SIM_RUN_EFAULTS = -6, /* fault list could not be built */
 } sim_run_err;
 
+/* What a sample sees (sim_run_opts.on_sample): the run as a checker
+ * outside it would, e.g. murmur sim --schedule's verdict (agent/cmd_sim.c),
+ * which polls it as murmur chaos polls every member's /status. Valid only
+ * during the callback. */
+typedef struct sim_observation {
+    double time_s;             /* simulated */
+    uint32_t agents;
+    double consensus_distance; /* of the live agents (NaN: none) */
+    uint64_t shards_lost;      /* shards with no complete live copy, so far */
+    uint32_t shards_under_replicated;
+    uint64_t frames_lost;      /* by the loss model, a partition or the filter, so far */
+    uint64_t frames_corrupted; /* corrupt fault, so far */
+    uint64_t fault_events;     /* events of the fault list (each fault and its undo) */
+    uint64_t fault_events_due; /* ... whose time is reached */
+    uint64_t fault_events_applied;
+    const void *run;           /* for sim_observation_agent */
+} sim_observation;
+
+typedef struct sim_agent_observation {
+    int live;       /* up (not crashed, not absent) */
+    int paused;     /* a pause fault */
+    uint64_t steps; /* local steps since its last start */
+    uint32_t peers; /* the others in its view (membership.mode = oracle: live - 1) */
+} sim_agent_observation;
+
+/* Agent i (< o->agents) at the sample o. */
+void sim_observation_agent(const sim_observation *o, uint32_t i, sim_agent_observation *out);
+
 typedef struct sim_run_opts {
     FILE *log;            /* SEED= and TRACE_HASH= lines; NULL = stdout */
     FILE *progress;       /* progress lines; NULL = stderr */
@@ -120,6 +148,10 @@ typedef struct sim_run_opts {
     void (*on_trace)(void *ctx, uint64_t now_us, uint32_t from, uint32_t to, const uint8_t *frame,
                      size_t len, uint64_t value);
     void *hook_ctx; /* passed to on_progress and on_trace */
+    /* When set, called at every sample (output.every_s / every_rounds),
+     * after its figures are computed, with sample_ctx. */
+    void (*on_sample)(void *ctx, const sim_observation *o);
+    void *sample_ctx;
 } sim_run_opts;
 
 const char *sim_run_strerror(int err);

@@ -143,6 +143,7 @@ typedef struct sim_report {
 /* agents.c: counts of what happened to the agents. */
 typedef struct sim_tally {
     uint64_t mix_done, mix_aborted, crashes, restarts, transfers;
+    uint64_t faults; /* fault events applied (sim/inject) */
     double mix_time_sum, mix_time_max;
 } sim_tally;
 

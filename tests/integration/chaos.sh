@@ -6,7 +6,10 @@
 # must be PASS with evidence that each of them acted, the same seed must
 # give the same schedule, and afterwards no fault is in force and every
 # agent is up; murmur sim --schedule runs the same file on 4 simulated
-# agents without losing a shard. Bounded by `timeout`; on any exit murmur
+# agents and its verdict, the same five checks in the same format, must be
+# PASS too. CHAOS_OUT_DIR=DIR keeps both outputs and the schedule there
+# (scripts/chaos_verdicts.sh puts them in docs/CHAOS.md). Bounded by
+# `timeout`; on any exit murmur
 # chaos is stopped (it restarts what it killed) and every agent, restarted
 # ones included, is killed.
 NAME=chaos
@@ -80,12 +83,27 @@ for i in 1 2 3 4; do
         fail "agent $i is down after the run"
     grep -q '"faults_active":0' "$tmp/st$i" || fail "agent $i still has faults: $(cat "$tmp/st$i")"
 done
-# the same schedule in the simulator: 4 simulated agents, only these faults
+# the same schedule in the simulator: 4 simulated agents, only these faults,
+# r = 2 as here; the quadratic model keeps the suite short (the verdict
+# judges the cluster, not what it learns)
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 "$bin" sim "$repo/sim/examples/fashion-gossip.ini" --schedule "$tmp/s1" --out "$tmp/sim" --quiet \
-    --set run.agents=4 --set run.duration_s=130 --set faults.crash_rate_per_s=0 \
-    >"$tmp/sim.out" 2>"$tmp/sim.err" || fail "murmur sim --schedule: $(tail -n 3 "$tmp/sim.err")"
+    --set model.kind=quadratic --set run.agents=4 --set run.duration_s=130 \
+    --set faults.crash_rate_per_s=0 --set shards.replication=2 \
+    >"$tmp/sim.out" 2>"$tmp/sim.err" || fail "murmur sim --schedule: $(tail -n 12 "$tmp/sim.out") $(tail -n 3 "$tmp/sim.err")"
+cat "$tmp/sim.out"
 grep -q "faults" "$tmp/sim.err" || fail "murmur sim did not report the schedule"
+grep -q '^VERDICT: PASS' "$tmp/sim.out" || fail "simulator's verdict: $(grep VERDICT "$tmp/sim.out")"
+for c in views_converge shards_not_lost training_stall consensus_recovers faults_counted; do
+    grep -q "^check $c: " "$tmp/chaos.out" || fail "murmur chaos printed no $c"
+    grep -q "^check $c: " "$tmp/sim.out" || fail "murmur sim printed no $c"
+done
 grep -Eq '"shards_lost": *0([^0-9]|$)' "$tmp/sim/summary.json" || fail "simulated run lost shards"
 grep -Eq '"agents_live_final": *4([^0-9]|$)' "$tmp/sim/summary.json" || fail "simulated agents not all live"
+if [ -n "${CHAOS_OUT_DIR:-}" ]; then
+    cp "$tmp/s1" "$CHAOS_OUT_DIR/schedule"
+    cp "$tmp/chaos.out" "$CHAOS_OUT_DIR/chaos.out"
+    cp "$tmp/sim.out" "$CHAOS_OUT_DIR/sim.out"
+    cp "$tmp/sim.err" "$CHAOS_OUT_DIR/sim.err"
+fi
 echo "$NAME: PASS"

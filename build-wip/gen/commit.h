@@ -1,0 +1,1 @@
+#define MURMUR_COMMIT "78b0d78-dirty"
