@@ -25,6 +25,8 @@ typedef struct sim_member {
 typedef struct sim_evidence {
     int opened, closed, mapped;
     uint64_t lost0, lost1, corrupt0, corrupt1; /* frames */
+    uint64_t delayed0, delayed1, dup0, dup1;   /* frames */
+    uint64_t bytes0, bytes1;                   /* sent by the target (bandwidth) */
     uint64_t step0, step1;                     /* the target's steps */
     double t0, t1;
     int down_seen, paused_seen;
@@ -164,6 +166,11 @@ void chaos_sim_sample(void *ctx, const sim_observation *o)
                     v->step0 = a.steps;
                 v->step1 = a.steps;
             }
+            if (e->action == CHAOS_BANDWIDTH && !v->closed) {
+                if (!v->opened)
+                    v->bytes0 = a.bytes_sent;
+                v->bytes1 = a.bytes_sent;
+            }
         }
     }
     if (down > c->down_max)
@@ -179,10 +186,14 @@ void chaos_sim_sample(void *ctx, const sim_observation *o)
             v->t0 = t;
             v->lost0 = o->frames_lost;
             v->corrupt0 = o->frames_corrupted;
+            v->delayed0 = o->frames_delayed;
+            v->dup0 = o->frames_duplicated;
         }
         v->t1 = t;
         v->lost1 = o->frames_lost;
         v->corrupt1 = o->frames_corrupted;
+        v->delayed1 = o->frames_delayed;
+        v->dup1 = o->frames_duplicated;
         if (t > e->at_s + e->for_s)
             v->closed = 1;
     }
@@ -248,6 +259,27 @@ static int evidence_line(const chaos_sim *c, size_t k, FILE *out)
         ok = corrupt > 0;
         fprintf(out, "%" PRIu64 " frames corrupted (and refused)\n", corrupt);
         break;
+    case CHAOS_DELAY:
+    case CHAOS_REORDER:
+        ok = v->delayed1 > v->delayed0;
+        fprintf(out, "%" PRIu64 " frames held back\n", v->delayed1 - v->delayed0);
+        break;
+    case CHAOS_DUPLICATE:
+        ok = v->dup1 > v->dup0;
+        fprintf(out, "%" PRIu64 " frames sent twice\n", v->dup1 - v->dup0);
+        break;
+    case CHAOS_BANDWIDTH: {
+        /* the member's sending rate stayed under the cap (on=-1: not
+         * judged per member, only that frames went out) */
+        double bps = v->t1 > v->t0 ? (double)(v->bytes1 - v->bytes0) * 8 / (v->t1 - v->t0) : 0;
+        ok = e->on < 0 || (v->bytes1 > v->bytes0 && bps <= (double)e->bps * 1.05);
+        if (e->on >= 0)
+            fprintf(out, "member %d sent %.0f b/s under a cap of %" PRIu64 " b/s\n", e->on, bps,
+                    e->bps);
+        else
+            fprintf(out, "cap of %" PRIu64 " b/s on every member\n", e->bps);
+        break;
+    }
     default:
         ok = lost > 0;
         fprintf(out, "%" PRIu64 " frames lost", lost);

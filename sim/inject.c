@@ -49,6 +49,7 @@ struct sim_inject {
     sim_trace avail;   /* compute.availability_trace */
     uint8_t *avail_on; /* agents that follow it; NULL = none */
     model_rng rng;
+    uint64_t delayed; /* frames the delay hook held (delay, jitter, reorder) */
 };
 
 static void apply_fault_kind(runner *r, const sim_fault *ft);
@@ -288,7 +289,13 @@ uint64_t sim_inject_delay(void *ctx, uint32_t from, uint32_t to)
         ms += l->jitter_ms * model_rng_uniform_double(&in->rng);
     if (l->reorder_p > 0 && model_rng_uniform_double(&in->rng) < l->reorder_p)
         ms += l->window_ms * model_rng_uniform_double(&in->rng);
+    in->delayed += ms > 0;
     return (uint64_t)llround(ms * 1000.0);
+}
+
+uint64_t sim_inject_frames_delayed(const runner *r)
+{
+    return r->inj ? r->inj->delayed : 0;
 }
 
 int sim_inject_duplicate(void *ctx, uint32_t from, uint32_t to)

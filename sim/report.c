@@ -89,6 +89,8 @@ void sim_report_sample(runner *r, uint64_t rounds)
                              .shards_under_replicated = sim_shardsim_under_replicated(r),
                              .frames_lost = es->dropped,
                              .frames_corrupted = r->corrupted,
+                             .frames_delayed = sim_inject_frames_delayed(r),
+                             .frames_duplicated = es->duplicated,
                              .fault_events = r->faults.len,
                              .fault_events_applied = r->tally.faults,
                              .run = r};
@@ -107,6 +109,7 @@ void sim_observation_agent(const sim_observation *o, uint32_t i, sim_agent_obser
     out->paused = g->paused;
     out->steps = g->steps;
     out->peers = 0;
+    out->bytes_sent = sim_engine_bytes_sent(r->e, i);
     if (!out->live)
         return;
     if (r->swim && g->node) {

@@ -108,6 +108,8 @@ typedef struct sim_observation {
     uint32_t shards_under_replicated;
     uint64_t frames_lost;      /* by the loss model, a partition or the filter, so far */
     uint64_t frames_corrupted; /* corrupt fault, so far */
+    uint64_t frames_delayed;    /* held by a delay, jitter or reorder fault, so far */
+    uint64_t frames_duplicated; /* second copies of a duplicate fault, so far */
     uint64_t fault_events;     /* events of the fault list (each fault and its undo) */
     uint64_t fault_events_due; /* ... whose time is reached */
     uint64_t fault_events_applied;
@@ -119,6 +121,7 @@ typedef struct sim_agent_observation {
     int paused;     /* a pause fault */
     uint64_t steps; /* local steps since its last start */
     uint32_t peers; /* the others in its view (membership.mode = oracle: live - 1) */
+    uint64_t bytes_sent; /* since the run began */
 } sim_agent_observation;
 
 /* Agent i (< o->agents) at the sample o. */

@@ -260,6 +260,8 @@ uint64_t sim_inject_step_us(runner *r, uint32_t i, uint64_t work_us);
  * jitter and reordering faults of the sender; its duplicate fault. */
 uint64_t sim_inject_delay(void *ctx, uint32_t from, uint32_t to);
 int sim_inject_duplicate(void *ctx, uint32_t from, uint32_t to);
+/* Frames the delay hook held so far (the observation of sim_run_opts.on_sample). */
+uint64_t sim_inject_frames_delayed(const runner *r);
 /* The engine's filter hook (sim_engine_hooks.filter; ctx is the runner):
  * drops frames from and to paused agents, corrupts frames while a corrupt
  * fault lasts. */

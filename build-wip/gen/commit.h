@@ -1,1 +1,1 @@
-#define MURMUR_COMMIT "78b0d78-dirty"
+#define MURMUR_COMMIT "bf6fdce-dirty"
