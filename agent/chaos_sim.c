@@ -11,8 +11,8 @@
 /* The excuses of murmur chaos's checker (agent/cmd_chaos.c do_event,
  * restart_member): a paused or slowed member while the fault lasts and
  * 5 s more; a killed, restarted or cut-off one while it lasts and 30 s. */
-#define CHAOS_SIM_EXCUSE_S  5.0
-#define CHAOS_SIM_REJOIN_S  30.0
+#define CHAOS_SIM_EXCUSE_S 5.0
+#define CHAOS_SIM_REJOIN_S 30.0
 
 typedef struct sim_member {
     uint64_t step;
@@ -328,8 +328,8 @@ int chaos_sim_verdict(chaos_sim *c, FILE *out)
     v.stall_at = c->m[v.stall_member].worst_stall_at;
     char pass[256];
     snprintf(pass, sizeof pass,
-             "the simulator applied every event of the schedule's faults (%" PRIu64
-             " of %" PRIu64 ", each fault and its undo; %zu faults judged)",
+             "the simulator applied every event of the schedule's faults (%" PRIu64 " of %" PRIu64
+             ", each fault and its undo; %zu faults judged)",
              c->events_applied, c->events, judged);
     v.counted_pass = pass;
     if (c->events_applied != c->events_due) {

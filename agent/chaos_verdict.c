@@ -82,8 +82,8 @@ int chaos_verdict_print(const chaos_verdict *v, FILE *out)
             fprintf(out, " %zu faults showed no effect (see their evidence above)", v->quiet);
         if (v->bad_member >= 0)
             fprintf(out,
-                    " member %d counts %" PRIu64 " applied / %" PRIu64 " removed, the run made %" PRIu64
-                    " / %" PRIu64,
+                    " member %d counts %" PRIu64 " applied / %" PRIu64
+                    " removed, the run made %" PRIu64 " / %" PRIu64,
                     v->bad_member, v->bad_applied, v->bad_removed, v->bad_want_applied,
                     v->bad_want_removed);
         if (v->requests_failed)

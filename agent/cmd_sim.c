@@ -363,7 +363,7 @@ enum { SIM_JOB_PENDING = 0, SIM_JOB_RUNNING, SIM_JOB_DONE, SIM_JOB_FAILED };
 /* One (point, seed) run; in memory shared with the workers. */
 typedef struct sim_slot {
     volatile int state;
-    int verdict_fail; /* --schedule: the checker's verdict was FAIL */
+    int verdict_fail;                /* --schedule: the checker's verdict was FAIL */
     volatile double fraction, sim_s; /* progress of a running job */
     int rc;
     char err[1024];

@@ -101,26 +101,26 @@ typedef enum sim_run_err {
  * which polls it as murmur chaos polls every member's /status. Valid only
  * during the callback. */
 typedef struct sim_observation {
-    double time_s;             /* simulated */
+    double time_s; /* simulated */
     uint32_t agents;
     double consensus_distance; /* of the live agents (NaN: none) */
     uint64_t shards_lost;      /* shards with no complete live copy, so far */
     uint32_t shards_under_replicated;
-    uint64_t frames_lost;      /* by the loss model, a partition or the filter, so far */
-    uint64_t frames_corrupted; /* corrupt fault, so far */
+    uint64_t frames_lost;       /* by the loss model, a partition or the filter, so far */
+    uint64_t frames_corrupted;  /* corrupt fault, so far */
     uint64_t frames_delayed;    /* held by a delay, jitter or reorder fault, so far */
     uint64_t frames_duplicated; /* second copies of a duplicate fault, so far */
-    uint64_t fault_events;     /* events of the fault list (each fault and its undo) */
-    uint64_t fault_events_due; /* ... whose time is reached */
+    uint64_t fault_events;      /* events of the fault list (each fault and its undo) */
+    uint64_t fault_events_due;  /* ... whose time is reached */
     uint64_t fault_events_applied;
-    const void *run;           /* for sim_observation_agent */
+    const void *run; /* for sim_observation_agent */
 } sim_observation;
 
 typedef struct sim_agent_observation {
-    int live;       /* up (not crashed, not absent) */
-    int paused;     /* a pause fault */
-    uint64_t steps; /* local steps since its last start */
-    uint32_t peers; /* the others in its view (membership.mode = oracle: live - 1) */
+    int live;            /* up (not crashed, not absent) */
+    int paused;          /* a pause fault */
+    uint64_t steps;      /* local steps since its last start */
+    uint32_t peers;      /* the others in its view (membership.mode = oracle: live - 1) */
     uint64_t bytes_sent; /* since the run began */
 } sim_agent_observation;
 
