@@ -357,6 +357,14 @@ const agent_config_option agent_config_options[] = {
     {"mixing", "allreduce_step_deadline_ms", U32, F(allreduce_step_deadline_ms), .min = 10,
      .max = 600000, .def = "5000", .unit = "ms",
      .help = "longest wait for one allreduce step before the round is aborted"},
+    {"mixing", "robust", ENUM, F(robust), .names = gossip_robust_rule_names, .def = "clip",
+     .help = "bounds on peers' values: none, clip (a peer's difference to our model clipped to "
+             "robust_clip_factor x the median of our own recent local deltas), trimmed-mean or "
+             "centered-clip (dpsgd; clip elsewhere)"},
+    {"mixing", "robust_clip_factor", F64, F(robust_clip_factor), .min = 0, .max = 1e6, .def = "2",
+     .help = "tau = this x the median of the last 16 local-delta norms (0 = 2)"},
+    {"mixing", "robust_trim", U32, F(robust_trim), .min = 0, .max = 8, .def = "1", .unit = "values",
+     .help = "trimmed-mean: values dropped at each end of a coordinate (0 = 1)"},
     {"membership", "probe_interval_ms", U32, F(probe_interval_ms), .min = 50, .max = 60000,
      .def = "1000", .unit = "ms", .help = "SWIM protocol period: one member probed per interval"},
     {"membership", "probe_timeout_ms", U32, F(probe_timeout_ms), .min = 10, .max = 60000,
@@ -456,6 +464,7 @@ const size_t agent_config_option_count = OPTION_COUNT;
 _Static_assert(sizeof agent_config_options / sizeof agent_config_options[0] <=
                    AGENT_CONFIG_OPTIONS_MAX,
                "agent_config.origin must have a slot per option");
+_Static_assert(sizeof(gossip_robust_rule) == sizeof(int), "enums are stored as int");
 _Static_assert(sizeof(gossip_mix_algo) == sizeof(int) && sizeof(gossip_topology) == sizeof(int),
                "enum options are stored as int");
 

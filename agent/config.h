@@ -139,6 +139,9 @@ typedef struct agent_config {
     uint32_t block;            /* values per quantization block (one scale each) */
     uint32_t interval_steps;
     uint32_t allreduce_step_deadline_ms;
+    gossip_robust_rule robust; /* names: gossip_robust_rule_names (gossip/robust.h) */
+    double robust_clip_factor;
+    uint32_t robust_trim;
     /* [membership] */
     uint32_t probe_interval_ms;
     uint32_t probe_timeout_ms;

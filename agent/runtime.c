@@ -1121,6 +1121,9 @@ static int setup_node(agent_runtime *a, char *err, size_t errlen)
     nc.mix.block = a->cfg.block;
     nc.mix.members_max = nc.swim.members_max;
     nc.mix.step_timeout_us = (gossip_time_us)a->cfg.allreduce_step_deadline_ms * 1000u;
+    nc.mix.robust = (gossip_robust_config){.rule = a->cfg.robust,
+                                           .clip_factor = a->cfg.robust_clip_factor,
+                                           .trim = a->cfg.robust_trim};
     if (!gossip_mix_combination_valid(nc.mix.algo, nc.mix.topology)) {
         agent_errf(err, errlen,
                    "mixing.algorithm %s cannot run on mixing.topology %s (dpsgd needs a graph "

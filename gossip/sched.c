@@ -5,6 +5,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "gossip/robust.h"
 #include "gossip/wire.h"
 
 struct gossip_sched {
@@ -251,9 +252,8 @@ int gossip_sched_deliver(gossip_sched *s, const float *mixed, int outcome)
 int gossip_sched_replace(gossip_sched *s, const float *model, uint64_t clock_samples)
 {
     const uint32_t dim = s->cfg.dim;
-    for (uint32_t k = 0; k < dim; k++)
-        if (!isfinite(model[k]))
-            return GOSSIP_ENONFINITE;
+    if (!gossip_robust_adopt_ok(model, dim)) /* bounded, not only finite: gossip/robust.h */
+        return GOSSIP_ENONFINITE;
     memcpy(s->adopted, model, dim * sizeof *model);
     s->replace_pending = 1;
     if (s->state == GOSSIP_SCHED_OUT || s->state == GOSSIP_SCHED_RESULT)

@@ -184,7 +184,8 @@ int gossip_sched_deliver(gossip_sched *s, const float *mixed, int outcome);
  * an outstanding round is forgotten (its result is ignored). The cluster
  * clock is set to `clock_samples` (the cluster's samples the adopted model
  * stands for; 0 keeps the local clock). Returns GOSSIP_OK or
- * GOSSIP_ENONFINITE (model not finite: nothing changes). */
+ * GOSSIP_ENONFINITE (a value not finite or beyond GOSSIP_ROBUST_ADOPT_VALUE_MAX,
+ * gossip/robust.h: nothing changes). */
 int gossip_sched_replace(gossip_sched *s, const float *model, uint64_t clock_samples);
 
 /* ---- queries ---- */

@@ -4,6 +4,8 @@
 #include <sodium.h>
 #include <string.h>
 
+#include "gossip/robust.h"
+
 #define HASH 32u
 
 typedef struct snap {
@@ -313,7 +315,9 @@ static void on_data(gossip_xfer *x, const gossip_xfer_msg *m, gossip_time_us now
         uint32_t u = gossip_get_u32(m->values + 4 * (size_t)i);
         float f;
         memcpy(&f, &u, 4);
-        if (!isfinite(f)) {
+        /* a model adopted whole from one peer: bounded beyond finiteness
+         * (gossip/robust.h); another attempt may pick another source */
+        if (!(fabsf(f) <= GOSSIP_ROBUST_ADOPT_VALUE_MAX)) {
             x->c.nonfinite++;
             fetch_attempt(x, x->attempt + 1, now);
             return;

@@ -152,7 +152,8 @@ typedef struct gossip_xfer_counters {
     uint64_t nacks;     /* NACKs received */
     uint64_t hash_bad;  /* complete models whose hash did not match */
     uint64_t info_bad;  /* INFO inconsistent with our dim or bounds */
-    uint64_t nonfinite; /* chunks holding a NaN or infinity */
+    uint64_t nonfinite; /* chunks holding a NaN, an infinity or a value beyond
+                           GOSSIP_ROBUST_ADOPT_VALUE_MAX (gossip/robust.h) */
     uint64_t out_of_order;
     uint64_t stale;     /* frames for another transfer or from another peer */
     uint64_t rejected;  /* frames that failed to decode */

@@ -7,6 +7,7 @@
 #include "tests/test_mix_cluster.h"
 
 #include "gossip/robust.h"
+#include "gossip/sched.h"
 
 static gossip_robust make_robust(gossip_robust_rule rule, uint32_t dim)
 {
@@ -137,6 +138,25 @@ static void adopt_bounds(void **state)
     assert_int_equal(gossip_robust_adopt_ok(ok, 3), 1);
     assert_int_equal(gossip_robust_adopt_ok(big, 3), 0);
     assert_int_equal(gossip_robust_adopt_ok(nan_, 3), 0);
+    /* the schedule refuses such a model (state transfer, checkpoint) */
+    test_env t;
+    test_env_init(&t, 3);
+    gossip_sched_config c = {.dim = 3,
+                             .interval_steps = 1,
+                             .batch = 1,
+                             .kind = MODEL_LR_CONSTANT,
+                             .base_lr = 0.1f,
+                             .unit = GOSSIP_SCHED_UNIT_STEPS};
+    gossip_sched *s = NULL;
+    assert_int_equal(gossip_sched_create(&s, &t.env, &c), GOSSIP_OK);
+    assert_int_equal(gossip_sched_replace(s, big, 0), GOSSIP_ENONFINITE);
+    float params[3] = {1, 2, 3};
+    assert_int_equal(gossip_sched_before_step(s, params), GOSSIP_SCHED_NONE);
+    assert_true(params[1] == 2.0f);
+    assert_int_equal(gossip_sched_replace(s, ok, 0), GOSSIP_OK);
+    assert_int_equal(gossip_sched_before_step(s, params), GOSSIP_SCHED_REPLACED);
+    assert_true(params[2] == 100.0f);
+    gossip_sched_destroy(s);
 }
 
 /* ---- in the mixer --------------------------------------------------------- */
