@@ -99,7 +99,8 @@ void sim_agents_check_done(runner *r, uint32_t i)
         g->aborted++;
         r->tally.mix_aborted++;
     }
-    (void)gossip_sched_deliver(g->sched, r->mix_out, outcome);
+    /* a byzantine sender keeps its own model (sim/byzantine.h) */
+    (void)gossip_sched_deliver(g->sched, sim_byzantine_result(r->byz, i, r->mix_out), outcome);
     if (r->sc->mixing.overlap)
         return;
     gossip_sched_before_step(g->sched, g->x);
@@ -118,7 +119,8 @@ static int round_start(runner *r, uint32_t i)
     if (!x)
         return 0;
     if (r->n >= 2 && (!r->swim || g->ready) && !g->mixing &&
-        gossip_mix_start(g->mix, x, sim_runner_now(r)) == GOSSIP_OK) {
+        gossip_mix_start(g->mix, sim_byzantine_outgoing(r->byz, i, x), sim_runner_now(r)) ==
+            GOSSIP_OK) {
         g->mixing = 1;
         g->mix_start = sim_runner_now(r);
         drain(r, i);

@@ -8,7 +8,7 @@
 #include "gossip/mix.h"
 
 const char *const sim_byz_attack_names[SIM_BYZ_ATTACK_COUNT + 1] = {"scale", "sign-flip",
-                                                                     "bit-flip", NULL};
+                                                                    "bit-flip", NULL};
 
 struct sim_byzantine {
     uint32_t n, k, dim;

@@ -33,8 +33,10 @@ void sim_report_sample(runner *r, uint64_t rounds)
         uint64_t gs = sim_engine_bytes_sent(r->e, i), gr = sim_engine_bytes_recv(r->e, i);
         sent += gs;
         recv += gr;
-        vecs[i] = sim_runner_alive(r, i) ? g->x : NULL;
-        if (!sim_runner_alive(r, i))
+        /* byzantine senders (sim/byzantine.h) are not the population */
+        int counted = sim_runner_alive(r, i) && !sim_byzantine_agent(r->byz, i);
+        vecs[i] = counted ? g->x : NULL;
+        if (!counted)
             continue;
         live++;
         double l, a;

@@ -408,7 +408,19 @@ static int setup(runner *r)
                                sc->mixing.topology != GOSSIP_TOPO_EXPONENTIAL
                            ? 0
                            : 4,
+        /* Bounds on peers' values (gossip/robust.h). Their scale is the
+         * agent's own training steps: a consensus run has none, and
+         * measures the mixing rule alone. */
+        .robust = {.rule = sc->model.kind == SIM_MODEL_CONSENSUS ? GOSSIP_ROBUST_NONE
+                                                                 : sc->mixing.robust,
+                   .clip_factor = sc->mixing.robust_clip_factor,
+                   .trim = sc->mixing.robust_trim},
     };
+    if (sc->faults.byzantine_agents &&
+        !(r->byz = sim_byzantine_create(r->n, sc->faults.byzantine_agents, r->dim,
+                                        sc->faults.byzantine_attack, sc->faults.byzantine_scale,
+                                        sc->run.seed)))
+        return sim_runner_fail(r, SIM_RUN_ENOMEM, "out of memory (byzantine agents)");
     r->scfg = (gossip_sched_config){
         .dim = r->dim,
         .interval_steps = sc->mixing.interval_steps,
@@ -467,6 +479,7 @@ static void teardown(runner *r)
     free(r->vids[0]);
     free(r->vids[1]);
     free(r->mix_out);
+    sim_byzantine_destroy(r->byz);
     free(r->group);
     sim_shardsim_free(r);
     sim_checks_free(r);

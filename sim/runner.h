@@ -159,6 +159,7 @@ struct runner {
     sim_fault_list faults;
     size_t next_fault; /* rounds mode */
     gossip_mix_config mcfg;
+    sim_byzantine *byz; /* faults.byzantine_agents (sim/byzantine.h); NULL when none */
     gossip_sched_config scfg;
     float *mix_out; /* dim: a finished round's vector on its way to the schedule */
     model_rng state, mrng;

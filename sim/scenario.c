@@ -45,7 +45,9 @@ _Static_assert((int)SIM_MIX_DPSGD == (int)GOSSIP_MIX_DPSGD &&
                    (int)SIM_MIX_ALLREDUCE == (int)GOSSIP_MIX_ALLREDUCE &&
                    (int)SIM_MIX_PS == (int)GOSSIP_MIX_ALGO_COUNT,
                "mixing.algorithm follows gossip_mix_algo");
-_Static_assert(sizeof(sim_run_mode) == sizeof(int) && sizeof(sim_net_latency_kind) == sizeof(int),
+_Static_assert(sizeof(sim_run_mode) == sizeof(int) && sizeof(sim_net_latency_kind) == sizeof(int) &&
+                   sizeof(gossip_robust_rule) == sizeof(int) &&
+                   sizeof(sim_byz_attack) == sizeof(int),
                "enums are stored as int");
 
 #define OFF(field) offsetof(sim_scenario, field)
@@ -154,6 +156,15 @@ static const common_option scenario_options[] = {
      .help = "true: local steps go on while a round is in flight and its result is applied as "
              "mixed - sent (what murmur agent does, gossip/sched); false: the agent waits for "
              "its round (a blocking trainer, for comparison)"},
+    {"mixing", "robust", ENUM, F(mixing.robust), .names = gossip_robust_rule_names, .def = "clip",
+     .help = "bounds on peers' values (gossip/robust.h): none, clip (a peer's difference to our "
+             "vector clipped to clip_factor x the median of our own recent local deltas), "
+             "trimmed-mean or centered-clip (dpsgd; clip elsewhere); consensus runs (no "
+             "training, no scale) use none"},
+    {"mixing", "robust_clip_factor", F64, F(mixing.robust_clip_factor), .min = 0, .max = 1e6,
+     .def = "2", .help = "tau = this x the median of the last 16 local-delta norms (0 = 2)"},
+    {"mixing", "robust_trim", U32, F(mixing.robust_trim), .min = 0, .max = 8, .def = "1",
+     .help = "trimmed-mean: values dropped at each end of a coordinate (0 = 1)"},
     {"membership", "mode", ENUM, F(membership.mode), .names = MEMBERSHIP_MODES, .def = "oracle",
      .help =
          "oracle: views change on every agent at once; swim: real SWIM membership (gossip/node)"},
@@ -241,6 +252,15 @@ static const common_option scenario_options[] = {
      .help = "loss probability during a random burst"},
     {"faults", "loss_burst_s", F64, F(faults.loss_burst_s), .min = 0, .max = BIG, .def = "1",
      .help = "length of a random burst"},
+    {"faults", "byzantine_agents", U32, F(faults.byzantine_agents), .min = 0, .max = 1e6,
+     .def = "0",
+     .help = "agents that send attacked vectors in every mixing round (sim/byzantine.h; spread "
+             "evenly over the indices; < run.agents)"},
+    {"faults", "byzantine_attack", ENUM, F(faults.byzantine_attack), .names = sim_byz_attack_names,
+     .def = "scale",
+     .help = "scale (s x), sign-flip (-x) or bit-flip (1% of values, one bit each)"},
+    {"faults", "byzantine_scale", F64, F(faults.byzantine_scale), .min = -1e30, .max = 1e30,
+     .def = "1e29", .help = "the factor s of the scale attack"},
     {"faults", "event", LIST, EVENTS_FIELD,
      .flags = COMMON_OPT_LIST_CLEAR | COMMON_OPT_ITEM_ORIGINS,
      .origins_offset = offsetof(sim_scenario, faults.event_origin), .check = check_fault_line,
@@ -608,6 +628,14 @@ int sim_scenario_check(const sim_scenario *sc, char *err, size_t errlen)
                     "model); mode rounds runs up to %u",
                     sc->run.agents, origin_of(sc, "run.agents"), SIM_SCENARIO_TIMED_AGENTS_MAX,
                     SIM_SCENARIO_AGENTS_MAX);
+        return SIM_SCENARIO_ERANGE;
+    }
+    if (sc->faults.byzantine_agents >= sc->run.agents) {
+        common_errf(err, errlen, 0,
+                    "faults.byzantine_agents = %u (%s): at least one of run.agents = %u must be "
+                    "honest",
+                    sc->faults.byzantine_agents, origin_of(sc, "faults.byzantine_agents"),
+                    sc->run.agents);
         return SIM_SCENARIO_ERANGE;
     }
     if (sc->run.mode == SIM_RUN_TIMED && !(sc->run.duration_s > 0)) {

@@ -46,6 +46,8 @@
 #include "common/settings.h"
 #include "gossip/topology.h"
 #include "sim/compute.h"
+#include "gossip/robust.h"
+#include "sim/byzantine.h"
 #include "sim/faults.h"
 #include "sim/netmodel.h"
 
@@ -141,7 +143,10 @@ typedef struct sim_scenario {
         gossip_topology topology; /* names: gossip_topology_names */
         uint32_t bits;
         uint32_t interval_steps;
-        int overlap; /* steps go on during a round (the agent's schedule) */
+        int overlap;               /* steps go on during a round (the agent's schedule) */
+        gossip_robust_rule robust; /* names: gossip_robust_rule_names */
+        double robust_clip_factor;
+        uint32_t robust_trim;
     } mixing;
     struct {
         sim_membership_mode mode;
@@ -189,6 +194,9 @@ typedef struct sim_scenario {
         double loss_burst_rate_per_s;
         double loss_burst_prob;
         double loss_burst_s;
+        uint32_t byzantine_agents;       /* sim/byzantine.h */
+        sim_byz_attack byzantine_attack; /* names: sim_byz_attack_names */
+        double byzantine_scale;
         uint32_t nevents;
         char events[SIM_SCENARIO_EVENTS_MAX][SIM_FAULT_LINE_MAX];
         char event_origin[SIM_SCENARIO_EVENTS_MAX][SIM_SCENARIO_ORIGIN_MAX];
