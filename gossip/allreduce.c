@@ -196,8 +196,16 @@ static inline float be32_at(const uint8_t *p, size_t i)
 }
 #endif
 
+/* Kept out of line: inlined into ar_recv_chunk, GCC 12 left these loops
+ * scalar (callgrind: 20 instructions per value, vectorized about 3). */
+#if defined(__GNUC__)
+#define AR_NOINLINE __attribute__((noinline))
+#else
+#define AR_NOINLINE
+#endif
+
 /* GOSSIP_OK if every value passes mix_values_ok, else GOSSIP_ENONFINITE. */
-static int be32_check(const uint8_t *restrict d, uint32_t n)
+static AR_NOINLINE int be32_check(const uint8_t *restrict d, uint32_t n)
 {
     int bad = 0;
     for (uint32_t i = 0; i < n; i++)
@@ -206,7 +214,7 @@ static int be32_check(const uint8_t *restrict d, uint32_t n)
 }
 
 /* apply() for checked 32-bit wire bytes, the same sums bit for bit. */
-static void apply_be32(gossip_mix *m, uint32_t s, uint32_t c, const uint8_t *be)
+static AR_NOINLINE void apply_be32(gossip_mix *m, uint32_t s, uint32_t c, const uint8_t *be)
 {
     uint32_t off, cnt;
     chunk_range(m, seg_recv(m, s), c, &off, &cnt);
