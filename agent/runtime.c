@@ -358,9 +358,14 @@ static void mixing_finish(agent_runtime *a, int outcome)
         agent_metric_inc(a->ms.round_aborts);
         agent_metrics_std_round_end(&a->ms, agent_mono_us(), false, 0);
     }
+    /* The result becomes the model served to joiners by swapping buffers
+     * (a copy of the model per round less; both are read and written only
+     * under a->mu or by this thread), then goes to the schedule. */
     pthread_mutex_lock(&a->mu);
-    memcpy(a->latest, a->mix_out, a->dim * sizeof *a->latest);
-    if (gossip_sched_deliver(a->sched, a->mix_out, outcome) == GOSSIP_ENONFINITE)
+    float *served = a->mix_out;
+    a->mix_out = a->latest;
+    a->latest = served;
+    if (gossip_sched_deliver(a->sched, a->latest, outcome) == GOSSIP_ENONFINITE)
         agent_log(AGENT_LOG_WARN, "mixing_refused", "why",
                   "the mixed model is not finite; the round is dropped", NULL);
     pthread_cond_broadcast(&a->cv);
