@@ -392,8 +392,11 @@ int chaos_event_sim_line(const chaos_event *e, char *out, size_t cap)
         side_text(e->side_b, b, sizeof b);
         snprintf(out, cap, "%g partition %s/%s duration=%g", e->at_s, a, b, e->for_s);
         return 1;
-    case CHAOS_DROP:
-        snprintf(out, cap, "%g loss %g duration=%g", e->at_s, e->p, e->for_s);
+    case CHAOS_DROP: /* every member: the network's loss; one member: its own frames */
+        if (e->on < 0)
+            snprintf(out, cap, "%g loss %g duration=%g", e->at_s, e->p, e->for_s);
+        else
+            snprintf(out, cap, "%g drop %d p=%g duration=%g", e->at_s, e->on, e->p, e->for_s);
         return 1;
     case CHAOS_CORRUPT:
         snprintf(out, cap, "%g corrupt %g duration=%g", e->at_s, e->p, e->for_s);

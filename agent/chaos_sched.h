@@ -107,8 +107,8 @@ void chaos_event_request(const chaos_event *e, int member, const uint64_t *ids, 
 
 /* The simulator's fault line (sim/faults.h) for one event: 1 and the line
  * in out, or 0 when the simulator has no counterpart. drop maps to loss on
- * every link, kill to crash with restart_after, pause/slow/corrupt/
- * partition and the link faults (delay with jitter, bandwidth in Mb/s,
+ * every link (drop on= one member: that member's frames), kill to crash with restart_after,
+ * pause/slow/corrupt/ partition and the link faults (delay with jitter, bandwidth in Mb/s,
  * duplicate, reorder: on the member's outgoing frames, or every member's)
  * to their own kinds. */
 int chaos_event_sim_line(const chaos_event *e, char *out, size_t cap);

@@ -729,6 +729,10 @@ void sim_engine_drain(sim_engine *e, uint32_t i)
                 continue;
             }
         }
+        if (e->cfg.hooks.drop && e->cfg.hooks.drop(e->cfg.hooks.ctx, i, to)) {
+            lose(e, &e->stats.dropped);
+            continue;
+        }
         int copies = 1;
         if (e->cfg.hooks.duplicate && e->cfg.hooks.duplicate(e->cfg.hooks.ctx, i, to)) {
             copies = 2;

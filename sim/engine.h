@@ -133,6 +133,9 @@ typedef struct sim_engine_hooks {
      * duplicate fault); each copy then goes its own way (its own loss
      * draw, delay, bandwidth) and is delivered or lost on its own. */
     int (*duplicate)(void *ctx, uint32_t from, uint32_t to);
+    /* Return 1 to lose a frame as it is sent (a drop fault on one agent or
+     * link; counted in dropped; it takes no bandwidth). */
+    int (*drop)(void *ctx, uint32_t from, uint32_t to);
     /* Every input of the trace hash as it is mixed in, in order: a
      * delivered frame (frame != NULL: sender, receiver, its bytes) or a
      * host value of sim_engine_trace (frame == NULL, value). For an event

@@ -98,6 +98,10 @@ const char *sim_fault_kind_name(sim_fault_kind kind)
         return "bandwidth-trace";
     case SIM_FAULT_LATENCY_TRACE:
         return "latency-trace";
+    case SIM_FAULT_DROP:
+        return "drop";
+    case SIM_FAULT_DROP_END:
+        return "drop-end";
     }
     return "unknown";
 }
@@ -233,6 +237,7 @@ static int parse_line(const char *line, parsed *p, char *err, size_t errlen)
         {"bandwidth", SIM_FAULT_BANDWIDTH, 1, "mbps duration", "mbps"},
         {"duplicate", SIM_FAULT_DUPLICATE, 1, "p peer duration", "p"},
         {"reorder", SIM_FAULT_REORDER, 1, "p window peer duration", "p window"},
+        {"drop", SIM_FAULT_DROP, 1, "p peer duration", "p"},
     };
     size_t k = 0, nk = sizeof kinds / sizeof kinds[0];
     while (k < nk && strcmp(tok[1], kinds[k].name))
@@ -240,7 +245,7 @@ static int parse_line(const char *line, parsed *p, char *err, size_t errlen)
     if (k == nk) {
         set_err(err, errlen,
                 "unknown fault '%s' (crash, restart, join, partition, heal, loss, slow, pause, "
-                "corrupt, delay, bandwidth, duplicate, reorder)",
+                "corrupt, delay, bandwidth, duplicate, reorder, drop)",
                 tok[1]);
         return SIM_FAULTS_ESYNTAX;
     }
@@ -567,6 +572,7 @@ static int add_line(builder *b, const sim_faults_config *cfg, size_t li, char *e
     case SIM_FAULT_BANDWIDTH:
     case SIM_FAULT_DUPLICATE:
     case SIM_FAULT_REORDER:
+    case SIM_FAULT_DROP:
         /* each of these kinds is followed by its END in the enum */
         rc = push_event2(b, t, p.kind, first, count, p.value, p.value2, line);
         if (!rc && p.duration_s > 0)

@@ -38,6 +38,8 @@
  *   T bandwidth TARGETS mbps=X [duration=S]  uplink capped at X Mb/s
  *   T duplicate TARGETS p=P [peer=K] [duration=S]  a frame sent twice with
  *                                       probability P
+ *   T drop TARGETS p=P [peer=K] [duration=S]  a frame lost with probability
+ *                                       P when it is sent
  *   T reorder TARGETS p=P window=W [peer=K] [duration=S]  a frame held
  *                                       U(0, W) ms more with probability P
  *                                       (so it may pass frames sent after it)
@@ -62,8 +64,8 @@
  *   PAUSE      frames from and to the targets dropped, their CPU stopped
  *   RESUME     undo PAUSE (their state was kept: no state transfer)
  *   CORRUPT_START / CORRUPT_END  frame corruption probability (sim/inject)
- *   DELAY, BANDWIDTH, DUPLICATE, REORDER and their _END: the link faults
- *              above (sim/inject: the engine's delay and duplicate hooks,
+ *   DELAY, BANDWIDTH, DUPLICATE, REORDER, DROP and their _END: the link
+ *              faults above (sim/inject: the engine's delay, duplicate and drop hooks,
  *              sim_net_set_bandwidth)
  *   BANDWIDTH_TRACE, LATENCY_TRACE: one change of a trace file (sim/trace)
  *              for the targets: sim_net_set_bandwidth, sim_net_set_latency
@@ -135,6 +137,8 @@ typedef enum sim_fault_kind {
     SIM_FAULT_REORDER_END,
     SIM_FAULT_BANDWIDTH_TRACE,
     SIM_FAULT_LATENCY_TRACE,
+    SIM_FAULT_DROP,
+    SIM_FAULT_DROP_END,
 } sim_fault_kind;
 
 typedef enum sim_faults_err {
@@ -149,7 +153,7 @@ typedef enum sim_faults_err {
  * PARTITION, groups[i] is the group of targets[i] (agents not listed are in
  * group 0). value: LOSS_START and CORRUPT_START probability, SLOW factor,
  * PAUSE duration in seconds (0 = until the end), DELAY ms, BANDWIDTH Mb/s,
- * DUPLICATE and REORDER probability, a trace's value (Mb/s, ms), else 0.
+ * DUPLICATE, REORDER and DROP probability, a trace's value (Mb/s, ms), else 0.
  * value2: DELAY jitter ms, REORDER window ms, else 0. */
 typedef struct sim_fault {
     uint64_t time_us;
@@ -157,7 +161,7 @@ typedef struct sim_fault {
     uint32_t first, count;
     double value;
     double value2;
-    int32_t peer; /* DELAY, DUPLICATE, REORDER and their ends: the receiver, -1 = all */
+    int32_t peer; /* DELAY, DUPLICATE, REORDER, DROP and ends: the receiver, -1 = all */
     int32_t line; /* index of the scheduled line it came from, -1 if random */
 } sim_fault;
 

@@ -21,6 +21,7 @@
 typedef struct link_rule {
     double delay_ms, jitter_ms;
     double dup_p;
+    double drop_p;
     double reorder_p, window_ms;
 } link_rule;
 
@@ -205,7 +206,8 @@ static void prune(agent_rules *a)
 {
     for (uint32_t k = 0; k < a->npeers;) {
         const link_rule *l = &a->peers[k].r;
-        if (l->delay_ms == 0 && l->jitter_ms == 0 && l->dup_p == 0 && l->reorder_p == 0)
+        if (l->delay_ms == 0 && l->jitter_ms == 0 && l->dup_p == 0 && l->reorder_p == 0 &&
+            l->drop_p == 0)
             a->peers[k] = a->peers[--a->npeers];
         else
             k++;
@@ -252,6 +254,10 @@ static void apply_link_fault(runner *r, const sim_fault *ft)
         case SIM_FAULT_DUPLICATE:
         case SIM_FAULT_DUPLICATE_END:
             l->dup_p = ft->kind == SIM_FAULT_DUPLICATE ? ft->value : 0;
+            break;
+        case SIM_FAULT_DROP:
+        case SIM_FAULT_DROP_END:
+            l->drop_p = ft->kind == SIM_FAULT_DROP ? ft->value : 0;
             break;
         case SIM_FAULT_REORDER:
         case SIM_FAULT_REORDER_END:
@@ -305,6 +311,16 @@ int sim_inject_duplicate(void *ctx, uint32_t from, uint32_t to)
     if (!in || !in->rule)
         return 0;
     double p = rule_of(in, from, to)->dup_p;
+    return p > 0 && model_rng_uniform_double(&in->rng) < p;
+}
+
+int sim_inject_drop(void *ctx, uint32_t from, uint32_t to)
+{
+    runner *r = ctx;
+    sim_inject *in = r->inj;
+    if (!in || !in->rule)
+        return 0;
+    double p = rule_of(in, from, to)->drop_p;
     return p > 0 && model_rng_uniform_double(&in->rng) < p;
 }
 
@@ -406,6 +422,8 @@ static void apply_fault_kind(runner *r, const sim_fault *ft)
     case SIM_FAULT_REORDER_END:
     case SIM_FAULT_BANDWIDTH_TRACE:
     case SIM_FAULT_LATENCY_TRACE:
+    case SIM_FAULT_DROP:
+    case SIM_FAULT_DROP_END:
         apply_link_fault(r, ft);
         break;
     }

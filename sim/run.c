@@ -368,7 +368,8 @@ static int setup(runner *r)
                   .trace = r->opts->on_trace ? hook_trace : NULL,
                   .filter = sim_inject_filter,
                   .delay = sim_inject_delay,
-                  .duplicate = sim_inject_duplicate},
+                  .duplicate = sim_inject_duplicate,
+                  .drop = sim_inject_drop},
     };
     rc = sim_engine_create(&r->e, &ec);
     free(r->matrix);

@@ -263,6 +263,8 @@ uint64_t sim_inject_delay(void *ctx, uint32_t from, uint32_t to);
 int sim_inject_duplicate(void *ctx, uint32_t from, uint32_t to);
 /* Frames the delay hook held so far (the observation of sim_run_opts.on_sample). */
 uint64_t sim_inject_frames_delayed(const runner *r);
+/* The engine's drop hook: the sender's drop fault. */
+int sim_inject_drop(void *ctx, uint32_t from, uint32_t to);
 /* The engine's filter hook (sim_engine_hooks.filter; ctx is the runner):
  * drops frames from and to paused agents, corrupts frames while a corrupt
  * fault lasts. */

@@ -214,7 +214,7 @@ static void requests_and_sim_lines(void **state)
     assert_int_equal(chaos_event_sim_line(&s.ev[0], out, sizeof out), 1);
     assert_string_equal(out, "10 partition 0,1/2,3 duration=15");
     assert_int_equal(chaos_event_sim_line(&s.ev[1], out, sizeof out), 1);
-    assert_string_equal(out, "30 loss 0.3 duration=10");
+    assert_string_equal(out, "30 drop 2 p=0.3 duration=10"); /* on=2: member 2's frames */
     /* the link faults have counterparts too (sim/faults.h) */
     assert_int_equal(chaos_event_sim_line(&s.ev[2], out, sizeof out), 1);
     assert_string_equal(out, "45 delay all ms=200 jitter=50 duration=10");

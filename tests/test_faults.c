@@ -147,6 +147,8 @@ static void every_syntax_error(void **state)
         {"5 reorder 2 p=0.5", "needs window="},
         {"5 reorder 2 window=10", "needs p="},
         {"5 delay 1 ms=3 peer=1.5", "peer=1.5: an agent index"},
+        {"5 drop 1", "needs p="},
+        {"5 drop 1 p=2", "a probability in [0, 1]"},
         {"5 bandwidth 1 mbps=3 peer=2", "takes no option 'peer'"},
     };
     char err[256];

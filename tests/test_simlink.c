@@ -75,6 +75,7 @@ typedef struct seen {
     uint64_t frames, dup_pairs;
     uint64_t dup_by[3][3]; /* pairs by sender and receiver */
     uint64_t frames_by[3][3];
+    uint64_t in_window[3][3]; /* frames delivered inside (lo, hi) */
     uint8_t last[4096];
     size_t last_len;
     uint32_t last_from, last_to;
@@ -97,8 +98,11 @@ static void on_trace(void *ctx, uint64_t now_us, uint32_t from, uint32_t to, con
         return;
     }
     s->frames++;
-    if (from < 3 && to < 3)
+    if (from < 3 && to < 3) {
         s->frames_by[from][to]++;
+        if (now_us > s->lo_us && now_us < s->hi_us)
+            s->in_window[from][to]++;
+    }
     if (len == s->last_len && from == s->last_from && to == s->last_to && now_us == s->last_at &&
         len <= sizeof s->last && memcmp(frame, s->last, len) == 0) {
         s->dup_pairs++;
@@ -329,6 +333,15 @@ static void per_peer_link_faults(void **state)
     run(sc, &a, &s2);
     assert_int_equal(s2.dup_by[0][1], 0);
     assert_true(2 * s2.dup_by[0][2] == s2.frames_by[0][2] && s2.dup_by[0][2] > 10);
+    free(sc);
+    /* drop: agent 0's frames to 1 lost from 0.5 s to 1.5 s, none else */
+    const char *drop[] = {"faults.event=0.5 drop 0 p=1 peer=1 duration=1", NULL};
+    sc = load("trio.ini", TRIO, drop);
+    seen s3 = {.lo_us = 510000, .hi_us = 1500000};
+    run(sc, &a, &s3);
+    assert_int_equal(s3.in_window[0][1], 0);
+    assert_true(s3.in_window[0][2] > 10 && s3.in_window[1][0] > 10);
+    assert_true(s3.frames_by[0][1] > 10); /* before and after */
     free(sc);
 }
 
