@@ -282,6 +282,12 @@ static uint64_t run_rounds(runner *r)
     return rounds;
 }
 
+/* Gossip's table of measured links above 1024 agents: with random peers
+ * among thousands an agent meets a peer again only by chance, so the table
+ * holds its last few exchanges (each lookup scans it: 64 entries were a
+ * tenth of a 10^5-agent run's time). */
+#define SIM_MIX_LINKS_BIG 8u
+
 static size_t heap_in_use(void)
 {
     struct mallinfo2 mi = mallinfo2();
@@ -401,9 +407,10 @@ static int setup(runner *r)
         .bits = sc->mixing.bits,
         /* Shared views: members_max sizes only gossip's table of measured
          * links (least recently used replaced, scanned per lookup): one per
-         * member up to 1024 agents as in the agent, 64 beyond (1024 would
-         * cost 32 KB a mixer, 32 GB at 10^6 agents, and a scan per frame). */
-        .members_max = r->swim || r->n <= GOSSIP_MIX_MEMBERS_DEFAULT ? r->n : 64,
+         * member up to 1024 agents as in the agent, SIM_MIX_LINKS_BIG beyond
+         * (1024 would cost 32 KB a mixer, 32 GB at 10^6 agents, and a scan
+         * per frame). */
+        .members_max = r->swim || r->n <= GOSSIP_MIX_MEMBERS_DEFAULT ? r->n : SIM_MIX_LINKS_BIG,
         .shared_views = !r->swim,
         .sync_window = gossip_topology_is_static((gossip_topology)sc->mixing.topology) &&
                                sc->mixing.topology != GOSSIP_TOPO_EXPONENTIAL
