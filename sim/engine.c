@@ -34,8 +34,10 @@ typedef struct frame {
     uint32_t from, to;
     uint32_t pidx; /* rounds mode: index in the pending array */
     uint32_t len;
-    uint32_t cls;   /* pool class (size FRAME_ALIGN x cls), 0 = malloc'd alone */
-    uint64_t extra; /* timed mode: host delay added at delivery, ns */
+    uint32_t cls;     /* pool class (size FRAME_ALIGN x cls), 0 = malloc'd alone */
+    uint64_t extra;   /* timed mode: host delay added at delivery, ns */
+    uint64_t from_id; /* the sender's node id (its agent is not touched at delivery) */
+    uint64_t seq;     /* rounds mode: number of the frame, tells a reused one apart */
     uint8_t bytes[];
 } frame;
 
@@ -65,6 +67,7 @@ typedef struct link_tail {
     frame *f;
     uint64_t last_ns; /* timed mode: latest network delivery on the link (FIFO) */
     frame *head;
+    uint64_t seq; /* rounds mode: f->seq when f was pushed (f is stale when it differs) */
 } link_tail;
 
 typedef struct agent {
@@ -77,7 +80,8 @@ typedef struct agent {
     uint64_t bytes_sent, bytes_recv;
     link_tail *tails;
     uint32_t ntails, captails;
-    uint32_t *tix; /* hash index of tails by `to` (slot = tail index + 1), or NULL */
+    uint64_t tails_epoch; /* rounds mode: the pending set's epoch of these tails */
+    uint32_t *tix;        /* hash index of tails by `to` (slot = tail index + 1), or NULL */
     uint32_t tixcap;
     model_rng rng;
     gossip_env env;
@@ -102,6 +106,8 @@ struct sim_engine {
     uint64_t now; /* ns */
     uint64_t hash;
     frame *live;                           /* large frames */
+    uint64_t frame_seq;                    /* frames pulled so far */
+    uint64_t pend_epoch;                   /* rounds mode: times the pending set emptied */
     frame *free_frames[FRAME_CLASSES + 1]; /* per class (1..FRAME_CLASSES) */
     frame_slab *slabs;
     frame **pending;
@@ -560,6 +566,13 @@ static int tails_index(agent *s)
 static link_tail *link_get(sim_engine *e, uint32_t from, uint32_t to)
 {
     agent *s = &e->a[from];
+    if (!e->timed && s->tails_epoch != e->pend_epoch) {
+        /* Rounds mode: every link emptied since these tails were written. */
+        s->ntails = 0;
+        free(s->tix);
+        s->tix = NULL;
+        s->tails_epoch = e->pend_epoch;
+    }
     if (s->tix) {
         for (uint32_t h = tail_hash(to, s->tixcap); s->tix[h]; h = (h + 1) & (s->tixcap - 1))
             if (s->tails[s->tix[h] - 1].to == to)
@@ -606,11 +619,19 @@ static int pending_push(sim_engine *e, frame *f)
     link_tail *t = link_get(e, f->from, f->to);
     if (!t)
         return -1;
-    f->lprev = t->f;
+    /* The link's newest frame, unless it was delivered since (then, FIFO,
+     * so were the older ones): tails are not updated at delivery, which
+     * would touch the sender's agent and table once more per frame. */
+    frame *newest = t->f;
+    if (newest && !(newest->pidx < e->npending && e->pending[newest->pidx] == newest &&
+                    newest->seq == t->seq))
+        newest = NULL;
+    f->lprev = newest;
     f->lnext = NULL;
-    if (t->f)
-        t->f->lnext = f;
+    if (newest)
+        newest->lnext = f;
     t->f = f;
+    t->seq = f->seq;
     f->pidx = (uint32_t)e->npending;
     e->pending[e->npending++] = f;
     return 0;
@@ -622,18 +643,8 @@ static void pending_remove(sim_engine *e, frame *f)
     frame *last = e->pending[--e->npending];
     e->pending[f->pidx] = last;
     last->pidx = f->pidx;
-    if (f->lnext) {
+    if (f->lnext) /* else the link's tail goes stale (pending_push checks it) */
         f->lnext->lprev = NULL;
-    } else {
-        agent *s = &e->a[f->from];
-        for (uint32_t k = 0; k < s->ntails; k++)
-            if (s->tails[k].to == f->to) {
-                s->tails[k] = s->tails[--s->ntails];
-                free(s->tix); /* indices moved: rebuilt when needed */
-                s->tix = NULL;
-                break;
-            }
-    }
 }
 
 /* Queue an event at t_ns (never before now: the clock never goes back). */
@@ -736,6 +747,8 @@ static int route(sim_engine *e, uint32_t i, uint32_t to, const gossip_send *s)
     f->to = to;
     f->len = (uint32_t)s->len;
     f->extra = 0;
+    f->from_id = e->a[i].id;
+    f->seq = ++e->frame_seq;
     memcpy(f->bytes, s->frame, s->len);
     if (!e->timed) {
         if (pending_push(e, f) != 0) {
@@ -839,7 +852,7 @@ static void deliver(sim_engine *e, frame *f)
         } else {
             e->stats.delivered++;
             e->stats.bytes_delivered += f->len;
-            if (to->ops->recv(to->node, e->a[f->from].id, &h, f->bytes + GOSSIP_HEADER_SIZE,
+            if (to->ops->recv(to->node, f->from_id, &h, f->bytes + GOSSIP_HEADER_SIZE,
                               f->len - GOSSIP_HEADER_SIZE, us_of_ns(e->now)) != 0)
                 e->stats.rejected++;
         }
@@ -875,6 +888,8 @@ long sim_engine_deliver_pending(sim_engine *e)
         deliver(e, f);
         n++;
     }
+    if (!e->npending)
+        e->pend_epoch++; /* every link tail is stale */
     return n;
 }
 
