@@ -16,7 +16,10 @@ b="$build/bench/bench_sim"
 [ -x "$b" ] || { echo "sim_scale: $b is missing; run make bench" >&2; exit 1; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-"$b" --scale "$max" | tee "$tmp/out" || { echo "sim_scale: bench_sim failed" >&2; exit 1; }
+# Not through a pipe: its status would be tee's, and a killed or failed
+# bench_sim would record the sizes it finished as if it were done.
+"$b" --scale "$max" >"$tmp/out" || { cat "$tmp/out"; echo "sim_scale: bench_sim failed" >&2; exit 1; }
+cat "$tmp/out"
 load=$(cut -d' ' -f1-3 /proc/loadavg)
 {
     echo "<!-- bench:sim_scale begin -->"
