@@ -219,7 +219,9 @@ static const common_flag sim_flags[] = {
     {"out", 0, true, SIM_F_OUT, "DIR", "output directory", NULL},
     {"set", 0, true, SIM_F_SET, "KEY=VALUE", "override one key (repeatable)", NULL},
     {"schedule", 0, true, SIM_F_SCHEDULE, "FILE",
-     "add the faults of a murmur chaos schedule (docs/CHAOS.md)", NULL},
+     "add the faults of a murmur chaos schedule and judge the run as murmur chaos does "
+     "(docs/CHAOS.md)",
+     NULL},
     {"sweep", 0, true, SIM_F_SWEEP, "KEY=V1,V2,..", "run every combination (repeatable)", NULL},
     {"seeds", 0, true, SIM_F_SEEDS, "N", "replications per point", NULL},
     {"jobs", 'j', true, SIM_F_JOBS, "J", "worker processes", NULL},

@@ -84,12 +84,12 @@ for i in 1 2 3 4; do
     grep -q '"faults_active":0' "$tmp/st$i" || fail "agent $i still has faults: $(cat "$tmp/st$i")"
 done
 # the same schedule in the simulator: 4 simulated agents, only these faults,
-# r = 2 as here; the quadratic model keeps the suite short (the verdict
-# judges the cluster, not what it learns)
+# r = 2 and SWIM membership as here; the quadratic model keeps the suite
+# short (the verdict judges the cluster, not what it learns)
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 "$bin" sim "$repo/sim/examples/fashion-gossip.ini" --schedule "$tmp/s1" --out "$tmp/sim" --quiet \
     --set model.kind=quadratic --set run.agents=4 --set run.duration_s=130 \
-    --set faults.crash_rate_per_s=0 --set shards.replication=2 \
+    --set faults.crash_rate_per_s=0 --set shards.replication=2 --set membership.mode=swim \
     >"$tmp/sim.out" 2>"$tmp/sim.err" || fail "murmur sim --schedule: $(tail -n 12 "$tmp/sim.out") $(tail -n 3 "$tmp/sim.err")"
 cat "$tmp/sim.out"
 grep -q "faults" "$tmp/sim.err" || fail "murmur sim did not report the schedule"
