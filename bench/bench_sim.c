@@ -15,9 +15,9 @@
  * Each figure of 1 is the median of 3 runs; 2 runs once (--quick: 2,000
  * agents instead, for a smoke test).
  *
- *   build/bench/bench_sim --scale MAX
+ *   build/bench/bench_sim --scale MAX [ROUNDS]
  *
- * 3. Growth: 100 rounds of the consensus model (dim 16, pairwise gossip,
+ * 3. Growth: ROUNDS (100) rounds of the consensus model (dim 16, pairwise gossip,
  *    random peers, oracle membership: the mixers share one view) at
  *    10^3, 10^4, ... agents up to MAX: events, CPU seconds of the process,
  *    wall seconds, events per CPU second, heap bytes per agent (agent
@@ -83,14 +83,15 @@ static double cpu_s(void)
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-static int scale(sim_scenario *sc, uint32_t max)
+static int scale(sim_scenario *sc, uint32_t max, uint32_t rounds)
 {
     for (uint32_t n = 1000; n <= max && n >= 1000; n *= 10) {
-        char agents[48];
+        char agents[48], nrounds[48];
         snprintf(agents, sizeof agents, "run.agents=%u", n);
+        snprintf(nrounds, sizeof nrounds, "run.rounds=%u", rounds);
         const char *const sets[] = {agents,
                                     "run.mode=rounds",
-                                    "run.rounds=100",
+                                    nrounds,
                                     "model.kind=consensus",
                                     "model.dim=16",
                                     "mixing.algorithm=gossip",
@@ -118,7 +119,8 @@ int main(int argc, char **argv)
     int quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
     if (argc > 2 && strcmp(argv[1], "--scale") == 0) {
         sim_scenario *sc = malloc(sizeof *sc);
-        int rc = sc ? scale(sc, (uint32_t)strtoul(argv[2], NULL, 10)) : -1;
+        uint32_t rounds = argc > 3 ? (uint32_t)strtoul(argv[3], NULL, 10) : 100;
+        int rc = sc && rounds ? scale(sc, (uint32_t)strtoul(argv[2], NULL, 10), rounds) : -1;
         free(sc);
         return rc ? 1 : 0;
     }

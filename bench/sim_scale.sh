@@ -1,16 +1,23 @@
 #!/bin/sh
 # The simulator's growth with the number of agents: runs
-# `build/bench/bench_sim --scale MAX` (100 rounds of the consensus model,
+# `build/bench/bench_sim --scale MAX ROUNDS` (ROUNDS rounds of the consensus model,
 # pairwise gossip with random peers, 10^3, 10^4, ... agents up to MAX) and
 # records its lines as a table, with the growth of each figure from one
 # size to the next, the command, the date and the load average, in
 # docs/BENCHMARKS.md between the lines <!-- bench:sim_scale begin --> and
 # <!-- bench:sim_scale end --> (appended when absent). RECORD= (empty)
-# prints the table and writes nothing.
-#   BUILD=build sh bench/sim_scale.sh [MAX]      (MAX = 1000000 by default)
+# prints the table and writes nothing. ROUNDS other than 100 (a short
+# probe of the largest sizes: setup and a few rounds) is recorded in its
+# own block, bench:sim_scale_probe.
+#   BUILD=build [ROUNDS=100] sh bench/sim_scale.sh [MAX]      (MAX = 1000000 by default)
 set -u
 build=${BUILD:-build}
 max=${1:-1000000}
+rounds=${ROUNDS:-100}
+tag=sim_scale
+[ "$rounds" = 100 ] || tag=sim_scale_probe
+env=""
+[ "$rounds" = 100 ] || env="ROUNDS=$rounds "
 record=${RECORD-docs/BENCHMARKS.md}
 b="$build/bench/bench_sim"
 [ -x "$b" ] || { echo "sim_scale: $b is missing; run make bench" >&2; exit 1; }
@@ -18,13 +25,13 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 # Not through a pipe: its status would be tee's, and a killed or failed
 # bench_sim would record the sizes it finished as if it were done.
-"$b" --scale "$max" >"$tmp/out" || { cat "$tmp/out"; echo "sim_scale: bench_sim failed" >&2; exit 1; }
+"$b" --scale "$max" "$rounds" >"$tmp/out" || { cat "$tmp/out"; echo "sim_scale: bench_sim failed" >&2; exit 1; }
 cat "$tmp/out"
 load=$(cut -d' ' -f1-3 /proc/loadavg)
 {
-    echo "<!-- bench:sim_scale begin -->"
+    echo "<!-- bench:$tag begin -->"
     echo ""
-    echo "Produced by \`BUILD=$build sh bench/sim_scale.sh $max\` on $(date -u +%Y-%m-%d), load average $load on $(nproc) cores; do not edit by hand. CPU seconds are the process's (the wall time on a loaded machine is mostly waiting); growth = this row / the row above."
+    echo "Produced by \`BUILD=$build ${env}sh bench/sim_scale.sh $max\` ($rounds rounds) on $(date -u +%Y-%m-%d), load average $load on $(nproc) cores; do not edit by hand. CPU seconds are the process's (the wall time on a loaded machine is mostly waiting); growth = this row / the row above."
     echo ""
     echo "| agents | events | CPU s | wall s | events per CPU s | growth | heap bytes per agent | growth | peak RSS (MiB) |"
     echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
@@ -35,10 +42,10 @@ load=$(cut -d' ' -f1-3 /proc/loadavg)
             v["cpu_s"], v["wall_s"], v["events_per_cpu_s"], eg, v["heap_per_agent"], hg, v["maxrss_kb"] / 1024
         pe = v["events_per_cpu_s"]; ph = v["heap_per_agent"] }' "$tmp/out"
     echo ""
-    echo "<!-- bench:sim_scale end -->"
+    echo "<!-- bench:$tag end -->"
 } >"$tmp/table"
 [ -n "$record" ] || { cat "$tmp/table"; exit 0; }
-begin="<!-- bench:sim_scale begin -->" end="<!-- bench:sim_scale end -->"
+begin="<!-- bench:$tag begin -->" end="<!-- bench:$tag end -->"
 if grep -qF "$begin" "$record"; then
     awk -v t="$tmp/table" -v b="$begin" -v e="$end" '
         $0 == b { while ((getline l < t) > 0) print l; skip = 1; next }
