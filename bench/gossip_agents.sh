@@ -34,7 +34,7 @@ commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 {
     echo "<!-- bench:gossip_agents begin -->"
     echo ""
-    echo "Produced by \`BUILD=$build sh bench/gossip_agents.sh $seeds $dim\` on $(date -u +%Y-%m-%d) at commit $commit, load average $load on $(nproc) cores; do not edit by hand. N agents of the real runtime (include/murmur.h) in one process on 127.0.0.1, pairwise gossip with random peers at 32 bits, vectors of $dim values changed only by mixing; a cluster round = N rounds completed; $seeds seeds per N. Factor = (sum over seeds of cd(10)^2 / sum of cd(2)^2)^(1/8); sequential = the same for N members averaging with a uniform random peer one at a time (1/(2 sqrt e) = 0.303 for large N)."
+    echo "Produced by \`BUILD=$build sh bench/gossip_agents.sh $seeds $dim\` on $(date -u +%Y-%m-%d) at commit $commit, load average $load on $(nproc) cores; do not edit by hand. N agents of the real runtime (include/murmur.h) in one process on 127.0.0.1, pairwise gossip with random peers at 32 bits, mixing.robust = none, vectors of $dim values (a common model of N(0,1) values plus 0.1 N(0,1) per host) changed only by mixing; a cluster round = N rounds completed; $seeds seeds per N. Factor = (sum over seeds of cd(10)^2 / sum of cd(2)^2)^(1/8); sequential = the same for N members averaging with a uniform random peer one at a time (1/(2 sqrt e) = 0.303 for large N)."
     echo ""
     echo "| agents | variance factor per round (measured) | sequential random pairing | per seed | largest mean drift / initial spread | rounds aborted |"
     echo "|---:|---:|---:|---|---:|---:|"
