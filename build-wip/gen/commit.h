@@ -1,1 +1,0 @@
-#define MURMUR_COMMIT "bf6fdce-dirty"
