@@ -150,7 +150,7 @@ static void apply(gossip_mix *m, uint32_t s, uint32_t c, float *data)
      * values (the members' differences to us since the last round are
      * their own steps, about independent, so their sum grows as sqrt(k));
      * an allgather segment within tau / 2 of ours: it comes from its owner
-     * alone, nothing outvotes it, and at tau / 2 (one local delta at the
+     * alone, nothing outvotes it, and at tau / 2 (half a local delta at the
      * default factor) a lying owner moves its segment no faster than our
      * training moves it back. The relayed bytes are the received ones: each
      * member bounds them itself. */

@@ -528,8 +528,8 @@ int gossip_mix_start(gossip_mix *m, const float *x, gossip_time_us now)
     /* The scale of the bounds on peers' values: how far our own training
      * moved the model since the last result (gossip/robust.h); work still
      * holds that result. Only a mixer with bounds keeps the scale. */
-    if (m->has_vector && m->robust.cfg.rule != GOSSIP_ROBUST_NONE)
-        gossip_robust_note_local(&m->robust, x, m->pending, m->work, m->dim);
+    if (m->robust.cfg.rule != GOSSIP_ROBUST_NONE)
+        gossip_robust_note_local(&m->robust, x, m->pending, m->has_vector ? m->work : NULL, m->dim);
     if (m->pending_dirty) {
         memset(m->pending, 0, (size_t)m->dim * sizeof *m->pending);
         m->pending_dirty = 0;

@@ -54,6 +54,13 @@ void gossip_robust_note_local(gossip_robust *r, const float *x_now, const float 
                               const float *last_result, uint32_t dim)
 {
     double ss = 0;
+    if (!last_result) {
+        for (uint32_t i = 0; i < dim; i++)
+            ss += (double)x_now[i] * x_now[i];
+        if (!(r->anchor > 0) && isfinite(ss))
+            r->anchor = sqrt(ss);
+        return;
+    }
     for (uint32_t i = 0; i < dim; i++) {
         double d = (double)x_now[i] - last_result[i] + (pending ? pending[i] : 0.0f);
         ss += d * d;
@@ -81,7 +88,9 @@ int gossip_robust_clip_around(gossip_robust *r, float *v, const float *c, float 
     if (r->cfg.rule == GOSSIP_ROBUST_NONE)
         return 0;
     double bound = gossip_robust_bound(r, count, mult);
-    if (bound == HUGE_VAL) {
+    if (bound == HUGE_VAL && r->anchor > 0 && r->dim) {
+        bound = GOSSIP_ROBUST_NOSCALE_FACTOR * mult * r->anchor * sqrt((double)count / r->dim);
+    } else if (bound == HUGE_VAL) {
         if (!own)
             return 0;
         double ss = 0;
@@ -143,7 +152,7 @@ void gossip_robust_centered_clip(gossip_robust *r, const float *const *in, uint3
         double ss = 0;
         for (uint32_t i = 0; i < n; i++)
             ss += (double)center[i] * center[i];
-        tau = GOSSIP_ROBUST_NOSCALE_FACTOR * sqrt(ss);
+        tau = GOSSIP_ROBUST_NOSCALE_FACTOR * (r->anchor > 0 ? r->anchor : sqrt(ss));
     }
     for (uint32_t i = 0; i < n; i++)
         scratch[i] = center[i];

@@ -18,8 +18,11 @@
  * GOSSIP_ROBUST_WARMUP non-zero local deltas have been seen (the first
  * rounds; a poisoned vector must not get in then either, or the receiver's
  * next steps start from a poisoned model and poison the reference), the
- * bound is relative to the receiver's own values instead: tau =
- * GOSSIP_ROBUST_NOSCALE_FACTOR * ||own chunk||.
+ * bound is relative to the receiver's first vector instead (its anchor, the
+ * initial model, which peers share): tau = GOSSIP_ROBUST_NOSCALE_FACTOR *
+ * ||anchor|| * sqrt(count / dim). The anchor is fixed: a bound relative to
+ * the current vector would let an attacker grow it geometrically where no
+ * training gives a scale (a consensus run: the soak's byzantine sender).
  *
  * The rules (gossip_robust_rule):
  *   none           no bound beyond the codec's.
@@ -69,15 +72,17 @@ extern const char *const gossip_robust_rule_names[GOSSIP_ROBUST_RULE_COUNT + 1];
 #define GOSSIP_ROBUST_HISTORY 16u
 /* Non-zero local deltas needed before anything is clipped. */
 #define GOSSIP_ROBUST_WARMUP 3u
-/* tau = clip_factor * ref. Default 2: dpsgd weighs a neighbour 1/(d + 1)
- * <= 1/2 and a gossip answer is half the difference, so one poisoned peer
- * moves the receiver by at most one local delta per round, which its own
- * training can undo; a larger factor lets the attack feed on itself (a
- * displaced model takes larger steps, which widen tau: with 0.2 (3 - x)
- * steps, factor 8 left honest members 36 away on a ring, factor 2 within
- * 0.1; tests/test_robust.c). An honest neighbour's difference larger than
- * tau is only slowed down, not lost. */
-#define GOSSIP_ROBUST_CLIP_FACTOR_DEFAULT 2.0
+/* tau = clip_factor * ref. Default 1: dpsgd weighs a neighbour 1/(d + 1)
+ * <= 1/2 and a gossip answer is half the difference, so one lying peer
+ * moves the receiver by at most half a local delta per round. It must stay
+ * well below one: the liar pushes the same way every round while SGD steps
+ * wander, and a displaced model takes larger steps, which widen tau, so a
+ * large factor lets the attack feed on itself (with steps 0.2 (3 - x),
+ * factor 8 left honest members far from their optimum on a ring, factors 1
+ * and 2 near it: tests/test_robust.c, ROBUST_C=8). An honest neighbour's
+ * difference larger than tau is only slowed down, not lost; experiment 9
+ * (docs/experiments.md) measures both sides. */
+#define GOSSIP_ROBUST_CLIP_FACTOR_DEFAULT 1.0
 #define GOSSIP_ROBUST_CLIP_FACTOR_MAX     1e6
 /* Before the scale is known a peer's difference may be as large as our own
  * values: peers start from the same initial model (cluster manifest), so
@@ -109,7 +114,8 @@ typedef struct gossip_robust {
     gossip_robust_config cfg;
     float hist[GOSSIP_ROBUST_HISTORY]; /* last local delta norms (non-zero only) */
     uint32_t nhist, next;
-    double ref; /* median of hist; 0 = no scale yet */
+    double ref;    /* median of hist; 0 = no scale yet */
+    double anchor; /* norm of the first vector seen; 0 = none yet */
     uint32_t dim;
     uint64_t clipped; /* contributions (chunks) clipped */
     uint64_t inputs;  /* contributions (chunks) checked */
@@ -121,7 +127,8 @@ int gossip_robust_config_check(const gossip_robust_config *c, const char **why);
 /* Start from no history; dim = the vector length (for per-chunk bounds). */
 void gossip_robust_init(gossip_robust *r, const gossip_robust_config *c, uint32_t dim);
 /* Record one local delta: the L2 norm of x_now + pending - last_result over
- * dim values (pending may be NULL). Non-finite or zero norms are ignored. */
+ * dim values (pending may be NULL). Non-finite or zero norms are ignored.
+ * last_result NULL (the first round): only the anchor, ||x_now||. */
 void gossip_robust_note_local(gossip_robust *r, const float *x_now, const float *pending,
                               const float *last_result, uint32_t dim);
 /* The bound tau for `count` values of a dim-value vector, times `mult`;
@@ -129,7 +136,8 @@ void gossip_robust_note_local(gossip_robust *r, const float *x_now, const float 
 double gossip_robust_bound(const gossip_robust *r, uint32_t count, double mult);
 /* v (count values) := k * c + clip(v - k * c, bound), bound =
  * gossip_robust_bound(r, count, mult), or before the scale is known
- * GOSSIP_ROBUST_NOSCALE_FACTOR * mult * ||own|| (no bound when own is NULL).
+ * GOSSIP_ROBUST_NOSCALE_FACTOR * mult * ||anchor|| * sqrt(count / dim), or
+ * without an anchor the same with ||own|| (no bound when own is NULL too).
  * c may be NULL (the difference is v itself). Returns 1 if v was changed. */
 int gossip_robust_clip_around(gossip_robust *r, float *v, const float *c, float k, const float *own,
                               uint32_t count, double mult);

@@ -418,9 +418,11 @@ static int setup(runner *r)
                            : 4,
         /* Bounds on peers' values (gossip/robust.h). Their scale is the
          * agent's own training steps: a consensus run has none, and
-         * measures the mixing rule alone. */
-        .robust = {.rule = sc->model.kind == SIM_MODEL_CONSENSUS ? GOSSIP_ROBUST_NONE
-                                                                 : sc->mixing.robust,
+         * measures the mixing rule alone, unless it has byzantine senders
+         * (the soak's): then the bound relative to the first vector. */
+        .robust = {.rule = sc->model.kind == SIM_MODEL_CONSENSUS && !sc->faults.byzantine_agents
+                               ? GOSSIP_ROBUST_NONE
+                               : sc->mixing.robust,
                    .clip_factor = sc->mixing.robust_clip_factor,
                    .trim = sc->mixing.robust_trim},
     };

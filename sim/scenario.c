@@ -162,7 +162,7 @@ static const common_option scenario_options[] = {
              "trimmed-mean or centered-clip (dpsgd; clip elsewhere); consensus runs (no "
              "training, no scale) use none"},
     {"mixing", "robust_clip_factor", F64, F(mixing.robust_clip_factor), .min = 0, .max = 1e6,
-     .def = "2", .help = "tau = this x the median of the last 16 local-delta norms (0 = 2)"},
+     .def = "1", .help = "tau = this x the median of the last 16 local-delta norms (0 = 1)"},
     {"mixing", "robust_trim", U32, F(mixing.robust_trim), .min = 0, .max = 8, .def = "1",
      .help = "trimmed-mean: values dropped at each end of a coordinate (0 = 1)"},
     {"membership", "mode", ENUM, F(membership.mode), .names = MEMBERSHIP_MODES, .def = "oracle",
