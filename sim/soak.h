@@ -2,7 +2,10 @@
  *
  * Purpose. Run N scenarios, each drawn from its own soak seed, with random
  * faults (crashes with restarts, late joins, partitions, loss bursts, slow
- * CPUs, paused agents, corrupted frames) confined to a fault phase, followed
+ * CPUs, paused agents, corrupted frames; in one seed in 4 of those mixing
+ * with gossip, dpsgd or allreduce, a byzantine sender: one agent sending
+ * scaled, sign-flipped or bit-flipped vectors in every round for the whole
+ * run, sim/byzantine.h) confined to a fault phase, followed
  * by a quiet phase with every fault healed. Each run checks:
  *
  *   safety (sim_run with opts.check, see sim/run.h), at every round,
@@ -12,7 +15,9 @@
  *   liveness, at the end of the quiet phase: every agent up again (and,
  *     under SWIM, every view exactly the live set); every
  *     shard back to min(r, live) complete copies; the consensus distance
- *     at most SIM_SOAK_CD_FACTOR times the initial one.
+ *     of the honest agents at most SIM_SOAK_CD_FACTOR times the initial
+ *     one (with a byzantine sender, which never stops: at most the initial
+ *     one).
  *
  * A failing seed prints one line with its reason and one line with the
  * command that reproduces it alone (with --verbose: the drawn scenario as

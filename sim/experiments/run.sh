@@ -357,24 +357,29 @@ if want 9; then
     echo "experiments: 9 (byzantine senders: attack x defence, $seeds seeds)"
     p "### 9. Byzantine senders: 5 of 25 agents attack, accuracy gap per defence"
     p ""
-    p "dpsgd on the exponential graph, Fashion-MNIST MLP, 20 simulated s, mixing every 8 steps. Mean final accuracy of the honest agents over $seeds seeds (run.seed 1..$seeds) with the 95% Student t interval of the mean. Gap: the clean run without defence (no byzantine agent, mixing.robust = none) minus the run, in accuracy points; cost: the same for a clean run with the defence, in percent of the clean accuracy. Diverged: runs whose loss or consensus distance blew up (sim/output.h)."
+    p "dpsgd on the exponential graph, Fashion-MNIST MLP, 10 simulated s, mixing every 8 steps. Mean final accuracy of the honest agents over $seeds seeds (run.seed 1..$seeds) with the 95% Student t interval of the mean. Gap: the clean run without defence (no byzantine agent, mixing.robust = none) minus the run, in accuracy points; cost: the same for a clean run with the defence, in percent of the clean accuracy. Diverged: runs whose loss or consensus distance blew up (sim/output.h)."
     p ""
     p "| byzantine agents | attack | mixing.robust | final accuracy | gap to clean (points) | clean-run cost (%) | diverged runs |"
     p "|---:|---|---|---:|---:|---:|---:|"
-    o="$out/e9"
-    sim exp9_byzantine.ini "$o-clean" --seeds "$seeds" --set faults.byzantine_agents=0 \
+    # (sim sets o: each run gets its own variable)
+    e9c="$out/e9-clean" e9a="$out/e9-attack"
+    sim exp9_byzantine.ini "$e9c" --seeds "$seeds" --set faults.byzantine_agents=0 \
         --sweep mixing.robust=none,clip,trimmed-mean,centered-clip
-    sim exp9_byzantine.ini "$o" --seeds "$seeds" --sweep faults.byzantine_attack=scale,sign-flip,bit-flip \
+    sim exp9_byzantine.ini "$e9a" --seeds "$seeds" --sweep faults.byzantine_attack=scale,sign-flip,bit-flip \
         --sweep mixing.robust=none,clip,trimmed-mean,centered-clip
     # sweep.csv (--seeds): run, the swept keys, seeds, runs_interrupted, runs_diverged, then per
     # metric NAME (mean), NAME_sd, NAME_ci_low, NAME_ci_high, NAME_n
     awk -F, 'FNR == 1 { file++; delete col; for (i = 1; i <= NF; i++) col[$i] = i; next }
-        function acc() { return sprintf("%.4f ± %.4f", $col["final_accuracy"],
+        # one seed: sweep.csv has no interval columns, and "diverged" (0/1) instead of runs_diverged
+        function acc() { if (!("final_accuracy_ci_low" in col) || $col["final_accuracy_ci_low"] == "")
+                             return sprintf("%.4f", $col["final_accuracy"])
+                         return sprintf("%.4f ± %.4f", $col["final_accuracy"],
                              ($col["final_accuracy_ci_high"] - $col["final_accuracy_ci_low"]) / 2) }
+        function div() { return ("runs_diverged" in col) ? $col["runs_diverged"] : $col["diverged"] }
         file == 1 { d = $col["mixing.robust"]; clean[d] = $col["final_accuracy"]; nd++; defs[nd] = d
-                    line[d] = sprintf("| 0 | none | %s | %s | %%s | %%s | %d |", d, acc(), $col["runs_diverged"]); next }
+                    line[d] = sprintf("| 0 | none | %s | %s | %%s | %%s | %d |", d, acc(), div()); next }
         { a = $col["faults.byzantine_attack"]; d = $col["mixing.robust"]; nr++
-          row[nr] = sprintf("| 5 | %s | %s | %s | %%s | | %d |", a, d, acc(), $col["runs_diverged"]); rv[nr] = $col["final_accuracy"]
+          row[nr] = sprintf("| 5 | %s | %s | %s | %%s | | %d |", a, d, acc(), div()); rv[nr] = $col["final_accuracy"]
           if (d == "clip" && (!("clip" in worst) || clean["none"] - rv[nr] > worst["clip"])) worst["clip"] = clean["none"] - rv[nr] }
         END {
           for (k = 1; k <= nd; k++) { d = defs[k]
@@ -383,7 +388,7 @@ if want 9; then
           for (k = 1; k <= nr; k++) printf row[k] "\n", sprintf("%.2f", 100 * (clean["none"] - rv[k]))
           printf "\nDefault defence (clip): largest gap over the three attacks %.2f points (goal <= 1); cost on a clean run %.2f%% (goal <= 2%%).\n",
               100 * worst["clip"], 100 * (clean["none"] - clean["clip"]) / clean["none"] }' \
-        "$o-clean/sweep.csv" "$o/sweep.csv" >>"$res"
+        "$e9c/sweep.csv" "$e9a/sweep.csv" >>"$res"
     p ""
 fi
 

@@ -20,7 +20,7 @@ tail -n 1 "$tmp/out" | grep -q "^soak: $n seeds, $n passed, 0 failed;" ||
 # The soak covers both modes, every algorithm and real faults.
 for w in run.mode=rounds run.mode=timed mixing.algorithm=gossip mixing.algorithm=push-sum \
     mixing.algorithm=dpsgd mixing.algorithm=choco mixing.algorithm=allreduce \
-    ' crash ' ' partition ' ' loss ' ' slow ' ' pause ' ' corrupt '; do
+    ' crash ' ' partition ' ' loss ' ' slow ' ' pause ' ' corrupt ' faults.byzantine_agents=1; do
     grep -q -- "$w" "$tmp/out" || fail "no scenario with '$w'"
 done
 grep -Eq 'crashes=[1-9]' "$tmp/out" || fail "no crash applied"
