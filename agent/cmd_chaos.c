@@ -57,6 +57,8 @@
 /* After a restart an agent rejoins, fetches a model and its shards: its
  * steps are not judged for this long. */
 #define CHAOS_RESTART_GRACE_S 30.0
+/* Polls kept per member for the step rate before a fault: 10 s of them. */
+#define CHAOS_HIST 20u
 
 typedef struct member {
     uint64_t id;
@@ -84,6 +86,10 @@ typedef struct member {
     double restarted_at;
     uint32_t pid_before;                   /* the pid that was killed */
     uint64_t frames[NET_FAULT_KIND_COUNT]; /* murmur_fault_frames_total by kind */
+    /* the last polls' steps, for a step rate before a fault */
+    double hist_t[CHAOS_HIST];
+    uint64_t hist_step[CHAOS_HIST];
+    unsigned hist_n;
 } member;
 
 /* What the checker saw a fault do (the evidence lines of the verdict). */
@@ -95,6 +101,7 @@ typedef struct evidence {
     uint64_t step0, step1; /* pause/slow: target's steps when first and last seen */
     double seen0, seen1;   /* ... and when */
     double back_s;         /* kill: answering again, s after the restart; < 0 not yet */
+    double rate_before;    /* slow: the target's steps/s over the polls before; < 0 unknown */
     uint32_t new_pid;      /* kill: the restarted process */
     uint32_t min_peers;    /* partition: fewest peers a member saw while it lasted */
 } evidence;
@@ -251,6 +258,9 @@ static void poll_member(chaos *c, member *m, double t)
     }
     m->up = 1;
     uint64_t step = json_u64(body, "step");
+    m->hist_t[m->hist_n % CHAOS_HIST] = t;
+    m->hist_step[m->hist_n % CHAOS_HIST] = step;
+    m->hist_n++;
     if (step != m->step || t < m->excused_until) {
         m->step = step;
         m->step_since = t;
@@ -395,11 +405,14 @@ static int evidence_line(const chaos *c, size_t i)
         break;
     case CHAOS_SLOW:
         ok = v->seen;
-        printf("training_slow=%g %s, %.1f steps/s meanwhile\n", e->factor,
+        printf("training_slow=%g %s, %.1f steps/s meanwhile", e->factor,
                v->seen ? "seen" : "never seen",
                v->seen && v->seen1 > v->seen0
                    ? (double)(v->step1 - v->step0) / (v->seen1 - v->seen0)
                    : 0.0);
+        if (v->rate_before >= 0)
+            printf(" (%.1f in the 10 s before)", v->rate_before);
+        printf("\n");
         break;
     default:
         ok = v->frames > 0;
@@ -411,6 +424,19 @@ static int evidence_line(const chaos *c, size_t i)
         break;
     }
     return ok;
+}
+
+/* Member m's steps per second over its last polls (< 0: unknown). */
+static double step_rate(const member *m)
+{
+    if (m->hist_n < 2)
+        return -1;
+    unsigned last = (m->hist_n - 1) % CHAOS_HIST;
+    unsigned first = m->hist_n > CHAOS_HIST ? m->hist_n % CHAOS_HIST : 0;
+    double dt = m->hist_t[last] - m->hist_t[first];
+    if (dt <= 0 || m->hist_step[last] < m->hist_step[first])
+        return -1;
+    return (double)(m->hist_step[last] - m->hist_step[first]) / dt;
 }
 
 /* Mean consensus distance over the members that report one. */
@@ -568,6 +594,7 @@ static void restart_member(chaos *c, int i, double t)
         c->ev[m->restart_ev].seen = 1;
     free(body);
     m->restarted_at = t;
+    m->hist_n = 0; /* a new process counts its steps from zero */
     if (c->restart_cmd)
         run_template(c->restart_cmd, m, i);
     else
@@ -588,6 +615,7 @@ static void do_event(chaos *c, size_t index, int undo, double t)
         evidence_close(c, 0);
         v->applied = 1;
         v->back_s = -1;
+        v->rate_before = e->on >= 0 ? step_rate(&c->m[e->on]) : -1;
         v->min_peers = (uint32_t)c->n;
         for (int i = 0; i < c->n; i++)
             memcpy(v->frames0[i], c->m[i].frames, sizeof v->frames0[i]);

@@ -26,6 +26,23 @@ done
 peers_of() { "$bin" status --json "127.0.0.1:$((base + 100 + $1))" 2>/dev/null | tr ',' '\n' | sed -n 's/^"peers"://p'; }
 all_met() { for i in 1 2 3 4; do [ "$(peers_of $i)" = 3 ] || return 1; done; }
 wait_for 240 all_met || fail "agents did not meet"
+# and all train (a member still fetching its shards when the schedule
+# starts would count as a stall from t = 0 and leave no consensus level
+# before the first fault)
+step_of() { "$bin" status --json "127.0.0.1:$((base + 100 + $1))" 2>/dev/null | tr ',' '\n' | sed -n 's/^"step":\([0-9]*\).*/\1/p'; }
+all_train() {
+    for i in 1 2 3 4; do
+        s=$(step_of $i)
+        [ -n "$s" ] && [ "$s" -gt 0 ] || return 1
+        eval "s0_$i=$s"
+    done
+    sleep 1
+    for i in 1 2 3 4; do
+        s=$(step_of $i)
+        [ -n "$s" ] && [ "$s" -gt "$(eval echo "\$s0_$i")" ] || return 1
+    done
+}
+wait_for 240 all_train || fail "agents did not all train"
 # restarted agents are not our children: kill them too on exit
 live_pids() {
     for i in 1 2 3 4; do
