@@ -40,7 +40,30 @@ static int cmpd(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+static double cpu_s(void);
+
+/* --scale: CPU seconds at the end of the first round (setup included). */
+static void first_round(void *ctx, double fraction, double sim_time_s, uint64_t events)
+{
+    (void)fraction;
+    (void)sim_time_s;
+    (void)events;
+    double *first = ctx;
+    if (*first < 0)
+        *first = cpu_s();
+}
+
+static int run_opts(sim_scenario *sc, const char *const *sets, const sim_run_opts *o,
+                    sim_summary *s);
+
 static int run(sim_scenario *sc, const char *const *sets, sim_summary *s)
+{
+    sim_run_opts o = {.quiet = 1};
+    return run_opts(sc, sets, &o, s);
+}
+
+static int run_opts(sim_scenario *sc, const char *const *sets, const sim_run_opts *o,
+                    sim_summary *s)
 {
     char err[512];
     sim_scenario_defaults(sc);
@@ -53,8 +76,7 @@ static int run(sim_scenario *sc, const char *const *sets, sim_summary *s)
         fprintf(stderr, "bench_sim: %s\n", err);
         return -1;
     }
-    sim_run_opts o = {.quiet = 1};
-    if (sim_run(sc, &o, s, err, sizeof err)) {
+    if (sim_run(sc, o, s, err, sizeof err)) {
         fprintf(stderr, "bench_sim: %s\n", err);
         return -1;
     }
@@ -99,16 +121,25 @@ static int scale(sim_scenario *sc, uint32_t max, uint32_t rounds)
                                     "output.every_rounds=1000",
                                     NULL};
         sim_summary s;
+        double first = -1;
+        /* progress every round: the first call gives the CPU time of setup
+         * and the first round, the rest is the rounds' own */
+        sim_run_opts o = {
+            .quiet = 1, .progress_s = 1e-9, .on_progress = first_round, .hook_ctx = &first};
         double c0 = cpu_s();
-        if (run(sc, sets, &s))
+        if (run_opts(sc, sets, &o, &s))
             return -1;
         double c = cpu_s() - c0;
+        first = first < 0 ? c : first - c0;
+        double per_round = rounds > 1 ? (c - first) / (rounds - 1) : c;
         struct rusage ru;
         getrusage(RUSAGE_SELF, &ru);
         printf("scale agents=%u rounds=%llu events=%.0f cpu_s=%.2f wall_s=%.2f "
-               "events_per_cpu_s=%.0f heap_per_agent=%.0f maxrss_kb=%ld cd_final=%.3g\n",
+               "events_per_cpu_s=%.0f heap_per_agent=%.0f maxrss_kb=%ld cd_final=%.3g "
+               "first_round_cpu_s=%.2f round_cpu_s=%.3f\n",
                n, (unsigned long long)s.rounds, (double)s.events, c, s.wall_s, (double)s.events / c,
-               s.memory_per_agent_bytes, ru.ru_maxrss, s.consensus_distance_final);
+               s.memory_per_agent_bytes, ru.ru_maxrss, s.consensus_distance_final, first,
+               per_round);
         fflush(stdout);
     }
     return 0;

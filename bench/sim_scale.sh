@@ -33,13 +33,14 @@ load=$(cut -d' ' -f1-3 /proc/loadavg)
     echo ""
     echo "Produced by \`BUILD=$build ${env}sh bench/sim_scale.sh $max\` ($rounds rounds) on $(date -u +%Y-%m-%d), load average $load on $(nproc) cores; do not edit by hand. CPU seconds are the process's (the wall time on a loaded machine is mostly waiting); growth = this row / the row above."
     echo ""
-    echo "| agents | events | CPU s | wall s | events per CPU s | growth | heap bytes per agent | growth | peak RSS (MiB) |"
-    echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+    echo "| agents | events | CPU s | wall s | events per CPU s | growth | heap bytes per agent | growth | peak RSS (MiB) | first round CPU s (setup incl.) | CPU s per later round | 100 rounds: first + 99 later, CPU s |"
+    echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
     awk '/^scale / { for (i = 2; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
         eg = pe ? sprintf("x%.2f", v["events_per_cpu_s"] / pe) : "-"
         hg = ph ? sprintf("x%.2f", v["heap_per_agent"] / ph) : "-"
-        printf "| %d | %d | %.2f | %.2f | %.0f | %s | %.0f | %s | %.0f |\n", v["agents"], v["events"],
-            v["cpu_s"], v["wall_s"], v["events_per_cpu_s"], eg, v["heap_per_agent"], hg, v["maxrss_kb"] / 1024
+        printf "| %d | %d | %.2f | %.2f | %.0f | %s | %.0f | %s | %.0f | %.2f | %.3f | %.0f |\n", v["agents"], v["events"],
+            v["cpu_s"], v["wall_s"], v["events_per_cpu_s"], eg, v["heap_per_agent"], hg, v["maxrss_kb"] / 1024,
+            v["first_round_cpu_s"], v["round_cpu_s"], v["first_round_cpu_s"] + 99 * v["round_cpu_s"]
         pe = v["events_per_cpu_s"]; ph = v["heap_per_agent"] }' "$tmp/out"
     echo ""
     echo "<!-- bench:$tag end -->"
