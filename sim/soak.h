@@ -3,7 +3,7 @@
  * Purpose. Run N scenarios, each drawn from its own soak seed, with random
  * faults (crashes with restarts, late joins, partitions, loss bursts, slow
  * CPUs, paused agents, corrupted frames; in one seed in 4 of those mixing
- * with gossip, dpsgd or allreduce, a byzantine sender: one agent sending
+ * with gossip or dpsgd, a byzantine sender: one agent sending
  * scaled, sign-flipped or bit-flipped vectors in every round for the whole
  * run, sim/byzantine.h) confined to a fault phase, followed
  * by a quiet phase with every fault healed. Each run checks:
