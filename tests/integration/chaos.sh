@@ -58,6 +58,7 @@ chaos_cleanup() {
         while [ "$(live_pids | grep -c .)" -lt 4 ] && [ $k -lt 20 ]; do sleep 0.5; k=$((k + 1)); done
     fi
     pids="$pids $(live_pids | tr '\n' ' ')"
+    set +e # under set -e, (exit 1) would end the trap before the agents are killed
     (exit $rc)
     cleanup_agents
 }
