@@ -58,6 +58,10 @@
 #define LINK_EWMA_SHIFT     2u /* weight 1/4 for a new sample */
 #define LINK_AVOID_US       1000000u
 #define PICK_RETRIES        3u
+/* Holding a push behind our own exchange: only while that exchange has run
+ * at most 4x the typical exchange time (the spread of a healthy link under
+ * load is 2-3x, see LINK_TIMEOUT_MULT), else the push is refused. */
+#define HOLD_LATE_MULT 4u
 
 typedef struct mix_link {
     uint64_t id;                /* 0: free */
@@ -455,6 +459,24 @@ static int gossip_crossing(const gossip_mix *m, const gossip_state *g, uint64_t 
            prio_above(from, round, m->self, g->round);
 }
 
+/* 1 if our push in flight should end soon, so that a push held behind it
+ * waits about one exchange: its link is not slow and it has not run beyond
+ * HOLD_LATE_MULT x the typical exchange time. Otherwise pushes are refused
+ * rather than held, and their pushers try another peer at once instead of
+ * waiting for an exchange with a slow, paused or dead peer (issue 13 item
+ * 14: one slow peer must not hold up everyone's mixing). */
+static int gossip_ends_soon(const gossip_mix *m, gossip_state *g, gossip_time_us now)
+{
+    if (!g->pushing || !g->typical_us)
+        return 1;
+    const mix_pending *p = &g->pend[g->pend_cur];
+    const mix_link *l = link_find(g, p->peer);
+    if (l && l->ewma_us && (uint64_t)l->ewma_us > (uint64_t)LINK_SLOW_MULT * g->typical_us)
+        return 0;
+    assert(p->used && p->peer != m->self);
+    return now < p->started || now - p->started <= (uint64_t)HOLD_LATE_MULT * g->typical_us;
+}
+
 /* A free held slot for a new exchange from `from`, or NULL to refuse it. */
 static mix_held *gossip_admit(gossip_mix *m, gossip_state *g, const mix_frame *f)
 {
@@ -462,6 +484,9 @@ static mix_held *gossip_admit(gossip_mix *m, gossip_state *g, const mix_frame *f
         return NULL;
     if (gossip_busy_self(m, g) && !prio_above(f->from, f->h->round, m->self, g->round))
         return NULL; /* wait-die: the lower priority yields */
+    if (gossip_busy_self(m, g) && !gossip_crossing(m, g, f->from, f->h->round) &&
+        !gossip_ends_soon(m, g, g->now))
+        return NULL; /* our exchange is late: do not make it wait too */
     mix_held *h = NULL;
     for (uint32_t k = 0; k < GOSSIP_MIX_HELD_MAX && !h; k++)
         if (!g->held[k].used)

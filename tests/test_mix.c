@@ -1201,6 +1201,71 @@ static void gossip_contracts_like_atomic_pushpull(void **state)
     cluster_free(&c);
 }
 
+/* Drops every frame to agent 2 (a paused peer). */
+static int drop_to_2(void *ctx, uint32_t from, uint32_t to, const gossip_header *h,
+                     gossip_time_us now)
+{
+    (void)ctx;
+    (void)from;
+    (void)h;
+    (void)now;
+    return to == 2;
+}
+
+/* A member whose push went to a paused peer holds no push behind that
+ * exchange once it runs late (4x the typical exchange time): it refuses,
+ * and the pusher tries another peer at once, rather than wait for the
+ * late exchange's deadline (issue 13 item 14). */
+static void gossip_refuses_behind_late_exchange(void **state)
+{
+    (void)state;
+    uint64_t seed = test_seed(97);
+    gossip_mix_config cfg = base_config(GOSSIP_MIX_GOSSIP, GOSSIP_TOPO_RANDOM);
+    cfg.step_timeout_us = 5000000;
+    cluster c;
+    cluster_init(&c, 3, 4, &cfg,
+                 &(sim_driver_config){.seed = seed, .mode = SIM_MODE_TIMED, .latency_us = 1000});
+    model_rng rng;
+    model_rng_seed(&rng, seed, 1);
+    cluster_fill(&c, &rng, 0);
+    /* measured exchanges: about 2 ms each */
+    for (int r = 0; r < 6; r++) {
+        cluster_start_all(&c);
+        sim_driver_run_until(c.d, sim_driver_now(c.d) + 50000, NULL, NULL);
+        assert_int_equal(cluster_take_all(&c), 3);
+    }
+    sim_driver_set_filter(c.d, drop_to_2, NULL);
+    /* agent 0 pushes until its push goes to the paused agent 2 */
+    int stalled = 0;
+    for (int r = 0; r < 40 && !stalled; r++) {
+        cluster_start(&c, 0);
+        sim_driver_run_until(c.d, sim_driver_now(c.d) + 20000, NULL, NULL);
+        stalled = gossip_mix_get_state(c.m[0]) == GOSSIP_MIX_RUNNING;
+        if (!stalled)
+            assert_int_equal(gossip_mix_take(c.m[0], c.x[0], NULL), GOSSIP_OK);
+    }
+    assert_true(stalled);
+    uint64_t held0 = gossip_mix_get_stats(c.m[0])->exchanges_held;
+    uint64_t refused0 = gossip_mix_get_stats(c.m[0])->exchanges_refused;
+    /* agent 1 pushes, each round ended at once; some pushes reach agent 0,
+     * 20 ms into its exchange (10x the typical one) */
+    for (int r = 0; r < 40; r++) {
+        cluster_start(&c, 1);
+        sim_driver_run_until(c.d, sim_driver_now(c.d) + 5000, NULL, NULL);
+        if (gossip_mix_get_state(c.m[1]) == GOSSIP_MIX_RUNNING)
+            gossip_mix_tick(c.m[1], sim_driver_now(c.d) + 10000000);
+        assert_int_equal(gossip_mix_take(c.m[1], c.x[1], NULL), GOSSIP_OK);
+    }
+    assert_int_equal(gossip_mix_get_state(c.m[0]), GOSSIP_MIX_RUNNING);
+    const gossip_mix_stats *st = gossip_mix_get_stats(c.m[0]);
+    print_message("agent 0, mid-exchange with a paused peer: %llu pushes refused, %llu held\n",
+                  (unsigned long long)(st->exchanges_refused - refused0),
+                  (unsigned long long)(st->exchanges_held - held0));
+    assert_true(st->exchanges_refused - refused0 >= 3);
+    assert_int_equal(st->exchanges_held, held0);
+    cluster_free(&c);
+}
+
 /* ---- the driver --------------------------------------------------------- */
 
 static uint64_t traced_run(uint64_t seed, double loss)
@@ -1375,6 +1440,7 @@ int main(void)
         cmocka_unit_test(gossip_exchanges_are_atomic),
         cmocka_unit_test(gossip_simultaneous_pushes_no_deadlock),
         cmocka_unit_test(gossip_contracts_like_atomic_pushpull),
+        cmocka_unit_test(gossip_refuses_behind_late_exchange),
         cmocka_unit_test(driver_same_seed_same_trace),
         cmocka_unit_test(random_bytes_never_crash),
     };
