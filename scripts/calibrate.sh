@@ -21,13 +21,19 @@
 #
 # The fit, per run, measured just before it (this host is shared, so its
 # speed drifts between runs):
-#   compute.step_ms  the agents' own step time under the real contention:
-#                    the same CALIB_AGENTS agents in their namespaces with
-#                    mixing off (mixing.interval_steps = 10^6) for CALIB_FIT_S
-#                    seconds; step_ms = 1000 / (steps/s per agent). It holds
-#                    the evaluations (CALIB_EVAL_SAMPLES test samples every
-#                    CALIB_EVAL_EVERY steps) and the agents' sharing of the
-#                    cores, which the simulator has no other way to know.
+#   compute.step_ms  the agents' own step time under the real contention,
+#                    1000 / (steps/s per agent): CALIB_FIT=own (default) from
+#                    the measured window of the real run itself (this shared
+#                    host's speed moved 2-4x between runs minutes apart, so
+#                    nothing measured earlier holds); CALIB_FIT=idle from the
+#                    same agents run just before with mixing off
+#                    (mixing.interval_steps = 10^6) for CALIB_FIT_S seconds, a
+#                    prediction whose ratio then shows what mixing costs the
+#                    trainers. Either holds the evaluations (CALIB_EVAL_SAMPLES
+#                    test samples every CALIB_EVAL_EVERY steps) and the agents'
+#                    sharing of the cores, which the simulator cannot know.
+#   (links)          tbf with a bucket of 1 ms at the rate, at least 4 KB
+#                    (the simulator's links are a plain rate, no bucket)
 #   bandwidth_mbps   the tbf rate times the TCP goodput of a full Ethernet
 #                    frame, 1448 / 1514 (tbf counts the whole frame: 14 B
 #                    Ethernet, 20 B IP, 32 B TCP with timestamps, 1448 B of
@@ -39,25 +45,30 @@
 # netem is not in every kernel (not in this one): without it latency and loss
 # are not shaped, and the script says so in one line.
 #
-# Real-side figures, from the agents' progress lines (every 100 ms):
-#   T0 = the time the last agent took its first step (all train), T1 = T0 +
-#   CALIB_DURATION_S; steps/s = mean over agents of their steps in [T0, T1]
-#   / the window; bytes per agent = mean of bytes_sent in [T0, T1] (frame
-#   bytes, as the simulator counts them: no TCP or channel overhead);
-#   time to target = the first progress time from the FIRST agent's first
-#   step at which the mean of the agents' latest accuracies is >= target,
-#   minus that first step (the joiners start from the first agent's model).
-# Simulator figures: steps_total / sim_time / agents, bytes_total / agents,
-# time_to_target_s (first crossing of the population accuracy), each the
-# mean over CALIB_SIM_SEEDS seeds.
+# Real-side figures, from the agents' progress lines (every 100 ms). The
+# agents start paused and are resumed together (murmur fault --resume) once
+# each holds the model and sees its peers. T0 = the time the last agent's
+# step count moved after its resume; the window is [T0 + CALIB_WARMUP_S,
+# + CALIB_DURATION_S]; steps/s = mean over agents of their steps in the
+# window / its length; bytes per agent = mean of bytes_sent in the window
+# (frame bytes, as the simulator counts them: no TCP or channel overhead);
+# time to target = from the mean of the agents' first steps after the
+# resume to the first progress line at which the mean of the agents' latest
+# accuracies is >= target; mean round = the agents' /metrics histogram
+# murmur_round_duration_seconds (sum / count).
+# Simulator figures (it runs CALIB_DURATION_S + CALIB_WARMUP_S simulated
+# seconds): steps_total / sim_time / agents, bytes_total / agents scaled to
+# the window, time_to_target_s (first crossing of the population accuracy),
+# mix_time_mean_s, each the mean over CALIB_SIM_SEEDS seeds.
 #
 # Knobs (environment):
 #   CALIB_BANDWIDTHS "10 100"   link bandwidths in Mb/s
 #   CALIB_ALGOS "gossip allreduce"
-#   CALIB_AGENTS 4   CALIB_TARGET 0.80   CALIB_DURATION_S 20   CALIB_FIT_S 8
-#   CALIB_HIDDEN 64 (model mlp:H)  CALIB_BATCH 64  CALIB_LR 0.01
+#   CALIB_AGENTS 4   CALIB_TARGET 0.78   CALIB_DURATION_S 15   CALIB_WARMUP_S 2
+#   CALIB_FIT own|idle  CALIB_FIT_S 8 (idle)  CALIB_NICE -10 (agents, sim)
+#   CALIB_HIDDEN 64 (model mlp:H)  CALIB_BATCH 64  CALIB_LR 0.005
 #   CALIB_INTERVAL_STEPS 16  CALIB_BITS 8  CALIB_EVAL_EVERY 100
-#   CALIB_EVAL_SAMPLES 2000  CALIB_SIM_SEEDS 3  CALIB_RECORD docs/SIMULATOR.md
+#   CALIB_EVAL_SAMPLES 2000  CALIB_SIM_SEEDS 2  CALIB_RECORD docs/SIMULATOR.md
 #   CALIB_LOGS DIR   keep the agents' logs and the simulator's runs there
 #   CALIB_MEASURED FILE  your own hosts' figures instead of the namespaces
 #                    (no root needed): one line per run,
@@ -77,12 +88,12 @@ case "$bin" in /*) ;; *) bin="$(pwd)/$bin" ;; esac
 bws=${CALIB_BANDWIDTHS:-10 100}
 algos=${CALIB_ALGOS:-gossip allreduce}
 n=${CALIB_AGENTS:-4}
-target=${CALIB_TARGET:-0.80}
+target=${CALIB_TARGET:-0.78}
 dur=${CALIB_DURATION_S:-15}
 fit_s=${CALIB_FIT_S:-8}
 hidden=${CALIB_HIDDEN:-64}
 batch=${CALIB_BATCH:-64}
-lr=${CALIB_LR:-0.01}
+lr=${CALIB_LR:-0.005}
 interval=${CALIB_INTERVAL_STEPS:-16}
 bits=${CALIB_BITS:-8}
 eval_every=${CALIB_EVAL_EVERY:-100}
@@ -151,7 +162,7 @@ EOF
 sim_run() {
     every=$(awk -v s="$3" -v e="$eval_every" 'BEGIN { printf "%.6g", s * e / 1000 }')
     lat=$(awk -v r="$4" 'BEGIN { printf "%.6g", r / 2 }')
-    "$bin" sim "$tmp/scenario.ini" --out "$5" --quiet --seeds "$sim_seeds" \
+    nice -n "$prio" "$bin" sim "$tmp/scenario.ini" --out "$5" --quiet --seeds "$sim_seeds" \
         --set mixing.algorithm="$1" --set network.bandwidth_mbps="$2" \
         --set network.latency_ms="$lat" --set compute.step_ms="$3" \
         --set output.every_s="$every" >"$5.log" 2>&1 ||
@@ -159,14 +170,14 @@ sim_run() {
     for f in "$5"/seed-*/summary.json "$5"/summary.json; do
         [ -f "$f" ] || continue
         case "$f" in */seed-*) ;; *) [ "$sim_seeds" -eq 1 ] || continue ;; esac
-        sed -n 's/^  "\(steps_total\|sim_time_s\|bytes_total\|time_to_target_s\)": \([^,]*\),*$/\1 \2/p' "$f"
+        sed -n 's/^  "\(steps_total\|sim_time_s\|bytes_total\|time_to_target_s\|mix_time_mean_s\)": \([^,]*\),*$/\1 \2/p' "$f"
         echo end
     done | awk -v n="$n" -v dur="$dur" '
         $1 == "steps_total" { st = $2 } $1 == "sim_time_s" { t = $2 } $1 == "bytes_total" { b = $2 }
-        $1 == "time_to_target_s" { tta = $2 }
+        $1 == "time_to_target_s" { tta = $2 } $1 == "mix_time_mean_s" { rt += $2 * 1000 }
         $1 == "end" { runs++; rate += st / t / n; bytes += b / n / t * dur
                       if (tta != "null") { tsum += tta; tn++ }; tta = "null" }
-        END { printf "%.6g %.6g %s\n", rate / runs, bytes / runs, tn ? sprintf("%.6g", tsum / tn) : "none" }'
+        END { printf "%.6g %.6g %s %.4g\n", rate / runs, bytes / runs, tn ? sprintf("%.6g", tsum / tn) : "none", rt / runs }'
 }
 
 # ---- the real side ---------------------------------------------------------
@@ -230,7 +241,7 @@ cluster() {
         [ "$i" -eq 1 ] || seeds="--seed $(netns_ip 1):7000"
         # shellcheck disable=SC2086
         netns_spawn "$i" "$d/a$i.log" nice -n "$prio" "$bin" agent --data-dir "$d/a$i" \
-            --listen "$(netns_ip "$i"):7000" --metrics "" --network-key-file "$tmp/net.key" $seeds \
+            --listen "$(netns_ip "$i"):7000" --metrics "$(netns_ip "$i"):7100" --network-key-file "$tmp/net.key" $seeds \
             --set model.spec="mlp:$hidden" --set model.batch="$batch" --set model.lr="$lr" \
             --set model.momentum=0 --set model.weight_decay=0 --set model.schedule=constant \
             --set model.warmup=0 --set model.lr_scaling=none --set model.min_lr=0 \
@@ -263,6 +274,13 @@ cluster() {
     sleep "$secs"
     sleep "$warmup"
     sleep 1
+    # every agent's /metrics (the mixing rounds' durations)
+    i=1
+    while [ "$i" -le "$n" ]; do
+        netns_exec "$i" bash -c "exec 3<>/dev/tcp/$(netns_ip "$i")/7100; printf 'GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n' >&3; cat <&3" \
+            >"$d/metrics$i" 2>/dev/null || true
+        i=$((i + 1))
+    done
     for p in $cpids; do kill -TERM "$p" 2>/dev/null || true; done
     for p in $cpids; do
         wait "$p" 2>/dev/null || true
@@ -291,11 +309,10 @@ real_figures() {
           if (!(($1) in res)) paused[$1] = $3
           else if (!(($1) in first) && $3 > paused[$1] + 0) first[$1] = ts[k] }
         END {
-            t0 = -1; tr = -1; tl = -1
+            t0 = -1; tr = -1; tl = -1; tf = 0
             for (i = 1; i <= n; i++) { if (!(i in first) || !(i in res)) { print "none none none none"; exit }
-                if (first[i] > t0) t0 = first[i]
+                if (first[i] > t0) t0 = first[i]; tf += first[i] / n
                 if (tr < 0 || res[i] < tr) tr = res[i]; if (res[i] > tl) tl = res[i] }
-            tf = tr
             # the window: from warm s after t0 (every agent past its start)
             w0 = t0 + warm; t1 = w0 + dur
             # each agent: its last line at or before w0 and t1
@@ -314,16 +331,25 @@ real_figures() {
                 if (acc[j] != "nan") cur[a[j]] = acc[j]
                 c = 0; sum = 0; for (i = 1; i <= n; i++) if (i in cur) { c++; sum += cur[i] }
                 if (c == n && sum / n >= target) { tta = sprintf("%.3f", ts[j] - tf); break } }
-            printf "%.6g %.6g %s %.3f\n", steps / dur, bytes, tta, tl - tr }'
+            printf "%.6g %.6g %s %.3f\n", steps / dur, bytes, tta, t0 - tr }'
+}
+
+# round_ms DIR: the agents' mean mixing round (ms, start to result, the
+# murmur_round_duration_seconds histogram of every agent; "-" if none)
+round_ms() {
+    cat "$1"/metrics* 2>/dev/null | tr -d '\r' | awk '
+        $1 == "murmur_round_duration_seconds_sum" { s += $2 }
+        $1 == "murmur_round_duration_seconds_count" { c += $2 }
+        END { if (c > 0) printf "%.4g\n", s / c * 1000; else print "-" }'
 }
 
 # ---- the runs --------------------------------------------------------------
-run_case() { # alg bw step_ms rtt_ms real_steps real_bytes real_tta [start_spread]
+run_case() { # alg bw step_ms rtt_ms real_steps real_bytes real_tta [start_lag real_round_ms]
     payload=$(awk -v b="$2" -v g="$goodput" 'BEGIN { printf "%.6g", b * g }')
     [ -z "$measured" ] || payload=$2
     s=$(sim_run "$1" "$payload" "$3" "$4" "$tmp/sim-$1-$2")
-    echo "$1 $2 $3 $4 $5 $6 $7 $s" >>"$rows"
-    echo "calibrate: $1 at $2 Mb/s: step ${3} ms, rtt ${4} ms; real: $5 steps/s, $6 B, tta $7 (agents resumed within ${8:-?} s); sim: $s"
+    echo "$1 $2 $3 $4 $5 $6 $7 $s ${9:--}" >>"$rows"
+    echo "calibrate: $1 at $2 Mb/s: step ${3} ms, rtt ${4} ms; real: $5 steps/s, $6 B, tta $7, round ${9:--} ms (all training ${8:-?} s after the first resume); sim: $s"
 }
 
 if [ -n "$measured" ]; then
@@ -333,9 +359,13 @@ if [ -n "$measured" ]; then
     done
 else
     for bw in $bws; do
+        # tbf's bucket: 1 ms at the rate, at least 4 KB (tbf's default here,
+        # 32 KB, sends a 51 KB message after a pause 60% at line rate: the
+        # simulator's links are a fluid rate, no bucket)
+        burst=$(awk -v b="$bw" 'BEGIN { k = int(b * 1e6 / 8 / 1000 / 1024 + 0.999); print (k < 4 ? 4 : k) "kb" }')
         i=1
         while [ "$i" -le "$n" ]; do
-            netns_shape "$i" "${bw}mbit"
+            netns_shape "$i" "${bw}mbit" "$burst"
             i=$((i + 1))
         done
         rtt=$(rtt_ms)
@@ -353,21 +383,21 @@ else
             step=$(echo "$f" | awk '$1 > 0 { printf "%.4g", 1000 / $1 }')
             [ -n "$step" ] || { echo "calibrate: no step time measured ($f)" >&2; exit 1; }
             # shellcheck disable=SC2086
-            run_case "$alg" "$bw" "$step" "$rtt" $r
+            run_case "$alg" "$bw" "$step" "$rtt" $r "$(round_ms "$tmp/real-$alg-$bw")"
         done
     done
 fi
 
 # ---- the table -------------------------------------------------------------
 table() {
-    echo "| mixing | link (Mb/s) | fitted step (ms) | RTT (ms) | steps/s per agent: real / sim / ratio | bytes per agent: real / sim / ratio | time to $target (s): real / sim / ratio | within 15% |"
-    echo "|---|---:|---:|---:|---:|---:|---:|:---:|"
+    echo "| mixing | link (Mb/s) | fitted step (ms) | RTT (ms) | steps/s per agent: real / sim / ratio | bytes per agent: real / sim / ratio | time to $target (s): real / sim / ratio | within 15% | mean round (ms): real / sim |"
+    echo "|---|---:|---:|---:|---:|---:|---:|:---:|---:|"
     awk 'function ratio(s, r) { return (s == "none" || r == "none" || r == 0) ? "-" : sprintf("%.3f", s / r) }
         function ok(x) { return x != "-" && x >= 0.85 && x <= 1.15 }
         { r1 = ratio($8, $5); r2 = ratio($9, $6); r3 = ratio($10, $7)
-          printf "| %s | %s | %s | %s | %.1f / %.1f / %s | %.0f / %.0f / %s | %s / %s / %s | %s |\n",
+          printf "| %s | %s | %s | %s | %.1f / %.1f / %s | %.0f / %.0f / %s | %s / %s / %s | %s | %s / %s |\n",
               $1, $2, $3, $4, $5, $8, r1, $6, $9, r2, $7, $10, r3,
-              (ok(r1) && ok(r2) && ok(r3)) ? "yes" : "NO" }' "$rows"
+              (ok(r1) && ok(r2) && ok(r3)) ? "yes" : "NO", $12, $11 }' "$rows"
 }
 table >"$tmp/table"
 echo ""

@@ -9,7 +9,7 @@
 # directory (EXPERIMENTS_OUT) that holds a stale results-1.md from an
 # "earlier run", which must not replace the page's table 1. Every section
 # of the copy carries a sentinel line: the sections not run keep theirs,
-# the two run lose theirs and hold freshly computed tables.
+# the one run loses its sentinel and holds a freshly computed table.
 set -eu
 build=${BUILD:-build}
 bin="$build/murmur"
