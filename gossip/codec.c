@@ -240,6 +240,26 @@ static void put_be32(uint8_t *restrict p, const float *restrict x, uint32_t n)
 #endif
 }
 
+/* put_be32 that also returns max_abs_bits(x, n): one pass instead of two
+ * (a 32-bit chunk is checked and stored at once; out is unspecified when
+ * the result is >= F32_INF_BITS). */
+static uint32_t put_be32_max(uint8_t *restrict p, const float *restrict x, uint32_t n)
+{
+    uint32_t m = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t u = f32_bits(x[i]);
+        uint32_t a = u & F32_ABS_MASK;
+        m = a > m ? a : m;
+#if CODEC_LE_BSWAP
+        u = __builtin_bswap32(u);
+        memcpy(p + 4 * (size_t)i, &u, sizeof u);
+#else
+        gossip_put_u32(p + 4 * (size_t)i, u);
+#endif
+    }
+    return m;
+}
+
 /* Encode one quantized block of nb values (bits 1..16) at p. */
 static void encode_block(const gossip_env *env, const float *x, uint32_t nb, unsigned bits, float s,
                          uint8_t *p, float *decoded)
@@ -293,9 +313,8 @@ int gossip_codec_encode(const gossip_env *env, const float *x, uint32_t n, unsig
         return GOSSIP_ESPACE;
 
     if (bits == 32) {
-        if (max_abs_bits(x, n) >= F32_INF_BITS)
+        if (put_be32_max(out, x, n) >= F32_INF_BITS)
             return GOSSIP_ENONFINITE;
-        put_be32(out, x, n);
         if (decoded && decoded != x)
             memcpy(decoded, x, (size_t)n * sizeof *x);
         return GOSSIP_OK;
