@@ -260,7 +260,7 @@ static const common_option scenario_options[] = {
      .def = "scale",
      .help = "scale (s x), sign-flip (-x) or bit-flip (1% of values, one bit each)"},
     {"faults", "byzantine_scale", F64, F(faults.byzantine_scale), .min = -1e30, .max = 1e30,
-     .def = "1e29", .help = "the factor s of the scale attack"},
+     .def = "1e+29", .help = "the factor s of the scale attack"},
     {"faults", "event", LIST, EVENTS_FIELD,
      .flags = COMMON_OPT_LIST_CLEAR | COMMON_OPT_ITEM_ORIGINS,
      .origins_offset = offsetof(sim_scenario, faults.event_origin), .check = check_fault_line,
