@@ -28,12 +28,60 @@ static void drain(runner *r, uint32_t i)
     sim_engine_drain(r->e, i);
 }
 
-/* The agent's protocol object: its node (swim) or its mixer (oracle). */
+/* Oracle membership with protocol shards: the agent is its mixer and its
+ * replicator side by side (what gossip_node does for the two under SWIM):
+ * frames routed by message type (0x2_ shards, the rest mixing), the two
+ * send queues taken in turn so a long shard copy never starves mixing,
+ * the earlier deadline. */
+static int duo_recv(void *n, uint64_t from, const gossip_header *h, const uint8_t *p, size_t len,
+                    gossip_time_us now)
+{
+    sim_agent_state *g = n;
+    if (h->type >= GOSSIP_MSG_SHARD_WANT && h->type < GOSSIP_MSG_SHARD_WANT + 0x10)
+        return gossip_shards_recv(g->shards, from, h, p, len, now);
+    return gossip_mix_recv(g->mix, from, h, p, len, now);
+}
+
+static int duo_tick(void *n, gossip_time_us now)
+{
+    sim_agent_state *g = n;
+    int a = gossip_mix_tick(g->mix, now), b = gossip_shards_tick(g->shards, now);
+    return a ? a : b;
+}
+
+static int duo_poll(void *n, gossip_send *out, gossip_time_us now)
+{
+    sim_agent_state *g = n;
+    for (int k = 0; k < 2; k++) {
+        int part = (g->rr + k) & 1;
+        int rc = part ? gossip_shards_poll_send(g->shards, out, now)
+                      : gossip_mix_poll_send(g->mix, out, now);
+        if (rc == 1) {
+            g->rr = (uint8_t)(part ^ 1);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static gossip_time_us duo_deadline(const void *n)
+{
+    const sim_agent_state *g = n;
+    gossip_time_us a = gossip_mix_deadline(g->mix), b = gossip_shards_deadline(g->shards);
+    return a < b ? a : b;
+}
+
+static const sim_node_ops duo_ops = {duo_recv, duo_tick, duo_poll, duo_deadline};
+
+/* The agent's protocol object: its node (swim), its mixer and replicator
+ * (oracle, protocol shards) or its mixer. */
 static void agent_attach(runner *r, uint32_t i)
 {
     sim_agent_state *g = &r->a[i];
     if (g->node)
         sim_engine_set_node(r->e, i, &sim_ops_node, g->node);
+    else if (g->shards)
+        sim_engine_set_node(r->e, i, &duo_ops, g);
     else
         sim_engine_set_node(r->e, i, &sim_ops_mix, g->mix);
 }
@@ -174,6 +222,7 @@ void sim_agents_view_change(runner *r)
         for (uint32_t i = 0; i < r->n; i++)
             if (sim_runner_alive(r, i) && r->a[i].mix)
                 (void)gossip_mix_set_view_shared(r->a[i].mix, sv, sim_runner_now(r));
+        sim_shardsim_view(r, &v);
     }
     for (uint32_t i = 0; i < r->n && !r->failed; i++)
         if (sim_runner_alive(r, i) && r->a[i].mix) {
@@ -214,6 +263,7 @@ static int agent_node_create(runner *r, uint32_t i, int fetch)
     c.xfer.snapshot = snapshot_model;
     c.xfer.snapshot_ctx = g;
     c.fetch_model = fetch;
+    (void)sim_shardsim_config(r, i, &c.shards); /* none: the node runs without */
     g->dim = r->dim;
     g->ready = 0;
     int rc = gossip_node_create(&g->node, sim_engine_env(r->e, i), &c);
@@ -221,6 +271,8 @@ static int agent_node_create(runner *r, uint32_t i, int fetch)
         return sim_runner_fail(r, rc == GOSSIP_ENOMEM ? SIM_RUN_ENOMEM : SIM_RUN_EINVAL, "node: %s",
                                gossip_strerror(rc));
     g->mix = gossip_node_mix(g->node);
+    g->shards = gossip_node_shards(g->node);
+    g->shards_own = 0;
     return 0;
 }
 
@@ -253,9 +305,13 @@ void sim_agents_destroy(runner *r, uint32_t i)
         gossip_node_destroy(g->node);
     else if (g->mix)
         gossip_mix_destroy(g->mix);
+    if (g->shards_own)
+        gossip_shards_destroy(g->shards);
     gossip_sched_destroy(g->sched);
     g->node = NULL;
     g->mix = NULL;
+    g->shards = NULL;
+    g->shards_own = 0;
     g->sched = NULL;
     g->ready = 0;
 }
@@ -270,6 +326,16 @@ static int agent_mix_create(runner *r, uint32_t i)
     if (rc)
         return sim_runner_fail(r, rc == GOSSIP_ENOMEM ? SIM_RUN_ENOMEM : SIM_RUN_EINVAL,
                                "mixer: %s", gossip_strerror(rc));
+    /* Protocol shards: a replicator on the agent's store (its view comes
+     * with the next view change). */
+    gossip_shards_config sc;
+    if (sim_shardsim_config(r, i, &sc) == 0) {
+        rc = gossip_shards_create(&r->a[i].shards, sim_engine_env(r->e, i), &sc);
+        if (rc)
+            return sim_runner_fail(r, rc == GOSSIP_ENOMEM ? SIM_RUN_ENOMEM : SIM_RUN_EINVAL,
+                                   "shards: %s", gossip_strerror(rc));
+        r->a[i].shards_own = 1;
+    }
     return 0;
 }
 
@@ -333,6 +399,7 @@ void sim_agents_down(runner *r, uint32_t i)
     sim_agent_state *g = &r->a[i];
     if (!sim_runner_alive(r, i))
         return;
+    sim_shardsim_crash(r, i); /* its copies go with it */
     sim_engine_down(r->e, i);
     g->mixing = 0;
     r->tally.crashes++;

@@ -66,4 +66,8 @@ void sim_checks_run(runner *r)
         if (e > r->chk.seen_epoch[i])
             r->chk.seen_epoch[i] = e;
     }
+    /* Protocol shards under SWIM: each agent's primaries in its own view
+     * (under the oracle they are checked at every view change). */
+    if (r->swim)
+        sim_shardsim_primaries(r);
 }

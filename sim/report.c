@@ -175,7 +175,10 @@ void sim_report_summary(runner *r, uint64_t rounds, sim_summary *out)
                           out->sim_time_s > 0 ? (double)steps / out->sim_time_s : NAN);
     (void)sim_summary_add(out, "crashes", (double)r->tally.crashes);
     (void)sim_summary_add(out, "restarts", (double)r->tally.restarts);
-    (void)sim_summary_add(out, "shard_copy_s", (double)r->sh.copy_us / 1e6);
+    if (r->sh.protocol) /* copies the replicators made (gossip/shards) */
+        (void)sim_summary_add(out, "shard_copies", (double)r->sh.commits);
+    else if (r->sh.nshards) /* the oracle's fixed copy time */
+        (void)sim_summary_add(out, "shard_copy_s", (double)r->sh.copy_us / 1e6);
     uint32_t live = 0;
     for (uint32_t i = 0; i < r->n; i++)
         live += sim_runner_alive(r, i);
@@ -183,6 +186,7 @@ void sim_report_summary(runner *r, uint64_t rounds, sim_summary *out)
     (void)sim_summary_add(out, "shards_under_replicated_final", sim_shardsim_under_replicated(r));
     (void)sim_summary_add(out, "consensus_distance_initial", r->rep.first_cd);
     if (r->sh.nshards && live) {
+        sim_shardsim_primaries(r); /* protocol: the agents' own placements now */
         uint64_t steps_min = UINT64_MAX;
         for (uint32_t i = 0; i < r->n; i++)
             if (sim_runner_alive(r, i) && r->a[i].steps < steps_min)

@@ -446,16 +446,17 @@ static int setup(runner *r)
         return sim_runner_fail(r, SIM_RUN_EINVAL,
                                "model has %u parameters; the mixer supports at most %u", r->dim,
                                (unsigned)GOSSIP_CODEC_DIM_MAX);
+    /* Shards (before the agents: their replicators read the stores): the
+     * catalog, and the copies of the initial placement (protocol mode);
+     * the copy time of one shard at the bandwidth (oracle mode). */
+    if (sim_checks_init(r) || sim_shardsim_init(r, &nc))
+        return r->failed;
     for (uint32_t i = 0; i < r->n; i++) {
         if (sim_fault_list_absent_at_start(&r->faults, i))
             continue;
         if (sim_agents_start(r, i))
             return r->failed;
     }
-
-    /* Shards: ids from the seed; copy time of one shard at the bandwidth. */
-    if (sim_checks_init(r) || sim_shardsim_init(r, &nc))
-        return r->failed;
     /* Initial placement: every holder has its copy from the start. */
     uint64_t copy = r->sh.copy_us;
     r->sh.copy_us = 0;

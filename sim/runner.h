@@ -32,6 +32,7 @@
 #include "gossip/node.h"
 #include "gossip/placement.h"
 #include "gossip/sched.h"
+#include "gossip/shards.h"
 #include "model/data.h"
 #include "model/net.h"
 #include "model/optim.h"
@@ -72,6 +73,11 @@ typedef struct sim_agent_state {
     uint8_t paused; /* a pause fault: no frame in or out (sim/inject) */
     uint32_t dim;   /* for the state-transfer snapshot */
     char addr[24];  /* "sim://<index>" */
+    /* shards.mode = protocol: its replicator (oracle membership: its own,
+     * beside the mixer; swim: its node's) */
+    gossip_shards *shards;
+    uint8_t shards_own; /* shards is this agent's own object (not the node's) */
+    uint8_t rr;         /* oracle: which part poll_send asks first (round robin) */
 } sim_agent_state;
 
 typedef struct runner runner;
@@ -102,22 +108,51 @@ typedef struct sim_models {
     int use_norm;
 } sim_models;
 
-/* shardsim.c: placement and copies of the data shards. */
+/* shardsim.c: the data shards. Protocol mode: every agent runs
+ * gossip/shards on a synthetic store (sim_shard_store: the bytes of shard s
+ * are generated from the seed on every read, so only a state per (agent,
+ * shard) is kept; writes are checked by the replicator against the id and
+ * then discarded). Oracle mode: placement computed centrally over the live
+ * agents, a copy ready after a fixed time (holders, copy_us). */
 typedef struct shard_holder {
     uint32_t agent;
     uint64_t ready_us;
 } shard_holder;
 
+typedef struct sim_shard_store {
+    runner *r;
+    uint32_t agent;
+    uint8_t *st; /* per shard: SIM_SHARD_ABSENT, _WRITING, _COMPLETE */
+} sim_shard_store;
+
+typedef struct sim_shard_index {
+    uint64_t k0; /* first 8 bytes of the id (big-endian) */
+    uint32_t s;
+} sim_shard_index;
+
 typedef struct sim_shardsim {
     uint32_t nshards, width;
-    int placed; /* the initial placement is done */
+    int protocol; /* shards.mode resolved: 1 = gossip/shards in every agent */
+    int placed;   /* the initial placement is done */
+    uint64_t bytes;
     uint8_t (*shard_ids)[GOSSIP_SHARD_ID_SIZE];
-    shard_holder *holders; /* nshards x 2 width */
-    uint8_t *nhold, *shard_lost;
-    uint64_t *prow;
-    uint64_t copy_us, shards_lost;
+    uint8_t *shard_lost;
+    uint64_t shards_lost;
     uint8_t *hfail;              /* holders with a complete copy lost since the shard last had r */
     uint32_t prim_min, prim_max; /* primaries per live agent in the last placement */
+    uint64_t *prow;              /* placement rows (oracle; protocol: the initial one) */
+    /* oracle */
+    shard_holder *holders; /* nshards x 2 width */
+    uint8_t *nhold;
+    uint64_t copy_us;
+    /* protocol */
+    uint64_t content_key;
+    sim_shard_index *index;   /* sorted by k0 */
+    sim_shard_store *stores;  /* one per agent */
+    uint8_t *st;              /* agents x nshards states */
+    uint32_t *copies;         /* complete copies on live agents, per shard */
+    uint64_t commits;         /* copies completed by the protocol */
+    uint64_t fetch_bytes_max; /* shards.bytes rounded to the replicator's bound */
 } sim_shardsim;
 
 /* invariants.c: the safety checks (opts->check). */
@@ -271,8 +306,25 @@ int sim_inject_drop(void *ctx, uint32_t from, uint32_t to);
 int sim_inject_filter(void *ctx, uint32_t from, uint32_t to, uint8_t *frame, size_t len);
 
 /* shardsim.c */
+/* Catalog, stores and the initial placement over the agents present at the
+ * start (before any agent starts). */
 int sim_shardsim_init(runner *r, const sim_net_config *nc);
+/* Protocol mode: agent i's replicator config (catalog, its store). Returns
+ * 0, or -1 when the run has no protocol shards. */
+int sim_shardsim_config(runner *r, uint32_t i, gossip_shards_config *c);
+/* Protocol mode, oracle membership: install the view on every live agent's
+ * replicator (the caller drains). */
+void sim_shardsim_view(runner *r, const gossip_view *v);
+/* After a membership change: oracle mode re-places and times the copies;
+ * protocol mode checks the primaries of the agents' own placements. */
 void sim_shardsim_update(runner *r);
+/* Agent i is about to go down: its complete copies are gone (a shard lost
+ * now is checked against the invariant), its store emptied. */
+void sim_shardsim_crash(runner *r, uint32_t i);
+/* Primaries per live agent from the agents' own replicators (protocol
+ * mode): fills prim_min / prim_max, checks floor(S/N)..ceil(S/N) of each
+ * agent's own view. */
+void sim_shardsim_primaries(runner *r);
 uint32_t sim_shardsim_under_replicated(const runner *r);
 void sim_shardsim_free(runner *r);
 

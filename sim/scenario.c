@@ -26,6 +26,7 @@ static const char *const BITS[] = {"1", "2", "4", "8", "16", "32", NULL};
 static const char *const LATENCY_DISTS[] = {"const",     "uniform", "normal",
                                             "lognormal", "matrix",  NULL};
 static const char *const MEMBERSHIP_MODES[] = {"oracle", "swim", NULL};
+static const char *const SHARDS_MODES[] = {"auto", "protocol", "oracle", NULL};
 static const char *const STRAGGLER_MODELS[] = {"none",   "fixed",     "random",
                                                "pareto", "lognormal", NULL};
 
@@ -242,6 +243,11 @@ static const common_option scenario_options[] = {
      .help = "data shards"},
     {"shards", "replication", U32, F(shards.replication), .min = 1, .max = 64, .def = "3",
      .help = "replicas of each shard (<= run.agents)"},
+    {"shards", "mode", ENUM, F(shards.mode), .names = SHARDS_MODES, .def = "auto",
+     .help = "protocol: agents run gossip/shards over the network; oracle: central placement, "
+             "timed copies; auto: protocol up to 2048 agents"},
+    {"shards", "bytes", U64, F(shards.bytes), .min = 0, .max = (double)SIM_SHARDS_BYTES_MAX,
+     .def = "0", .unit = "bytes", .help = "bytes of one shard; 0 = the model's"},
     {"faults", "crash_rate_per_s", F64, F(faults.crash_rate_per_s), .min = 0, .max = 1e6,
      .def = "0", .help = "random crashes per second over all agents (Poisson)"},
     {"faults", "restart_after_s", F64, F(faults.restart_after_s), .min = 0, .max = BIG, .def = "0",
@@ -575,6 +581,13 @@ int sim_scenario_check(const sim_scenario *sc, char *err, size_t errlen)
                         sc->run.agents, origin_of(sc, "run.agents"), SIM_SWIM_AGENTS_MAX);
             return SIM_SCENARIO_ERANGE;
         }
+    }
+    if (sc->shards.mode == SIM_SHARDS_PROTOCOL && sc->run.agents > SIM_SHARDS_PROTOCOL_AGENTS_MAX) {
+        common_errf(err, errlen, 0,
+                    "run.agents = %u (%s): shards.mode = protocol runs at most %u agents (every "
+                    "agent places over its whole view); use shards.mode = oracle or auto beyond",
+                    sc->run.agents, origin_of(sc, "run.agents"), SIM_SHARDS_PROTOCOL_AGENTS_MAX);
+        return SIM_SCENARIO_ERANGE;
     }
     if (sc->shards.replication > sc->run.agents) {
         common_errf(err, errlen, 0, "shards.replication = %u (%s) exceeds run.agents = %u (%s)",

@@ -119,6 +119,24 @@ typedef enum sim_membership_mode {
 /* Most agents in membership.mode = swim (each holds a member table). */
 #define SIM_SWIM_AGENTS_MAX 2048u
 
+/* shards.mode: protocol = every agent runs gossip/shards over the simulated
+ * network; oracle = placement computed centrally, copies timed without
+ * frames (for scale); auto = protocol up to SIM_SHARDS_PROTOCOL_AGENTS_MAX
+ * agents, oracle beyond. */
+typedef enum sim_shards_mode {
+    SIM_SHARDS_AUTO = 0,
+    SIM_SHARDS_PROTOCOL,
+    SIM_SHARDS_ORACLE,
+} sim_shards_mode;
+
+/* Above this many agents the protocol's placement (every agent computes it
+ * over its whole view, O(N * S) per agent and view change) costs O(N^2 * S)
+ * per membership change: auto picks the oracle. */
+#define SIM_SHARDS_PROTOCOL_AGENTS_MAX 2048u
+/* shards.bytes bound: the replicator's (gossip/shards.h, 4096 chunks of at
+ * most 1 MiB would be 4 GiB; 64 MiB is its default bound). */
+#define SIM_SHARDS_BYTES_MAX (1ull << 32)
+
 typedef struct sim_scenario {
     struct {
         uint64_t seed;
@@ -187,6 +205,8 @@ typedef struct sim_scenario {
     struct {
         uint32_t count;
         uint32_t replication;
+        sim_shards_mode mode;
+        uint64_t bytes; /* 0 = the model's shard size */
     } shards;
     struct {
         double crash_rate_per_s;

@@ -141,6 +141,10 @@ void sim_soak_draw(uint64_t seed, sim_soak_sets *s)
     else if (pick == 2)
         shards = n / 2 + 1;
     add(s, "shards.count=%u", shards);
+    /* Every agent runs gossip/shards (shards.mode = auto): shards of 1 KiB
+     * to 256 KiB, one to four 64 KiB chunks, so a copy is a real transfer
+     * and a run still verifies every byte it moves in well under a second. */
+    add(s, "shards.bytes=%u", 1024u << model_rng_below(&gs, 9));
     add(s, "faults.crash_rate_per_s=0");
     add(s, "faults.loss_burst_rate_per_s=0");
     add(s, "output.every_rounds=50");

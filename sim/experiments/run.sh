@@ -312,19 +312,23 @@ if want 7; then
     echo "experiments: 7 (churn and shard replication)"
     p "### 7. Churn: shards lost for replication r = 1, 2, 3"
     p ""
-    p "32 agents, 64 shards of 64 MiB, 100 Mb/s links (a new replica takes 5.37 s), random crashes at 0.3/s for 60 s, no restarts; 5 seeds per r. Expected for r = 1, given the C crashes of a run: each crash loses the shards its victim holds, E = sum over k < C of (shards left) / (32 - k). For r >= 2 a shard is lost only when its r holders all fail within one copy time; no closed form is derived here."
+    p "32 agents, 64 shards of 4 MiB, 6.25 Mb/s links (one shard alone takes 5.37 s), random crashes at 0.3/s for 60 s, no restarts; 5 seeds per r. protocol: every agent runs gossip/shards over the simulated links (copies are real transfers, sharing links); oracle: central placement and a fixed 5.37 s copy without frames. Expected for r = 1, given the C crashes of a run: each crash loses the shards its victim holds, E = sum over k < C of (shards left) / (32 - k). For r >= 2 a shard is lost only when its r holders all fail before a new copy is complete; no closed form is derived here."
     p ""
-    p "| r | seed | crashes | shards lost | expected (r = 1) |"
-    p "|---:|---:|---:|---:|---:|"
+    p "| r | seed | crashes | shards lost, protocol | shards lost, oracle | copies made, protocol | expected (r = 1) |"
+    p "|---:|---:|---:|---:|---:|---:|---:|"
     o="$out/e7"
-    sim exp7_churn.ini "$o" --sweep shards.replication=1,2,3 --sweep run.seed=1,2,3,4,5
+    sim exp7_churn.ini "$o" --sweep shards.mode=protocol,oracle --sweep shards.replication=1,2,3 \
+        --sweep run.seed=1,2,3,4,5
     for i in 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14; do
         f=$(printf '%s/run-%04d/summary.json' "$o" $i)
+        g=$(printf '%s/run-%04d/summary.json' "$o" $((i + 15)))
         awk -v r=$((i / 5 + 1)) -v seed=$((i % 5 + 1)) -v c="$(jget "$f" crashes)" \
-            -v lost="$(jget "$f" shards_lost)" 'BEGIN {
+            -v lost="$(jget "$f" shards_lost)" -v lost_o="$(jget "$g" shards_lost)" \
+            -v copies="$(jget "$f" shard_copies)" 'BEGIN {
             e = 0; left = 64
             for (k = 0; k < c; k++) { x = left / (32 - k); e += x; left -= x }
-            printf "| %d | %d | %d | %d | %s |\n", r, seed, c, lost, r == 1 ? sprintf("%.1f", e) : "-" }' >>"$res"
+            printf "| %d | %d | %d | %d | %d | %d | %s |\n", r, seed, c, lost, lost_o, copies,
+                r == 1 ? sprintf("%.1f", e) : "-" }' >>"$res"
     done
     p ""
 fi
