@@ -1,9 +1,12 @@
 /* What each agent trains on (gossip_shards_train): N in-memory replicators
- * exchanging frames instantly in a FIFO, one seeder holding every shard at
- * first. Checks, before replication, while it runs and after it settles,
- * that every agent has something to train as soon as it holds any verified
- * copy, that primaries stay within floor(S/N)..ceil(S/N) and partition the
- * catalog, and the fallbacks when S < N (replicas, guest shard). */
+ * on the simulator's engine (sim/engine.h, timed mode, no network limits):
+ * every frame takes one hop of HOP_US, so a step of HOP_US delivers the
+ * frames sent in the step before (one message hop) and runs the timers due;
+ * one seeder holds every shard at first. Checks, before replication, while
+ * it runs and after it settles, that every agent has something to train as
+ * soon as it holds any verified copy, that primaries stay within
+ * floor(S/N)..ceil(S/N) and partition the catalog, and the fallbacks when
+ * S < N (replicas, guest shard). */
 #include "tests/harness.h"
 
 #include <sodium.h>
@@ -12,12 +15,10 @@
 #include <string.h>
 
 #include "gossip/shards.h"
+#include "sim/engine.h"
 
-typedef struct qframe {
-    uint32_t to, from;
-    uint8_t *bytes;
-    size_t len;
-} qframe;
+/* One message hop: a frame sent at t is delivered at t + HOP_US. */
+#define HOP_US 10000u
 
 typedef struct cluster {
     test_env t;
@@ -30,9 +31,8 @@ typedef struct cluster {
     uint8_t **content;
     uint64_t *sizes;
     gossip_shards_config cfg;
-    qframe *q;
-    size_t qh, qt, qcap;
-    uint64_t now, epoch;
+    sim_engine *e;
+    uint64_t epoch;
 } cluster;
 
 static int cmp_u64(const void *a, const void *b)
@@ -41,59 +41,37 @@ static int cmp_u64(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-static long index_of(const cluster *c, uint64_t id)
+static uint64_t hop_delay(void *ctx, uint32_t from, uint32_t to)
 {
-    for (uint32_t i = 0; i < c->n; i++)
-        if (c->id[i] == id)
-            return i;
-    return -1;
+    (void)ctx, (void)from, (void)to;
+    return HOP_US;
 }
 
-static void drain_sends(cluster *c, uint32_t i)
+static gossip_time_us now_of(const cluster *c)
 {
-    gossip_send out;
-    while (gossip_shards_poll_send(c->sh[i], &out, c->now) == 1) {
-        long j = index_of(c, out.dest);
-        assert_true(j >= 0);
-        if (c->qt == c->qcap) {
-            c->qcap = c->qcap ? 2 * c->qcap : 256;
-            c->q = realloc(c->q, c->qcap * sizeof *c->q);
-        }
-        uint8_t *copy = malloc(out.len);
-        memcpy(copy, out.frame, out.len);
-        c->q[c->qt++] = (qframe){(uint32_t)j, i, copy, out.len};
-    }
+    return sim_engine_now(c->e);
 }
 
-/* Deliver the frames queued so far (one hop); what they cause waits for
- * the next call. */
-static void deliver_hop(cluster *c)
-{
-    size_t end = c->qt;
-    while (c->qh < end) {
-        qframe f = c->q[c->qh++];
-        if (c->member[f.to]) {
-            gossip_header h;
-            assert_int_equal(gossip_header_decode(f.bytes, f.len, &h), GOSSIP_OK);
-            gossip_shards_recv(c->sh[f.to], c->id[f.from], &h, f.bytes + GOSSIP_HEADER_SIZE,
-                               h.payload_len, c->now);
-            drain_sends(c, f.to);
-        }
-        free(f.bytes);
-    }
-    if (c->qh == c->qt)
-        c->qh = c->qt = 0;
-}
-
+/* Advance dt_us: frames sent before arrive, timers due run. */
 static void step(cluster *c, uint64_t dt_us)
 {
-    c->now += dt_us;
-    for (uint32_t i = 0; i < c->n; i++)
-        if (c->member[i]) {
-            gossip_shards_tick(c->sh[i], c->now);
-            drain_sends(c, i);
-        }
-    deliver_hop(c);
+    long rc = sim_engine_run_until(c->e, now_of(c) + dt_us, NULL, NULL);
+    assert_true(rc >= 0);
+    assert_int_equal(sim_engine_failed(c->e), 0);
+    assert_int_equal(sim_engine_get_stats(c->e)->unknown, 0); /* every dest is an agent */
+}
+
+/* Agent i joins (up, its frames pulled) or leaves (down: it neither sends
+ * nor receives; frames to it are lost). */
+static void set_member(cluster *c, uint32_t i, int member)
+{
+    c->member[i] = (uint8_t)member;
+    if (member) {
+        sim_engine_up(c->e, i);
+        sim_engine_drain(c->e, i);
+    } else {
+        sim_engine_down(c->e, i);
+    }
 }
 
 static void view_all(cluster *c)
@@ -107,8 +85,8 @@ static void view_all(cluster *c)
     gossip_view view = {++c->epoch, k, v};
     for (uint32_t i = 0; i < c->n; i++)
         if (c->member[i]) {
-            assert_int_equal(gossip_shards_set_view(c->sh[i], &view, c->now), GOSSIP_OK);
-            drain_sends(c, i);
+            assert_int_equal(gossip_shards_set_view(c->sh[i], &view, now_of(c)), GOSSIP_OK);
+            sim_engine_drain(c->e, i);
         }
     free(v);
 }
@@ -141,6 +119,13 @@ static void cluster_init(cluster *c, uint64_t seed, uint32_t n, uint32_t s_count
     c->cfg.chunk_bytes = 128;
     c->cfg.shard_bytes_max = 1024;
     c->cfg.probe_us = 100000;
+    sim_engine_config ec = {
+        .agents = n,
+        .seed = seed,
+        .mode = SIM_MODE_TIMED,
+        .hooks = {.delay = hop_delay},
+    };
+    assert_int_equal(sim_engine_create(&c->e, &ec), SIM_ENGINE_OK);
     for (uint32_t i = 0; i < n; i++) {
         c->id[i] = (model_rng_u64(&c->t.rng) | 1);
         c->member[i] = 1;
@@ -158,14 +143,15 @@ static void cluster_init(cluster *c, uint64_t seed, uint32_t n, uint32_t s_count
         k.self = c->id[i];
         k.store = c->store[i];
         assert_int_equal(gossip_shards_create(&c->sh[i], &c->t.env, &k), GOSSIP_OK);
+        assert_int_equal(sim_engine_set_id(c->e, i, c->id[i]), SIM_ENGINE_OK);
+        sim_engine_set_node(c->e, i, &sim_ops_shards, c->sh[i]);
+        sim_engine_up(c->e, i);
     }
 }
 
 static void cluster_free(cluster *c)
 {
-    for (size_t k = c->qh; k < c->qt; k++)
-        free(c->q[k].bytes);
-    free(c->q);
+    sim_engine_destroy(c->e);
     for (uint32_t i = 0; i < c->n; i++) {
         gossip_shards_destroy(c->sh[i]);
         gossip_store_mem_destroy(&c->store[i]);
@@ -240,7 +226,7 @@ static void settle(cluster *c, uint64_t seed)
             missing += c->member[i] ? gossip_shards_missing_count(c->sh[i]) : 0;
         if (!missing)
             return;
-        step(c, 10000);
+        step(c, HOP_US);
         train_census tc = check_train(c);
         if (tc.idle_holding)
             fail_msg("seed %llu: %u agents hold a verified copy and train nothing",
@@ -281,7 +267,7 @@ static void every_agent_trains_s64_n24(void **state)
             if (!missing)
                 break;
         }
-        step(&c, 10000);
+        step(&c, HOP_US);
     }
     tc = check_train(&c);
     assert_int_equal(tc.by_source[GOSSIP_TRAIN_PRIMARY], 24);
@@ -294,12 +280,12 @@ static void every_agent_trains_s64_n24(void **state)
         total += gossip_shards_train(c.sh[i], list, 64, &info);
     assert_int_equal(total, 64);
     /* A leave and a join: bounds and partition again after settling. */
-    c.member[5] = 0;
+    set_member(&c, 5, 0);
     view_all(&c);
     settle(&c, seed);
     tc = check_train(&c);
     assert_int_equal(tc.by_source[GOSSIP_TRAIN_PRIMARY], 23);
-    c.member[5] = 1;
+    set_member(&c, 5, 1);
     view_all(&c);
     settle(&c, seed);
     tc = check_train(&c);
@@ -345,7 +331,7 @@ static void more_agents_than_shards(void **state)
      * shard). */
     for (uint32_t i = 0, left = 0; i < c.n && left < 8; i++)
         if (i != guest_agent) {
-            c.member[i] = 0;
+            set_member(&c, i, 0);
             left++;
             view_all(&c);
             settle(&c, seed);
