@@ -1252,6 +1252,32 @@ static const gossip_store_ops full_ops = {full_has,   full_size,  full_read,
  * be stored: one refused write, not one per chunk), then fetching resumes
  * and completes once there is room. Before, each shard was retried every
  * backoff (1 s) and every chunk fetched was thrown away. */
+/* The full-store tests' network: the engine's rounds mode. Each
+ * full_step (every 100 ms of their clock) runs every agent's timers and
+ * delivers every frame, and every frame those cause, at that time. */
+static sim_engine *full_net(gossip_shards **sh, const uint64_t *node, int n)
+{
+    sim_engine *e;
+    sim_engine_config ec = {.agents = (uint32_t)n, .seed = 1, .mode = SIM_MODE_ROUNDS};
+    assert_int_equal(sim_engine_create(&e, &ec), SIM_ENGINE_OK);
+    for (int i = 0; i < n; i++) {
+        assert_int_equal(sim_engine_set_id(e, (uint32_t)i, node[i]), SIM_ENGINE_OK);
+        sim_engine_set_node(e, (uint32_t)i, &sim_ops_shards, sh[i]);
+        sim_engine_up(e, (uint32_t)i);
+    }
+    return e;
+}
+
+static void full_step(sim_engine *e, int n, gossip_time_us now)
+{
+    sim_engine_set_now(e, now);
+    for (int i = 0; i < n; i++)
+        sim_engine_tick_now(e, (uint32_t)i);
+    sim_engine_deliver_pending(e);
+    assert_int_equal(sim_engine_failed(e), 0);
+    assert_int_equal(sim_engine_get_stats(e)->unknown, 0);
+}
+
 static void full_store_pauses_fetching(void **state)
 {
     (void)state;
@@ -1287,23 +1313,13 @@ static void full_store_pauses_fetching(void **state)
         gossip_view v = {1, 2, node};
         assert_int_equal(gossip_shards_set_view(sh[i], &v, 0), GOSSIP_OK);
     }
+    sim_engine *e = full_net(sh, node, 2);
     full_on = 1;
     full_writes = 0;
     gossip_time_us now = 0;
     const gossip_shards_counters *c = gossip_shards_counters_get(sh[1]);
     for (; now < GOSSIP_SHARDS_FULL_BACKOFF_US - 1000000; now += 100000) {
-        for (int i = 0; i < 2; i++)
-            gossip_shards_tick(sh[i], now);
-        for (int i = 0; i < 2; i++) {
-            gossip_send out;
-            while (gossip_shards_poll_send(sh[i], &out, now) == 1) {
-                gossip_header h;
-                assert_int_equal(gossip_header_decode(out.frame, out.len, &h), GOSSIP_OK);
-                uint8_t f[4096 + 256];
-                memcpy(f, out.frame, out.len);
-                gossip_shards_recv(sh[1 - i], node[i], &h, f + 32, h.payload_len, now);
-            }
-        }
+        full_step(e, 2, now);
     }
     assert_int_equal(full_writes, 1);
     assert_int_equal(c->store_full, 1);
@@ -1311,45 +1327,16 @@ static void full_store_pauses_fetching(void **state)
     assert_int_equal(c->fetched, 0);
     full_on = 0; /* room again */
     for (; now < 2 * GOSSIP_SHARDS_FULL_BACKOFF_US; now += 100000) {
-        for (int i = 0; i < 2; i++)
-            gossip_shards_tick(sh[i], now);
-        for (int i = 0; i < 2; i++) {
-            gossip_send out;
-            while (gossip_shards_poll_send(sh[i], &out, now) == 1) {
-                gossip_header h;
-                assert_int_equal(gossip_header_decode(out.frame, out.len, &h), GOSSIP_OK);
-                uint8_t f[4096 + 256];
-                memcpy(f, out.frame, out.len);
-                gossip_shards_recv(sh[1 - i], node[i], &h, f + 32, h.payload_len, now);
-            }
-        }
+        full_step(e, 2, now);
     }
     assert_false(gossip_shards_store_full(sh[1], now));
     assert_int_equal(c->fetched, S);
     assert_int_equal(gossip_shards_held_count(sh[1]), S);
+    sim_engine_destroy(e);
     for (int i = 0; i < 2; i++)
         gossip_shards_destroy(sh[i]);
     gossip_store_mem_destroy(&st0);
     gossip_store_mem_destroy(&full_inner);
-}
-
-/* Deliver every frame the agents have to send now (dest by id). */
-static void full_exchange(gossip_shards **sh, const uint64_t *node, int n, gossip_time_us now)
-{
-    for (int i = 0; i < n; i++)
-        gossip_shards_tick(sh[i], now);
-    for (int i = 0; i < n; i++) {
-        gossip_send out;
-        while (gossip_shards_poll_send(sh[i], &out, now) == 1) {
-            gossip_header h;
-            assert_int_equal(gossip_header_decode(out.frame, out.len, &h), GOSSIP_OK);
-            uint8_t f[4096 + 256];
-            memcpy(f, out.frame, out.len);
-            for (int k = 0; k < n; k++)
-                if (node[k] == out.dest)
-                    gossip_shards_recv(sh[k], node[i], &h, f + 32, h.payload_len, now);
-        }
-    }
 }
 
 /* Every shard has exactly one agent that trains it (status.primary), all
@@ -1432,10 +1419,11 @@ static void full_store_hands_primaries_over(void **state)
         own += gossip_shards_holders(sh[2], s, &w)[0] == node[2];
     }
     assert_int_equal(own, S / N);
+    sim_engine *e = full_net(sh, node, N);
     full_on = 1;
     gossip_time_us now = 0;
     for (; now < 15000000; now += 100000)
-        full_exchange(sh, node, N, now);
+        full_step(e, N, now);
     gossip_shards_full_info fi;
     gossip_shards_full_get(sh[2], &fi);
     assert_true(fi.full);
@@ -1463,7 +1451,7 @@ static void full_store_hands_primaries_over(void **state)
     full_on = 0;
     gossip_time_us end = now + GOSSIP_SHARDS_FULL_BACKOFF_US + GOSSIP_SHARDS_FULL_TTL_US + 2000000;
     for (; now < end; now += 100000)
-        full_exchange(sh, node, N, now);
+        full_step(e, N, now);
     gossip_shards_full_get(sh[2], &fi);
     assert_false(fi.full);
     assert_int_equal(fi.handed, 0);
@@ -1474,6 +1462,7 @@ static void full_store_hands_primaries_over(void **state)
         assert_int_equal(fi.taken, 0);
     }
     assert_int_equal(full_check_primaries(sh, node, N, S, 0), 0);
+    sim_engine_destroy(e);
     for (int i = 0; i < N; i++)
         gossip_shards_destroy(sh[i]);
     for (int i = 0; i < 2; i++)
