@@ -330,7 +330,11 @@ static int agent_mix_create(runner *r, uint32_t i)
      * with the next view change). */
     gossip_shards_config sc;
     if (sim_shardsim_config(r, i, &sc) == 0) {
-        rc = gossip_shards_create(&r->a[i].shards, sim_engine_env(r->e, i), &sc);
+        sim_agent_state *g = &r->a[i];
+        model_rng_seed(&g->shards_rng, r->sc->run.seed, SIM_SALT_SHARDS + i);
+        g->shards_env = r->renv;
+        g->shards_env.random_ctx = &g->shards_rng;
+        rc = gossip_shards_create(&g->shards, &g->shards_env, &sc);
         if (rc)
             return sim_runner_fail(r, rc == GOSSIP_ENOMEM ? SIM_RUN_ENOMEM : SIM_RUN_EINVAL,
                                    "shards: %s", gossip_strerror(rc));

@@ -53,6 +53,7 @@ enum { SIM_EV_STEP = SIM_EV_USER, SIM_EV_FAULT, SIM_EV_SAMPLE };
 #define SIM_SALT_MODEL   0x5155000000000002ULL /* initial vectors, data, placement */
 #define SIM_SALT_STATE   0x5155000000000003ULL /* state-transfer source of a restart */
 #define SIM_SALT_CORRUPT 0x5155000000000004ULL /* corrupt fault: which frames, which bit */
+#define SIM_SALT_SHARDS  0x5155000000000005ULL /* + agent: an oracle agent's replicator */
 
 /* One agent, besides its engine slot. */
 typedef struct sim_agent_state {
@@ -78,6 +79,10 @@ typedef struct sim_agent_state {
     gossip_shards *shards;
     uint8_t shards_own; /* shards is this agent's own object (not the node's) */
     uint8_t rr;         /* oracle: which part poll_send asks first (round robin) */
+    /* oracle: the replicator's own generator, so that adding shard
+     * replication leaves the mixer's draws (the engine's stream) as they were */
+    model_rng shards_rng;
+    gossip_env shards_env;
 } sim_agent_state;
 
 typedef struct runner runner;
