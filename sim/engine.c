@@ -637,9 +637,29 @@ static int pending_push(sim_engine *e, frame *f)
     return 0;
 }
 
+/* A malloc'd frame (above FRAME_POOL_BYTES: shard chunks, models) is freed
+ * once delivered, so its link's tail must not go on pointing at it:
+ * pending_push reads the newest frame to tell whether it is stale, which
+ * slab frames survive (their memory stays, a reuse has a new seq) and
+ * freed ones do not. Only these large frames pay the lookup. */
+static void tail_forget(sim_engine *e, const frame *f)
+{
+    agent *s = &e->a[f->from];
+    if (s->tails_epoch != e->pend_epoch)
+        return;
+    for (uint32_t k = 0; k < s->ntails; k++)
+        if (s->tails[k].to == f->to) {
+            if (s->tails[k].f == f)
+                s->tails[k].f = NULL;
+            return;
+        }
+}
+
 /* Remove f (the oldest frame of its link) from the pending set. */
 static void pending_remove(sim_engine *e, frame *f)
 {
+    if (!f->cls)
+        tail_forget(e, f);
     frame *last = e->pending[--e->npending];
     e->pending[f->pidx] = last;
     last->pidx = f->pidx;
