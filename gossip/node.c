@@ -263,8 +263,13 @@ static int node_recv_job_end(gossip_node *n, uint64_t from, const gossip_header 
     if (!(acc >= 0.0f && acc <= 1.0f) || !origin)
         return GOSSIP_EMALFORMED;
     gossip_swim_member m;
-    if (gossip_swim_lookup(n->swim, h->sender, &m) != GOSSIP_OK || m.state != GOSSIP_MEMBER_ALIVE)
-        return GOSSIP_ENOTFOUND; /* only members of the view are heard */
+    /* Only members are heard: of the view, or one that just left it (the
+     * origin announces and leaves at once, and its LEAVE may be processed
+     * first). One declared dead or never seen is not. */
+    if (gossip_swim_lookup(n->swim, h->sender, &m) != GOSSIP_OK ||
+        (m.state != GOSSIP_MEMBER_ALIVE && m.state != GOSSIP_MEMBER_SUSPECT &&
+         m.state != GOSSIP_MEMBER_LEFT))
+        return GOSSIP_ENOTFOUND;
     if (n->ended)
         return GOSSIP_OK; /* heard already: an epidemic ends here */
     n->ended = 1;

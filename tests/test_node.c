@@ -396,6 +396,50 @@ static void job_end_spreads(void **state)
     world_free(&w);
 }
 
+/* A member that reaches the target announces JOB_END and leaves at once:
+ * its LEAVE can be processed before its JOB_END, so a member that left the
+ * view (state LEFT) is still heard; one never in the view is not. */
+static void job_end_heard_after_leave(void **state)
+{
+    (void)state;
+    world w;
+    world_init(&w, 0);
+    for (int k = 0; k < 100; k++) {
+        run_ms(&w, 100);
+        adopt_models(&w);
+        uint32_t whole = 0;
+        for (uint32_t i = 0; i < N_AGENTS; i++)
+            whole += view_size(&w, i) == N_AGENTS;
+        if (whole == N_AGENTS)
+            break;
+    }
+    assert_int_equal(view_size(&w, 1), N_AGENTS);
+    gossip_node_leave(w.a[2].node, sim_driver_now(w.d));
+    for (int k = 0; k < 50 && view_size(&w, 1) != N_AGENTS - 1; k++)
+        run_ms(&w, 100);
+    assert_int_equal(view_size(&w, 1), N_AGENTS - 1);
+    uint8_t f[GOSSIP_HEADER_SIZE + GOSSIP_NODE_JOB_END_BYTES];
+    gossip_header h = {.version = GOSSIP_WIRE_VERSION,
+                       .type = GOSSIP_MSG_JOB_END,
+                       .payload_len = GOSSIP_NODE_JOB_END_BYTES,
+                       .sender = agent_id(2)};
+    uint8_t *p = f + GOSSIP_HEADER_SIZE;
+    memset(p, 0, GOSSIP_NODE_JOB_END_BYTES);
+    gossip_put_u64(p, agent_id(2));
+    gossip_put_u64(p + 8, 77);
+    gossip_put_u32(p + 16, 0x3f000000u); /* 0.5 */
+    p[20] = GOSSIP_NODE_JOB_END_REASON_TARGET;
+    gossip_header_encode(&h, f);
+    gossip_node_job_end_info info;
+    assert_int_equal(
+        gossip_node_recv_frame(w.a[1].node, agent_id(2), f, sizeof f, sim_driver_now(w.d)),
+        GOSSIP_OK);
+    assert_int_equal(gossip_node_job_end(w.a[1].node, &info), 1);
+    assert_int_equal(info.origin, agent_id(2));
+    assert_int_equal(info.step, 77);
+    world_free(&w);
+}
+
 static void create_survives_oom(void **state)
 {
     (void)state;
@@ -425,7 +469,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(join_transfer_mix_crash),      cmocka_unit_test(shards_follow_views),
         cmocka_unit_test(lonely_joiner_and_bad_frames), cmocka_unit_test(job_end_spreads),
-        cmocka_unit_test(create_survives_oom),
+        cmocka_unit_test(job_end_heard_after_leave),    cmocka_unit_test(create_survives_oom),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
