@@ -663,17 +663,8 @@ static void pending_remove(sim_engine *e, frame *f)
     frame *last = e->pending[--e->npending];
     e->pending[f->pidx] = last;
     last->pidx = f->pidx;
-    if (f->lnext) {
+    if (f->lnext) /* else the link's tail goes stale (see tail_forget) */
         f->lnext->lprev = NULL;
-    } else if (!f->cls) {
-        /* Else the link's tail goes stale (pending_push checks it by reading
-         * the frame it names): safe for a pooled frame, whose memory stays a
-         * frame, but a large frame is freed after delivery, so its link must
-         * forget it now (large frames are few; the lookup is paid by them). */
-        link_tail *t = link_get(e, f->from, f->to);
-        if (t && t->f == f)
-            t->f = NULL;
-    }
 }
 
 /* Queue an event at t_ns (never before now: the clock never goes back). */
