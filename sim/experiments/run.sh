@@ -17,7 +17,9 @@
 # final accuracy is below). Experiments 4 and 8 report both, as mean and
 # 95% Student t interval over 5 seeds (murmur sim --seeds 5).
 #
-# Environment: EXPERIMENT_SEEDS (5) seeds of experiments 4 and 8;
+# Environment: EXPERIMENTS_FROM_RESULTS=1 runs nothing and writes the
+# named experiments' tables from the results-K.md files an interrupted run
+# finished (see want below); EXPERIMENT_SEEDS (5) seeds of experiments 4 and 8;
 # EXPERIMENTS_DOC (docs/experiments.md) the page whose results block is
 # rewritten (tests/integration/experiments_subset.sh points it at a scratch
 # copy); EXPERIMENTS_OUT (BUILD/experiments) where the runs and the tables
@@ -49,7 +51,11 @@ jget() { sed -n "s/^  \"$2\": \"\{0,1\}\([^\",]*\)\"\{0,1\},\{0,1\}\$/\1/p" "$1"
 p() { printf '%s\n' "$*" >>"$res"; }
 # Each experiment writes its own results-N.md; the page gets all of them,
 # so a subset run refreshes only its own tables.
+# EXPERIMENTS_FROM_RESULTS=1 runs nothing: the page gets the results-K.md
+# files that a run stopped part-way (after experiment K finished) left in
+# $out, for the experiments named.
 want() {
+    [ -z "${EXPERIMENTS_FROM_RESULTS:-}" ] || return 1
     case " $which " in *" $1 "*) res="$out/results-$1.md"; : >"$res"; return 0 ;; esac
     return 1
 }
