@@ -72,14 +72,8 @@ if [ ! -f "$record" ]; then
     echo "extra_cnn_train: not recorded: $record does not exist (run from the source tree, or RECORD=FILE)" >&2
     exit $status
 fi
-begin="<!-- bench:cnn_train begin -->" end="<!-- bench:cnn_train end -->"
-if grep -qxF "$begin" "$record" && grep -qxF "$end" "$record"; then
-    awk -v b="$begin" -v e="$end" -v sec="$tmp/section" '
-        $0 == b { print; print ""; while ((getline l < sec) > 0) print l; skip = 1; next }
-        $0 == e { skip = 0 }
-        !skip { print }' "$record" >"$tmp/record"
-else
-    { cat "$record"; echo ""; echo "$begin"; echo ""; cat "$tmp/section"; echo "$end"; } >"$tmp/record"
-fi
-cat "$tmp/record" >"$record" && echo "extra_cnn_train: recorded in $record"
+{ echo "<!-- bench:cnn_train begin -->"; echo ""; cat "$tmp/section"; echo "<!-- bench:cnn_train end -->"; } >"$tmp/block"
+# shellcheck source=scripts/record.sh
+. scripts/record.sh
+record_block "$record" "bench:cnn_train" "$tmp/block" && echo "extra_cnn_train: recorded in $record"
 exit $status

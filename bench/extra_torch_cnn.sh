@@ -129,13 +129,7 @@ if [ ! -f "$record" ]; then
     echo "extra_torch_cnn: not recorded: $record does not exist (run from the source tree, or RECORD=FILE)" >&2
     exit 0
 fi
-begin="<!-- bench:torch_cnn begin -->" end="<!-- bench:torch_cnn end -->"
-if grep -qxF "$begin" "$record" && grep -qxF "$end" "$record"; then
-    awk -v b="$begin" -v e="$end" -v sec="$tmp/section" '
-        $0 == b { print; print ""; while ((getline l < sec) > 0) print l; skip = 1; next }
-        $0 == e { skip = 0 }
-        !skip { print }' "$record" >"$tmp/record"
-else
-    { cat "$record"; echo ""; echo "$begin"; echo ""; cat "$tmp/section"; echo "$end"; } >"$tmp/record"
-fi
-cat "$tmp/record" >"$record" && echo "extra_torch_cnn: recorded in $record"
+{ echo "<!-- bench:torch_cnn begin -->"; echo ""; cat "$tmp/section"; echo "<!-- bench:torch_cnn end -->"; } >"$tmp/block"
+# shellcheck source=scripts/record.sh
+. scripts/record.sh
+record_block "$record" "bench:torch_cnn" "$tmp/block" && echo "extra_torch_cnn: recorded in $record"

@@ -53,13 +53,7 @@ commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
     echo "<!-- bench:gossip_agents end -->"
 } >"$tmp/table"
 [ -n "$record" ] || { cat "$tmp/table"; exit 0; }
-begin="<!-- bench:gossip_agents begin -->" end="<!-- bench:gossip_agents end -->"
-if grep -qF "$begin" "$record"; then
-    awk -v t="$tmp/table" -v b="$begin" -v e="$end" '
-        $0 == b { while ((getline l < t) > 0) print l; skip = 1; next }
-        $0 == e { skip = 0; next }
-        !skip { print }' "$record" >"$tmp/new" && cat "$tmp/new" >"$record"
-else
-    { echo ""; cat "$tmp/table"; } >>"$record"
-fi
+# shellcheck source=scripts/record.sh
+. scripts/record.sh
+record_block "$record" "bench:gossip_agents" "$tmp/table" || { echo "gossip_agents: cannot write $record" >&2; exit 1; }
 echo "gossip_agents: recorded in $record"

@@ -46,13 +46,7 @@ load=$(cut -d' ' -f1-3 /proc/loadavg)
     echo "<!-- bench:$tag end -->"
 } >"$tmp/table"
 [ -n "$record" ] || { cat "$tmp/table"; exit 0; }
-begin="<!-- bench:$tag begin -->" end="<!-- bench:$tag end -->"
-if grep -qF "$begin" "$record"; then
-    awk -v t="$tmp/table" -v b="$begin" -v e="$end" '
-        $0 == b { while ((getline l < t) > 0) print l; skip = 1; next }
-        $0 == e { skip = 0; next }
-        !skip { print }' "$record" >"$tmp/new" && cat "$tmp/new" >"$record"
-else
-    { echo ""; cat "$tmp/table"; } >>"$record"
-fi
+# shellcheck source=scripts/record.sh
+. scripts/record.sh
+record_block "$record" "bench:$tag" "$tmp/table" || { echo "sim_scale: cannot write $record" >&2; exit 1; }
 echo "sim_scale: recorded in $record"

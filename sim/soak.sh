@@ -40,15 +40,9 @@ else
         echo '```'
         echo ""
     } >"$tmp/section"
-    begin="<!-- soak begin -->" end="<!-- soak end -->"
-    if grep -qxF "$begin" "$record" && grep -qxF "$end" "$record"; then
-        awk -v b="$begin" -v e="$end" -v sec="$tmp/section" '
-            $0 == b { print; print ""; while ((getline l < sec) > 0) print l; skip = 1; next }
-            $0 == e { skip = 0 }
-            !skip { print }' "$record" >"$tmp/record"
-    else
-        { cat "$record"; echo ""; echo "$begin"; echo ""; cat "$tmp/section"; echo "$end"; } >"$tmp/record"
-    fi
-    cat "$tmp/record" >"$record" && echo "soak: recorded in $record"
+    { echo "<!-- soak begin -->"; echo ""; cat "$tmp/section"; echo "<!-- soak end -->"; } >"$tmp/block"
+    # shellcheck source=scripts/record.sh
+    . scripts/record.sh
+    record_block "$record" "soak" "$tmp/block" && echo "soak: recorded in $record"
 fi
 [ "$rc" -eq 0 ]

@@ -54,13 +54,7 @@ echo "slowlink: median ratio $median over $runs runs (goal >= 0.8)"
     echo "<!-- bench-peers:slowlink end -->"
 } >"$tmp/table"
 [ -n "$record" ] || { cat "$tmp/table"; exit 0; }
-begin="<!-- bench-peers:slowlink begin -->" end="<!-- bench-peers:slowlink end -->"
-if grep -qF "$begin" "$record"; then
-    awk -v t="$tmp/table" -v b="$begin" -v e="$end" '
-        $0 == b { while ((getline l < t) > 0) print l; skip = 1; next }
-        $0 == e { skip = 0; next }
-        !skip { print }' "$record" >"$tmp/new" && cat "$tmp/new" >"$record"
-else
-    { echo ""; cat "$tmp/table"; } >>"$record"
-fi
+# shellcheck source=scripts/record.sh
+. scripts/record.sh
+record_block "$record" "bench-peers:slowlink" "$tmp/table" || { echo "slowlink: cannot write $record" >&2; exit 1; }
 echo "slowlink: recorded in $record"
