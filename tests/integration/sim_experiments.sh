@@ -14,8 +14,11 @@ fail() { echo "sim_experiments: FAIL $*" >&2; exit 1; }
 n=0
 for f in sim/experiments/exp*.ini; do
     o="$tmp/$(basename "$f" .ini)"
+    extra="" # experiment 9's 5 byzantine agents need an honest one among 4
+    case "$f" in *exp9_*) extra="--set faults.byzantine_agents=1" ;; esac
+    # shellcheck disable=SC2086
     "$bin" sim "$f" --out "$o" --quiet --set run.rounds=3 --set run.duration_s=0.3 \
-        --set run.agents=4 --set model.dim=64 --set model.hidden=8 >"$o.log" 2>&1 ||
+        --set run.agents=4 --set model.dim=64 --set model.hidden=8 $extra >"$o.log" 2>&1 ||
         { cat "$o.log" >&2; fail "$f does not run"; }
     [ -s "$o/summary.json" ] || fail "$f: no summary.json"
     n=$((n + 1))
@@ -40,7 +43,10 @@ awk -F, 'function codec(n, b,   nb, last) {
     NR > 1 { n = $2; alg = $3; b = $4; meas = $12 / $11; d = 4096
         if (alg == "allreduce") e = 2 * (n - 1) * (32 + 32 + codec(d / n, b))
         else { c = 1 / (2 * (n - 1)); e = (2 - c) * (32 + 32 + codec(d, b)) + c * 64 }
-        r = meas / e
-        if (r < 0.92 || r > 1.08) { printf "N=%d %s %d bits: %.0f measured, %.0f expected\n", n, alg, b, meas, e; bad = 1 } }
+        # allreduce sends exactly the formula; gossip at least it: with
+        # atomic exchanges (docs/MIXING.md) refused pushes are retried, at
+        # most 4 times a round, and when all start at once 1.2-1.4x here
+        r = meas / e; hi = alg == "allreduce" ? 1.08 : 1.6
+        if (r < 0.92 || r > hi) { printf "N=%d %s %d bits: %.0f measured, %.0f expected\n", n, alg, b, meas, e; bad = 1 } }
     END { exit bad }' "$tmp/e3/sweep.csv" || fail "bytes per step off the formula"
 echo "sim_experiments: ok ($n scenario files run, a cnn run, experiment 3 formula checked)"
