@@ -326,6 +326,21 @@ static void lonely_joiner_and_bad_frames(void **state)
     assert_int_equal(t.alloc.live, 0);
 }
 
+/* A world whose every node has the whole view (at most 10 s). */
+static void world_init_whole(world *w)
+{
+    world_init(w, 0);
+    for (int k = 0; k < 100; k++) {
+        run_ms(w, 100);
+        adopt_models(w);
+        uint32_t whole = 0;
+        for (uint32_t i = 0; i < N_AGENTS; i++)
+            whole += view_size(w, i) == N_AGENTS;
+        if (whole == N_AGENTS)
+            break;
+    }
+}
+
 /* JOB_END: the announcing node tells its whole view; every other node
  * hears it once and passes it on; non-members and malformed frames are
  * refused and change nothing. */
@@ -333,16 +348,7 @@ static void job_end_spreads(void **state)
 {
     (void)state;
     world w;
-    world_init(&w, 0);
-    for (int k = 0; k < 100; k++) {
-        run_ms(&w, 100);
-        adopt_models(&w);
-        uint32_t whole = 0;
-        for (uint32_t i = 0; i < N_AGENTS; i++)
-            whole += view_size(&w, i) == N_AGENTS;
-        if (whole == N_AGENTS)
-            break;
-    }
+    world_init_whole(&w);
     for (uint32_t i = 0; i < N_AGENTS; i++)
         assert_int_equal(view_size(&w, i), N_AGENTS);
     gossip_node_job_end_info info;
@@ -403,16 +409,7 @@ static void job_end_heard_after_leave(void **state)
 {
     (void)state;
     world w;
-    world_init(&w, 0);
-    for (int k = 0; k < 100; k++) {
-        run_ms(&w, 100);
-        adopt_models(&w);
-        uint32_t whole = 0;
-        for (uint32_t i = 0; i < N_AGENTS; i++)
-            whole += view_size(&w, i) == N_AGENTS;
-        if (whole == N_AGENTS)
-            break;
-    }
+    world_init_whole(&w);
     assert_int_equal(view_size(&w, 1), N_AGENTS);
     gossip_node_leave(w.a[2].node, sim_driver_now(w.d));
     for (int k = 0; k < 50 && view_size(&w, 1) != N_AGENTS - 1; k++)
