@@ -55,6 +55,8 @@ typedef struct member {
     gossip_time_us suspect_deadline; /* SUSPECT only */
     gossip_time_us last_reconnect;   /* last sync started because it was dead to us */
     gossip_time_us last_sync_reply;  /* last SYNC we answered (one a period) */
+    gossip_time_us notice_at;        /* last notice to an address it moved from */
+    uint32_t notice_key;             /* ... and a hash of that address */
     uint32_t inc;
     uint32_t verify_seq; /* last-chance ping in flight (SUSPECT only), 0 = none */
     uint32_t queue_pos;  /* index + 1 in the piggyback queue, 0 = none */
@@ -75,7 +77,8 @@ typedef struct outmsg {
     uint32_t seq;
     uint32_t wait_us; /* PING_REQ relay wait */
     uint8_t type;
-    uint8_t seed;          /* seed index when dest == 0 */
+    uint8_t seed;          /* seed index when dest == 0 (and notice == 0) */
+    uint8_t notice;        /* dest == 0: notice slot + 1 (an address, not a seed) */
     uint8_t manifest_only; /* SYNC_REPLY of a refusal: our manifest, no records */
 } outmsg;
 
@@ -157,6 +160,9 @@ struct gossip_swim {
     char claim_addr[GOSSIP_ADDR_MAX]; /* the address of the latest claim */
     uint32_t foreign_answers;         /* ACK/NACKs for sequence numbers we never used */
     gossip_time_us next_stranger_sync;
+    char notice_addr[GOSSIP_SWIM_NOTICES_MAX][GOSSIP_ADDR_MAX]; /* by-address destinations */
+    uint8_t notice_busy[GOSSIP_SWIM_NOTICES_MAX];               /* a frame waits for it */
+    char sent_addr[GOSSIP_ADDR_MAX]; /* dest_addr of the last notice polled */
 };
 
 /* ---------------------------------------------------------------- table */
@@ -587,6 +593,7 @@ static void go_quiet(gossip_swim *s, gossip_swim_refusal why)
     s->refused = why;
     s->conflict.fatal = 1;
     s->out_n = 0;
+    memset(s->notice_busy, 0, sizeof s->notice_busy);
     while (s->queue_n)
         queue_remove(s, find(s, s->queue[0].id));
     for (uint32_t i = 0; i < GOSSIP_SWIM_RELAY_MAX; i++)
@@ -682,6 +689,89 @@ static void foreign_answer(gossip_swim *s, uint32_t seq, gossip_time_us now)
         return;
     }
     go_quiet(s, GOSSIP_SWIM_REFUSED_DUPLICATE);
+}
+
+/* ---- one id at two addresses ----
+ * A transport routes a frame for an id to one of the connections
+ * authenticated as that id. When two processes hold one key on one host (one
+ * remote IP for both), it keeps choosing the incumbent's, so the newcomer
+ * hears nothing by id: no claim, no foreign answer, and it never yields. What
+ * the membership knows is where each claimant says it listens (the address
+ * in its own record), so whatever concerns "the other one" goes there by
+ * address (dest 0), which reaches whoever listens at it:
+ * - a JOIN or SYNC whose sender gives itself another address than the one
+ *   we hold for that live member is answered at that address;
+ * - a live member that moves to another address (a newer record) gets our
+ *   state at the address it left.
+ * A twin then hears the other's record and refutes or yields (claim_heard);
+ * a process restarted elsewhere has nobody at its old address (one failed
+ * dial); a restart at the same address triggers neither. */
+
+/* FNV-1a of an address (which address a member's last notice went to). */
+static uint32_t addr_key(const char *a, size_t n)
+{
+    uint32_t h = 2166136261u;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (uint8_t)a[i]) * 16777619u;
+    return h;
+}
+
+/* Queue a full-state message (SYNC or SYNC_REPLY) to addr, by address. */
+static void notice_push(gossip_swim *s, uint8_t type, const char *addr, size_t len)
+{
+    assert(type == GOSSIP_MSG_SYNC || type == GOSSIP_MSG_SYNC_REPLY);
+    assert(len > 0 && len < GOSSIP_ADDR_MAX);
+    uint32_t k = 0;
+    while (k < GOSSIP_SWIM_NOTICES_MAX && s->notice_busy[k])
+        k++;
+    if (k == GOSSIP_SWIM_NOTICES_MAX) {
+        s->stats.addr_notice_drops++;
+        return;
+    }
+    outmsg *o = out_push(s, type, 0);
+    if (!o)
+        return;
+    memcpy(s->notice_addr[k], addr, len);
+    s->notice_addr[k][len] = 0;
+    s->notice_busy[k] = 1;
+    o->notice = (uint8_t)(k + 1);
+    s->stats.addr_notices++;
+}
+
+/* Live member m is about to move to another address: send our state to the
+ * one it leaves, at most once a period for one address. */
+static void moved_away(gossip_swim *s, member *m, gossip_time_us now)
+{
+    uint32_t key = addr_key(m->addr, m->addr_len);
+    if (m->notice_at && now - m->notice_at < period_us(s) && m->notice_key == key)
+        return;
+    m->notice_at = now ? now : 1;
+    m->notice_key = key;
+    notice_push(s, GOSSIP_MSG_SYNC, m->addr, m->addr_len);
+}
+
+/* The address a full-state message's sender gives for itself, into out,
+ * when we hold that sender live at another one: its length, else 0. */
+static size_t sender_elsewhere(const gossip_swim *s, gossip_reader r, uint32_t count,
+                               uint64_t sender, char *out)
+{
+    const member *m = find(s, sender);
+    if (!m || !is_live(m->state))
+        return 0;
+    record rec;
+    for (uint32_t i = 0; i < count; i++) {
+        int rc = read_record(&r, &rec);
+        assert(rc == GOSSIP_OK);
+        (void)rc;
+        if (rec.id != sender || rec.state != GOSSIP_MEMBER_ALIVE)
+            continue;
+        if (rec.addr_len == m->addr_len && memcmp(rec.addr, m->addr, rec.addr_len) == 0)
+            return 0;
+        memcpy(out, rec.addr, rec.addr_len);
+        out[rec.addr_len] = 0;
+        return rec.addr_len;
+    }
+    return 0;
 }
 
 /* ---------------------------------------------------------------- merge */
@@ -785,6 +875,9 @@ static void apply(gossip_swim *s, const record *r, int from_sync, gossip_time_us
     case GOSSIP_MEMBER_ALIVE:
         if (r->inc <= m->inc)
             return;
+        if (is_live(m->state) &&
+            (r->addr_len != m->addr_len || memcmp(r->addr, m->addr, r->addr_len) != 0))
+            moved_away(s, m, now);
         m->inc = r->inc;
         memcpy(m->addr, r->addr, r->addr_len);
         m->addr[r->addr_len] = 0;
@@ -1380,6 +1473,10 @@ int gossip_swim_recv(gossip_swim *s, uint64_t from, const gossip_header *h, cons
     }
     member *sm = find(s, sender);
     int stranger = !full_state && !sm;
+    char elsewhere[GOSSIP_ADDR_MAX];
+    size_t elsewhere_len = h->type == GOSSIP_MSG_JOIN || h->type == GOSSIP_MSG_SYNC
+                               ? sender_elsewhere(s, r, count, sender, elsewhere)
+                               : 0;
     apply_records(s, &r, count, full_state, stranger, now);
     if (s->refused)
         return GOSSIP_OK;
@@ -1476,7 +1573,10 @@ int gossip_swim_recv(gossip_swim *s, uint64_t from, const gossip_header *h, cons
             break;
         if (sm)
             sm->last_sync_reply = now ? now : 1;
-        out_push(s, GOSSIP_MSG_SYNC_REPLY, sender);
+        if (elsewhere_len) /* to the process that sent it, not the id's other one */
+            notice_push(s, GOSSIP_MSG_SYNC_REPLY, elsewhere, elsewhere_len);
+        else
+            out_push(s, GOSSIP_MSG_SYNC_REPLY, sender);
         break;
     default:
         break;
@@ -1581,7 +1681,11 @@ int gossip_swim_poll_send(gossip_swim *s, gossip_send *out, gossip_time_us now)
         s->out_head = (s->out_head + 1) % GOSSIP_SWIM_OUTQ_MAX;
         s->out_n--;
         const char *addr = NULL;
-        if (o.dest == 0) {
+        if (o.dest == 0 && o.notice) {
+            memcpy(s->sent_addr, s->notice_addr[o.notice - 1], sizeof s->sent_addr);
+            s->notice_busy[o.notice - 1] = 0;
+            addr = s->sent_addr;
+        } else if (o.dest == 0) {
             if (o.seed >= s->n_seeds)
                 continue;
             addr = s->seeds[o.seed];

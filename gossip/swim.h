@@ -78,6 +78,15 @@
  * window is only that two processes started within it with one key both
  * yield. */
 #define GOSSIP_SWIM_NEWCOMER_PERIODS 30u
+/* Full-state messages queued to an address rather than an id (see
+ * "Duplicate identity" in MEMBERSHIP.md): the answer to a member that speaks
+ * from another address than the one we hold, and the news for the address a
+ * live member just moved away from. A transport routes a frame for an id to
+ * one of its connections, which may be a twin's; by address it reaches
+ * whoever listens there. At most one per member and period each way, so 8
+ * (two members moving at once, each seen from both sides, twice over) is
+ * plenty; a notice finding no free slot is dropped and counted. */
+#define GOSSIP_SWIM_NOTICES_MAX 8u
 /* Local health multiplier: score in [0, awareness_max - 1]; cap. */
 #define GOSSIP_SWIM_AWARENESS_MAX 16u
 
@@ -158,9 +167,11 @@ typedef struct gossip_swim_stats {
     uint64_t table_full;                 /* new members not added (table full) */
     uint64_t refused_manifest;           /* full-state messages refused: manifest mismatch */
     uint64_t refused_frames;             /* frames dropped: sender refused before */
-    uint64_t strangers;  /* frames from unknown senders: records not applied, SYNC sent */
-    uint64_t id_claims;  /* live claims of our id at another address */
-    uint64_t duplicates; /* ... heard as the incumbent (the newcomer must yield) */
+    uint64_t strangers;         /* frames from unknown senders: records not applied, SYNC sent */
+    uint64_t id_claims;         /* live claims of our id at another address */
+    uint64_t duplicates;        /* ... heard as the incumbent (the newcomer must yield) */
+    uint64_t addr_notices;      /* full-state messages sent by address: a member's two addresses */
+    uint64_t addr_notice_drops; /* ... not sent: every notice slot was waiting */
 } gossip_swim_stats;
 
 /* Why this object refused to go on (gossip_swim_refused), or the kind of

@@ -742,12 +742,16 @@ static void local_health_stretches_period(void **state)
 
 /* A tiny network of swim objects: frames go by address (dest 0) or by id to
  * every running object with that id, as a transport with two connections
- * authenticated by one key may hand them to either process. */
+ * authenticated by one key may hand them to either process. A node marked
+ * by_addr_only gets frames by address only: the transport routes its id to
+ * a twin's connection (net/transport keeps one link per id from one host,
+ * so two processes with one key on one machine are told apart by nothing). */
 typedef struct dnode {
     gossip_swim *s;
     uint64_t id;
     const char *addr;
     int up;
+    int by_addr_only;
 } dnode;
 
 static void dnet_run(dnode *n, int k, gossip_time_us from, gossip_time_us to)
@@ -763,7 +767,7 @@ static void dnet_run(dnode *n, int k, gossip_time_us from, gossip_time_us to)
                     gossip_header h;
                     assert_int_equal(gossip_header_decode(o.frame, o.len, &h), GOSSIP_OK);
                     for (int j = 0; j < k; j++) {
-                        if (j == i || !n[j].up)
+                        if (j == i || !n[j].up || (o.dest && n[j].by_addr_only))
                             continue;
                         if (o.dest ? n[j].id != o.dest
                                    : !(o.dest_addr && !strcmp(o.dest_addr, n[j].addr)))
@@ -858,9 +862,9 @@ static void manifest_mismatch_refused(void **state)
     gossip_manifest mf128 = mf64;
     strcpy(mf128.spec, "mlp:128");
     mf128.params = 101770;
-    dnode n[3] = {{make_m(&t, 100, "addr-a", &mf64), 100, "addr-a", 1},
-                  {make_m(&t, 200, "addr-b", &mf128), 200, "addr-b", 1},
-                  {make_m(&t, 300, "addr-c", &mf64), 300, "addr-c", 0}};
+    dnode n[3] = {{make_m(&t, 100, "addr-a", &mf64), 100, "addr-a", 1, 0},
+                  {make_m(&t, 200, "addr-b", &mf128), 200, "addr-b", 1, 0},
+                  {make_m(&t, 300, "addr-c", &mf64), 300, "addr-c", 0, 0}};
     join_to(n[1].s, "addr-a", 0);
     dnet_run(n, 3, 0, 3 * PERIOD);
     gossip_view v;
@@ -916,9 +920,9 @@ static void manifest_mismatch_after_restart(void **state)
     test_env_init(&t, 32);
     gossip_manifest bits4 = mf64;
     bits4.bits = 4;
-    dnode n[3] = {{make_m(&t, 100, "addr-a", &mf64), 100, "addr-a", 1},
-                  {make_m(&t, 400, "addr-d", &mf64), 400, "addr-d", 1},
-                  {make_m(&t, 400, "addr-d", &bits4), 400, "addr-d", 0}};
+    dnode n[3] = {{make_m(&t, 100, "addr-a", &mf64), 100, "addr-a", 1, 0},
+                  {make_m(&t, 400, "addr-d", &mf64), 400, "addr-d", 1, 0},
+                  {make_m(&t, 400, "addr-d", &bits4), 400, "addr-d", 0, 0}};
     join_to(n[1].s, "addr-a", 0);
     dnet_run(n, 3, 0, 3 * PERIOD);
     gossip_view v;
@@ -953,9 +957,9 @@ static void duplicate_identity_newcomer_yields(void **state)
     (void)state;
     test_env t;
     test_env_init(&t, 33);
-    dnode n[3] = {{make(&t, 100, "addr-a", 16), 100, "addr-a", 1},
-                  {make(&t, 300, "addr-i", 16), 300, "addr-i", 1},
-                  {make(&t, 300, "addr-n", 16), 300, "addr-n", 0}};
+    dnode n[3] = {{make(&t, 100, "addr-a", 16), 100, "addr-a", 1, 0},
+                  {make(&t, 300, "addr-i", 16), 300, "addr-i", 1, 0},
+                  {make(&t, 300, "addr-n", 16), 300, "addr-n", 0, 0}};
     join_to(n[1].s, "addr-a", 0);
     gossip_time_us t0 = (GOSSIP_SWIM_NEWCOMER_PERIODS + 5) * (gossip_time_us)PERIOD;
     dnet_run(n, 3, 0, t0);
@@ -993,9 +997,9 @@ static void restart_elsewhere_takes_over(void **state)
     (void)state;
     test_env t;
     test_env_init(&t, 34);
-    dnode n[3] = {{make(&t, 100, "addr-a", 16), 100, "addr-a", 1},
-                  {make(&t, 300, "addr-old", 16), 300, "addr-old", 1},
-                  {make(&t, 300, "addr-new", 16), 300, "addr-new", 0}};
+    dnode n[3] = {{make(&t, 100, "addr-a", 16), 100, "addr-a", 1, 0},
+                  {make(&t, 300, "addr-old", 16), 300, "addr-old", 1, 0},
+                  {make(&t, 300, "addr-new", 16), 300, "addr-new", 0, 0}};
     join_to(n[1].s, "addr-a", 0);
     gossip_time_us t0 = (GOSSIP_SWIM_NEWCOMER_PERIODS + 5) * (gossip_time_us)PERIOD;
     dnet_run(n, 3, 0, t0);
@@ -1013,6 +1017,93 @@ static void restart_elsewhere_takes_over(void **state)
     for (int i = 0; i < 3; i++)
         gossip_swim_destroy(n[i].s);
     assert_int_equal(t.alloc.live, 0);
+}
+
+/* Two processes with one key on one host: the transport hands every frame
+ * for the id to the incumbent, so the newcomer hears nothing by id (before
+ * the fix it ran on unrefused, its JOIN answered to the incumbent). The
+ * answer to its JOIN and the news that the id moved back go to its own
+ * address; it yields, the incumbent counts the duplicate and stays. */
+static void duplicate_identity_same_host(void **state)
+{
+    (void)state;
+    test_env t;
+    test_env_init(&t, 36);
+    dnode n[4] = {{make(&t, 100, "tcp://10.0.0.1:7000", 16), 100, "tcp://10.0.0.1:7000", 1, 0},
+                  {make(&t, 200, "tcp://10.0.0.2:7000", 16), 200, "tcp://10.0.0.2:7000", 1, 0},
+                  {make(&t, 300, "tcp://10.0.0.3:7000", 16), 300, "tcp://10.0.0.3:7000", 1, 0},
+                  {make(&t, 300, "tcp://10.0.0.3:7001", 16), 300, "tcp://10.0.0.3:7001", 0, 1}};
+    join_to(n[1].s, "tcp://10.0.0.1:7000", 0);
+    join_to(n[2].s, "tcp://10.0.0.1:7000", 0);
+    gossip_time_us t0 = (GOSSIP_SWIM_NEWCOMER_PERIODS + 5) * (gossip_time_us)PERIOD;
+    dnet_run(n, 4, 0, t0);
+    n[3].up = 1;
+    join_to(n[3].s, "tcp://10.0.0.2:7000", t0);
+    dnet_run(n, 4, t0, t0 + 20 * PERIOD);
+    assert_int_equal(gossip_swim_refused(n[3].s), GOSSIP_SWIM_REFUSED_DUPLICATE);
+    const gossip_swim_conflict *c = gossip_swim_conflict_get(n[3].s);
+    assert_int_equal(c->fatal, 1);
+    assert_string_equal(c->addr, "tcp://10.0.0.3:7000");
+    assert_int_equal(gossip_swim_refused(n[2].s), GOSSIP_SWIM_ADMITTED);
+    assert_true(gossip_swim_stats_get(n[2].s)->duplicates >= 1);
+    assert_true(gossip_swim_stats_get(n[1].s)->addr_notices >= 1);
+    /* settled on the incumbent everywhere; its incarnation stands still */
+    gossip_swim_member m1, m2;
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(gossip_swim_lookup(n[i].s, 300, &m1), GOSSIP_OK);
+        assert_string_equal(m1.addr, "tcp://10.0.0.3:7000");
+        assert_int_equal(m1.state, GOSSIP_MEMBER_ALIVE);
+    }
+    dnet_run(n, 4, t0 + 20 * PERIOD, t0 + 40 * PERIOD);
+    assert_int_equal(gossip_swim_lookup(n[0].s, 300, &m2), GOSSIP_OK);
+    assert_string_equal(m2.addr, "tcp://10.0.0.3:7000");
+    assert_int_equal(m2.incarnation, m1.incarnation);
+    assert_int_equal(gossip_swim_refused(n[2].s), GOSSIP_SWIM_ADMITTED);
+    for (int i = 0; i < 4; i++)
+        gossip_swim_destroy(n[i].s);
+    assert_int_equal(t.alloc.live, 0);
+}
+
+/* No false alarm: a process killed and restarted at its own address (a new
+ * object, incarnation 0, before or after the others noticed the death) is
+ * admitted; nothing goes by address. */
+static void restart_same_address_admitted(void **state)
+{
+    (void)state;
+    for (int noticed = 0; noticed < 2; noticed++) {
+        test_env t;
+        test_env_init(&t, 37);
+        dnode n[4] = {{make(&t, 100, "tcp://a:1", 16), 100, "tcp://a:1", 1, 0},
+                      {make(&t, 200, "tcp://b:1", 16), 200, "tcp://b:1", 1, 0},
+                      {make(&t, 300, "tcp://c:1", 16), 300, "tcp://c:1", 1, 0},
+                      {make(&t, 300, "tcp://c:1", 16), 300, "tcp://c:1", 0, 0}};
+        join_to(n[1].s, "tcp://a:1", 0);
+        join_to(n[2].s, "tcp://a:1", 0);
+        gossip_time_us t0 = (GOSSIP_SWIM_NEWCOMER_PERIODS + 5) * (gossip_time_us)PERIOD;
+        dnet_run(n, 4, 0, t0);
+        n[2].up = 0; /* killed */
+        gossip_time_us t1 = t0 + (noticed ? 60 : 1) * (gossip_time_us)PERIOD;
+        dnet_run(n, 4, t0, t1);
+        gossip_swim_member m;
+        assert_int_equal(gossip_swim_lookup(n[0].s, 300, &m), GOSSIP_OK);
+        assert_true(noticed ? m.state == GOSSIP_MEMBER_DEAD : m.state != GOSSIP_MEMBER_DEAD);
+        n[3].up = 1;
+        join_to(n[3].s, "tcp://b:1", t1);
+        dnet_run(n, 4, t1, t1 + 40 * PERIOD);
+        assert_int_equal(gossip_swim_refused(n[3].s), GOSSIP_SWIM_ADMITTED);
+        assert_int_equal(gossip_swim_conflict_get(n[3].s)->seq, 0);
+        for (int i = 0; i < 2; i++) {
+            assert_int_equal(gossip_swim_lookup(n[i].s, 300, &m), GOSSIP_OK);
+            assert_int_equal(m.state, GOSSIP_MEMBER_ALIVE);
+            assert_int_equal(gossip_swim_stats_get(n[i].s)->addr_notices, 0);
+        }
+        gossip_view v;
+        gossip_swim_view(n[3].s, &v);
+        assert_int_equal(v.n, 3);
+        for (int i = 0; i < 4; i++)
+            gossip_swim_destroy(n[i].s);
+        assert_int_equal(t.alloc.live, 0);
+    }
 }
 
 /* Answers to probes we never sent (sequence numbers above ours) come from a
@@ -1068,6 +1159,8 @@ int main(void)
         cmocka_unit_test(duplicate_identity_newcomer_yields),
         cmocka_unit_test(restart_elsewhere_takes_over),
         cmocka_unit_test(foreign_answers_mean_a_twin),
+        cmocka_unit_test(duplicate_identity_same_host),
+        cmocka_unit_test(restart_same_address_admitted),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,12 +1,15 @@
 #!/bin/sh
 # Two agents with one key (issue 13 item 9): agents 1-3 run; a fourth is
-# started on another host with agent 3's key. The newcomer must be refused
+# started on another host with agent 3's key, then a fifth with that key on
+# agent 3's own host (same IP, another port). Each newcomer must be refused
 # with a clear error and exit non-zero; the incumbent (agent 3) stays and
 # keeps mixing; the others' views settle (no flapping epochs). Before
-# detection both were accepted and the view flapped. (The incumbent reports
-# the duplicate too when the newcomer's claim reaches it before the newcomer
-# yields; the newcomer usually yields first, from the answers to the
-# incumbent's probes that the others' transports hand it.)
+# detection both were accepted and the view flapped; before the by-address
+# answers (docs/MEMBERSHIP.md, "Duplicate identity") the same-host newcomer
+# ran on unrefused: every transport saw both from one IP and handed the id's
+# frames to the incumbent. (The incumbent reports the duplicate too when the
+# newcomer's claim reaches it before the newcomer yields; the newcomer often
+# yields first.)
 NAME=fault_duplicate
 . tests/integration/lib/fault.sh
 
@@ -20,32 +23,48 @@ settled() {
 wait_for 40 settled || fail "agents 1-3 did not settle in 40 s"
 # The incumbent must be past its newcomer window (30 probe periods).
 sleep $((30 * PROBE_MS / 1000 + 2))
-cp "$tmp/a3/murmur.key" "$tmp/a3/murmur.pub" "$tmp/a4/"
-from3=$(fault_lines 3)
-fault_start 4
-fault_wait_exit 4 30
-[ "$fault_rc" -ne 124 ] || fail "the duplicate still runs after 30 s"
-[ "$fault_rc" -ne 0 ] || fail "the duplicate exited with status 0"
-[ "$(grep -c 'level=error' "$tmp/a4.log")" -eq 1 ] || fail "agent 4: want one error line, got: $(grep 'level=error' "$tmp/a4.log")"
-grep 'level=error' "$tmp/a4.log" | grep 'event=refused' | grep 'cause=duplicate_id' |
-    grep -q 'addr=tcp://10.77.0.3:7000' || fail "agent 4: no clear refusal naming the incumbent"
-agent_alive 3 || fail "the incumbent died"
-if sed -n "$((from3 + 1)),\$p" "$tmp/a3.log" | grep 'level=error' | grep -q 'event=duplicate_identity'; then
-    sed -n "$((from3 + 1)),\$p" "$tmp/a3.log" | grep 'event=duplicate_identity' |
-        grep -q 'addr=tcp://10.77.0.4:7000' || fail "agent 3 reported the duplicate at the wrong address"
-    reported="the incumbent reported it"
-else
-    reported="the newcomer yielded before the incumbent heard of it"
-fi
-# Settled: the incumbent stays in every view, epochs stand still, mixing goes on.
-back() { [ "$(fnum 1 peers)" -eq 2 ] && [ "$(fnum 2 peers)" -eq 2 ] && [ "$(fnum 3 peers)" -eq 2 ]; }
-wait_for 20 back || fail "views did not settle on 3 members: $(fnum 1 peers) $(fnum 2 peers) $(fnum 3 peers)"
-sleep 2
-e1=$(fnum 1 epoch)
-r3=$(fnum 3 mixing_rounds)
-sleep 3
-[ "$(fnum 1 epoch)" -eq "$e1" ] || fail "agent 1's view still changes (epoch $e1 -> $(fnum 1 epoch))"
-[ "$(fnum 3 mixing_rounds)" -gt "$r3" ] || fail "the incumbent stopped mixing"
+
+# twin NS I WHERE: start agent I with agent 3's key in namespace NS; assert
+# it is refused and exits, and that the cluster settles on the incumbent.
+twin() {
+    ns=$1 k=$2 where=$3
+    mkdir -p "$tmp/a$k/shards"
+    cp "$tmp/all/catalog" "$tmp/a$k/shards/"
+    cp "$tmp/a3/murmur.key" "$tmp/a3/murmur.pub" "$tmp/a$k/"
+    from3=$(fault_lines 3)
+    fault_start_in "$ns" "$k"
+    fault_wait_exit "$k" 30
+    [ "$fault_rc" -ne 124 ] || fail "the duplicate $where still runs after 30 s"
+    [ "$fault_rc" -ne 0 ] || fail "the duplicate $where exited with status 0"
+    [ "$(grep -c 'level=error' "$tmp/a$k.log")" -eq 1 ] ||
+        fail "agent $k: want one error line, got: $(grep 'level=error' "$tmp/a$k.log")"
+    grep 'level=error' "$tmp/a$k.log" | grep 'event=refused' | grep 'cause=duplicate_id' |
+        grep -q 'addr=tcp://10.77.0.3:7000' || fail "agent $k: no clear refusal naming the incumbent"
+    agent_alive 3 || fail "the incumbent died ($where)"
+    mine="tcp://10.77.0.$ns:$((FAULT_PORT + k - ns))"
+    if sed -n "$((from3 + 1)),\$p" "$tmp/a3.log" | grep 'level=error' | grep -q 'event=duplicate_identity'; then
+        sed -n "$((from3 + 1)),\$p" "$tmp/a3.log" | grep 'event=duplicate_identity' |
+            grep -q "addr=$mine" || fail "agent 3 reported the duplicate $where at the wrong address"
+        reported="the incumbent reported it"
+    else
+        reported="no new duplicate_identity line from the incumbent"
+    fi
+    # Settled: the incumbent stays in every view, epochs stand still, mixing goes on.
+    back() { [ "$(fnum 1 peers)" -eq 2 ] && [ "$(fnum 2 peers)" -eq 2 ] && [ "$(fnum 3 peers)" -eq 2 ]; }
+    wait_for 20 back || fail "views did not settle on 3 members: $(fnum 1 peers) $(fnum 2 peers) $(fnum 3 peers)"
+    sleep 2
+    e1=$(fnum 1 epoch)
+    r3=$(fnum 3 mixing_rounds)
+    sleep 3
+    [ "$(fnum 1 epoch)" -eq "$e1" ] || fail "agent 1's view still changes (epoch $e1 -> $(fnum 1 epoch))"
+    [ "$(fnum 3 mixing_rounds)" -gt "$r3" ] || fail "the incumbent stopped mixing"
+    echo "$NAME: ok: $where: the duplicate exited $fault_rc ($reported), the incumbent stayed, agent 1 epoch steady at $e1"
+}
+
+twin 4 4 "on another host"
+twin 3 5 "on the incumbent's host"
+# Only now: fault_consume rewrites a log, and a running agent goes on
+# writing to the file it opened.
 fault_consume 3 'event=duplicate_identity'
 fault_consume 4 'event=refused'
-echo "$NAME: ok: the duplicate exited $fault_rc ($reported), the incumbent stayed, agent 1 epoch steady at $e1"
+fault_consume 5 'event=refused'

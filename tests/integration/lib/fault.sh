@@ -26,19 +26,29 @@ fault_init() {
 fault_start() {
     i=$1
     shift
+    fault_start_in "$i" "$i" "$@"
+}
+
+# fault_start_in NS I [FLAGS...]: agent I in namespace NS, a second agent on
+# that host when I != NS (port 7000 + I - NS, metrics 7100 + I - NS).
+fault_start_in() {
+    ns=$1 i=$2
+    agent=$2 # netns_spawn sets i
+    shift 2
     seeds=""
     [ "$i" -eq 1 ] || seeds="--seed 10.77.0.1:$FAULT_PORT"
     [ "$i" -le 2 ] || seeds="$seeds --seed 10.77.0.2:$FAULT_PORT"
     # shellcheck disable=SC2086
-    netns_spawn "$i" "$tmp/a$i.log" "$bin" agent --data-dir "$tmp/a$i" \
-        --listen "10.77.0.$i:$FAULT_PORT" --metrics "10.77.0.$i:$FAULT_METRICS" \
+    netns_spawn "$ns" "$tmp/a$i.log" "$bin" agent --data-dir "$tmp/a$i" \
+        --listen "10.77.0.$ns:$((FAULT_PORT + i - ns))" \
+        --metrics "10.77.0.$ns:$((FAULT_METRICS + i - ns))" \
         --network-key-file "$tmp/net.key" $seeds \
         --set model.spec=mlp:64 --set model.eval_every_steps=100 --set model.eval_samples=1000 \
         --set membership.probe_interval_ms=$PROBE_MS \
         --set membership.probe_timeout_ms=$PROBE_TIMEOUT_MS \
         --set membership.suspicion_mult=$SUSPICION_MULT \
         --set log.progress_interval_ms=250 --set shards.replication=2 "$@"
-    eval "pid$i=$netns_pid"
+    eval "pid$agent=$netns_pid"
 }
 
 # fault_wait_exit I SECONDS: wait for agent I to exit; its status in $fault_rc
