@@ -137,7 +137,7 @@ void sim_agents_check_done(runner *r, uint32_t i)
     if (gossip_mix_take(g->mix, r->mix_out, &outcome) != GOSSIP_OK)
         return;
     g->mixing = 0;
-    double dt = (double)(sim_runner_now(r) - g->mix_start) / 1e6;
+    double dt = (double)(sim_engine_now_ns(r->e) - g->mix_start_ns) / 1e9;
     if (outcome == GOSSIP_OK) {
         g->mixes++;
         r->tally.mix_done++;
@@ -171,7 +171,7 @@ static int round_start(runner *r, uint32_t i)
         gossip_mix_start(g->mix, sim_byzantine_outgoing(r->byz, i, x), sim_runner_now(r)) ==
             GOSSIP_OK) {
         g->mixing = 1;
-        g->mix_start = sim_runner_now(r);
+        g->mix_start_ns = sim_engine_now_ns(r->e);
         drain(r, i);
         sim_agents_check_done(r, i);
         return 1;

@@ -62,7 +62,7 @@ typedef struct sim_agent_state {
     float *x;            /* the model vector (for networks: the net's parameters) */
     model_rng *rng;      /* the engine's stream of this agent */
     uint8_t present, mixing;
-    gossip_time_us mix_start;
+    uint64_t mix_start_ns; /* engine clock when its round started (ns: mix_time_*_s exact) */
     uint64_t steps, mixes, aborted;
     double loss; /* loss of the last local step */
     model_net *net;
