@@ -562,6 +562,50 @@ static int scenario_no_effect(const sim_scenario *sc, char *err, size_t errlen)
     return SIM_SCENARIO_OK;
 }
 
+/* Rounds mode delivers every frame at once (no latency, no bandwidth): the
+ * bandwidth keys act there only through the shard oracle, which times one
+ * shard's copy at the bandwidth. Protocol shards (shards.mode = protocol, or
+ * auto up to SIM_SHARDS_PROTOCOL_AGENTS_MAX agents) move as frames, and
+ * beyond GOSSIP_MEMBERS_MAX agents no shard is placed: a bandwidth set
+ * there would silently change nothing. */
+static int scenario_rounds_bandwidth(const sim_scenario *sc, char *err, size_t errlen)
+{
+    static const char *const keys[] = {"network.bandwidth_mbps", "network.upload_mbps",
+                                       "network.download_mbps"};
+    if (sc->run.mode != SIM_RUN_ROUNDS)
+        return SIM_SCENARIO_OK;
+    const int protocol =
+        sc->shards.mode == SIM_SHARDS_PROTOCOL ||
+        (sc->shards.mode == SIM_SHARDS_AUTO && sc->run.agents <= SIM_SHARDS_PROTOCOL_AGENTS_MAX);
+    const int no_shards = sc->run.agents > GOSSIP_MEMBERS_MAX;
+    if (!protocol && !no_shards)
+        return SIM_SCENARIO_OK;
+    for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
+        if (!scenario_changed(sc, keys[k]))
+            continue;
+        char v[SIM_SCENARIO_STR_MAX], mode[SIM_SCENARIO_STR_MAX];
+        sim_scenario_get(sc, keys[k], v, sizeof v);
+        sim_scenario_get(sc, "shards.mode", mode, sizeof mode);
+        if (no_shards)
+            common_errf(err, errlen, 0,
+                        "%s = %s (%s) has no effect: run.mode = rounds (%s) simulates no "
+                        "bandwidth for frames, and run.agents = %u places no shards (more than "
+                        "%u) whose copies it could time; remove it",
+                        keys[k], v, origin_of(sc, keys[k]), origin_of(sc, "run.mode"),
+                        sc->run.agents, GOSSIP_MEMBERS_MAX);
+        else
+            common_errf(err, errlen, 0,
+                        "%s = %s (%s) has no effect: run.mode = rounds (%s) simulates no "
+                        "bandwidth for frames, and shards.mode = %s (%s) moves shards as frames "
+                        "(protocol); use run.mode = timed, or shards.mode = oracle (shard copies "
+                        "timed at the bandwidth), or remove it",
+                        keys[k], v, origin_of(sc, keys[k]), origin_of(sc, "run.mode"), mode,
+                        origin_of(sc, "shards.mode"));
+        return SIM_SCENARIO_EVALUE;
+    }
+    return SIM_SCENARIO_OK;
+}
+
 int sim_scenario_check(const sim_scenario *sc, char *err, size_t errlen)
 {
     if (sc->membership.mode == SIM_MEMBERSHIP_SWIM) {
@@ -698,7 +742,10 @@ int sim_scenario_check(const sim_scenario *sc, char *err, size_t errlen)
             return SIM_SCENARIO_ERANGE;
         }
     }
-    return scenario_no_effect(sc, err, errlen);
+    int rc = scenario_no_effect(sc, err, errlen);
+    if (rc)
+        return rc;
+    return scenario_rounds_bandwidth(sc, err, errlen);
 }
 
 int sim_scenario_get(const sim_scenario *sc, const char *key, char *buf, size_t len)

@@ -337,6 +337,17 @@ static void every_check_error(void **state)
          "network.latency_ms = 20 (c.ini:2) has no effect: it needs run.mode = timed"},
         {"[compute]\nstraggler_model = pareto\nslowdown = 3\n",
          "compute.slowdown = 3 (c.ini:3) has no effect"},
+        /* rounds mode: bandwidth times oracle shard copies only */
+        {"[network]\nbandwidth_mbps = 100\n",
+         "network.bandwidth_mbps = 100 (c.ini:2) has no effect: run.mode = rounds (default) "
+         "simulates no bandwidth for frames, and shards.mode = auto (default) moves shards as "
+         "frames (protocol); use run.mode = timed, or shards.mode = oracle"},
+        {"[run]\nmode = rounds\n[network]\nupload_mbps = 10\n[shards]\nmode = protocol\n",
+         "network.upload_mbps = 10 (c.ini:4) has no effect: run.mode = rounds (c.ini:2) "
+         "simulates no bandwidth for frames, and shards.mode = protocol (c.ini:6)"},
+        {"[run]\nagents = 20000\n[network]\ndownload_mbps = 10\n[shards]\nmode = oracle\n",
+         "network.download_mbps = 10 (c.ini:4) has no effect: run.mode = rounds (default) "
+         "simulates no bandwidth for frames, and run.agents = 20000 places no shards"},
     };
     char err[512];
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -356,8 +367,10 @@ static void no_effect_allowed(void **state)
 {
     (void)state;
     const char *good[] = {
-        "[network]\nbandwidth_mbps = 0\nlatency_sigma = 0.5\n", /* defaults */
-        "[network]\nbandwidth_mbps = 100\n",                    /* rounds: times shard copies */
+        "[network]\nbandwidth_mbps = 0\nlatency_sigma = 0.5\n",       /* defaults */
+        "[network]\nbandwidth_mbps = 100\n[shards]\nmode = oracle\n", /* times shard copies */
+        "[run]\nagents = 3000\n[network]\nupload_mbps = 100\n",       /* auto: oracle here */
+        "[run]\nmode = timed\nduration_s = 1\n[network]\nbandwidth_mbps = 100\n",
         "[run]\nmode = timed\n[network]\nlatency_dist = normal\nlatency_sd_ms = 3\n",
         "[membership]\nmode = swim\nindirect_k = 2\n",
         "[compute]\nstraggler_model = random\nslowdown = 3\nslow_prob = 0.1\n",

@@ -215,7 +215,6 @@ static void invariants_checked(void **state)
      * allowed (r holders failed), so no violation. */
     sc = scenario("[run]\nagents = 12\nmode = rounds\nrounds = 20\n"
                   "[model]\nkind = consensus\ndim = 4\n"
-                  "[network]\nbandwidth_mbps = 100\n" /* a copy takes seconds */
                   "[shards]\ncount = 48\nreplication = 2\n"
                   "[faults]\nevent = 0.05 crash 0-5\n");
     run_checked(sc, &s);
