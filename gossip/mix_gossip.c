@@ -12,11 +12,12 @@
  * not answered at once: it is held (decoded into one of GOSSIP_MIX_HELD_MAX
  * buffers) and answered when the member's own exchange ends, or refused
  * with a busy answer, after which its pusher draws another peer
- * (GOSSIP_MIX_RETRY_MAX times per round). A member answers the pushes it
- * holds, oldest first, before it sends a push of its own, and answers one
- * exchange at a time (every chunk of it), so every exchange is atomic at
- * both ends: between reading and changing a vector nothing else reads or
- * changes it.
+ * (GOSSIP_MIX_RETRY_MAX times per round). A member answers a push it holds
+ * once the whole push has arrived, oldest first, before it sends a push of
+ * its own (a push still arriving from a pusher of higher priority does not
+ * wait: held_blocks), and answers one exchange at a time (every chunk of
+ * it), so every exchange is atomic at both ends: between reading and
+ * changing a vector nothing else reads or changes it.
  *
  * No deadlock (wait-die, Rosenkrantz, Stearns and Lewis 1978): a member
  * mid-exchange holds a push only from a pusher of higher priority than its
@@ -32,11 +33,18 @@
 #include <string.h>
 
 /* Routing around slow, paused and unreachable peers (issue 13 item 14).
- * Each link (peer id) keeps an EWMA of its measured exchange time (push to
- * last answer, late answers included) and a time before which it is
- * avoided (its last frame could not be handed to the network, or it still
- * owes the answer to an earlier exchange).
- * - Per-link deadline: LINK_TIMEOUT_MULT x the link's EWMA, at least
+ * Each link (peer id) keeps the best of its last LINK_SAMPLES measured
+ * exchange times (push to last answer, late answers included; an exchange
+ * that ran out of time counts with the time it ran) and a time before which
+ * it is avoided (its last frame could not be handed to the network, or it
+ * still owes the answer to an earlier exchange). The best, not an average:
+ * an exchange also waits while its peer holds the push behind an exchange
+ * of its own, so the samples of a fast link carry the delays of the slow
+ * links its peer talks to; their minimum is the link's own time. (With an
+ * EWMA, one peer of four behind 10 Mb/s made every link look slow, the
+ * slow one was never told apart and the others' rounds/s fell to 0.1x:
+ * issue 13 item 14.)
+ * - Per-link deadline: LINK_TIMEOUT_MULT x the link's time, at least
  *   LINK_TIMEOUT_MIN_US and at most the configured step timeout; a link
  *   never measured gets min(step timeout, GOSSIP_MIX_STEP_TIMEOUT_DEFAULT_US).
  *   8x: an exchange's time on a healthy link varies by 2-3x with load; an
@@ -45,17 +53,18 @@
  *   hiccup on a loaded host (tens to hundreds of ms) is not a slow link.
  * - Peer choice (random topology only; the graph topologies name their
  *   peers): the uniform draw is kept unless that peer is to be avoided,
- *   owes an answer, or is slow (EWMA > LINK_SLOW_MULT x the EWMA of all
- *   exchanges); then up to PICK_RETRIES more draws look for a better one,
- *   and the cheapest draw wins. A healthy cluster draws exactly as before
- *   (same random stream, same traces); a slow peer is still drawn now and
- *   then (all draws land on it), so its EWMA is refreshed.
+ *   owes an answer, or is slow (its time > LINK_SLOW_MULT x the typical
+ *   time, link_typical); then up to PICK_RETRIES more draws look for a
+ *   better one, and the cheapest draw wins. A healthy cluster draws
+ *   exactly as before (same random stream, same traces); a slow peer is
+ *   still drawn now and then (all draws land on it), so its time is
+ *   refreshed.
  * - An exchange whose peer leaves the view, or that the host could not
  *   send (gossip_mix_unreachable), ends at once. */
 #define LINK_TIMEOUT_MULT   8u
 #define LINK_TIMEOUT_MIN_US 500000u
 #define LINK_SLOW_MULT      4u
-#define LINK_EWMA_SHIFT     2u /* weight 1/4 for a new sample */
+#define LINK_SAMPLES        4u /* a link's time: the best of this many */
 #define LINK_AVOID_US       1000000u
 #define PICK_RETRIES        3u
 /* Holding a push behind our own exchange: only while that exchange has run
@@ -64,8 +73,10 @@
 #define HOLD_LATE_MULT 4u
 
 typedef struct mix_link {
-    uint64_t id;                /* 0: free */
-    uint32_t ewma_us;           /* 0: never measured */
+    uint64_t id;      /* 0: free */
+    uint32_t time_us; /* best of samples[] (0: never measured) */
+    uint32_t samples[LINK_SAMPLES];
+    uint32_t nsamples;          /* samples taken (the ring's next slot: % LINK_SAMPLES) */
     gossip_time_us avoid_until; /* unreachable: not drawn before this */
     gossip_time_us last_used;   /* eviction order */
 } mix_link;
@@ -95,7 +106,8 @@ typedef struct mix_held {
 typedef struct gossip_state {
     mix_link *links; /* members_max entries, keyed by peer id */
     uint32_t links_cap;
-    uint32_t typical_us; /* EWMA over every exchange measured (0: none) */
+    uint32_t typical_us; /* lower median of the links' times (0: none measured) */
+    uint32_t *time_tmp;  /* links_cap entries: scratch of link_typical */
     mix_pending pend[GOSSIP_MIX_PENDING_MAX];
     uint32_t pend_next, pend_cur;
     uint8_t *pend_bits; /* GOSSIP_MIX_PENDING_MAX bitmaps of answered chunks */
@@ -132,8 +144,9 @@ static int gossip_create(gossip_mix *m, const gossip_mix_config *cfg, void **st)
     g->pend_bits = gossip_calloc(m->env, GOSSIP_MIX_PENDING_MAX, g->pend_bytes);
     g->links_cap = m->members_max;
     g->links = gossip_calloc(m->env, g->links_cap, sizeof *g->links);
+    g->time_tmp = gossip_calloc(m->env, g->links_cap, sizeof *g->time_tmp);
     g->held_mem = gossip_calloc(m->env, (size_t)GOSSIP_MIX_HELD_MAX * m->dim, sizeof(float));
-    if (!g->pend_bits || !g->links || !g->held_mem)
+    if (!g->pend_bits || !g->links || !g->time_tmp || !g->held_mem)
         return GOSSIP_ENOMEM;
     for (uint32_t k = 0; k < GOSSIP_MIX_HELD_MAX; k++)
         g->held[k].x = g->held_mem + (size_t)k * m->dim;
@@ -145,6 +158,7 @@ static void gossip_destroy(gossip_mix *m, void *st)
     gossip_state *g = st;
     gossip_free(m->env, g->pend_bits);
     gossip_free(m->env, g->links);
+    gossip_free(m->env, g->time_tmp);
     gossip_free(m->env, g->held_mem);
     gossip_free(m->env, g);
 }
@@ -175,13 +189,41 @@ static mix_link *link_get(gossip_state *g, uint64_t id, gossip_time_us now)
     return l;
 }
 
-static uint32_t ewma_add(uint32_t ewma, gossip_time_us sample)
+/* The typical exchange time, against which a link is called slow: the
+ * lower median of the measured links' times. Not an average over every
+ * exchange: with one slow peer of three, a third of the samples are slow,
+ * such an average rose towards the slow link's time and the slow link was
+ * never "4x typical", so it was drawn as often as the others (issue 13
+ * item 14). The median follows a change of the whole network (every link
+ * slower) but not a minority of slow links. Selection in place, O(links). */
+static uint32_t link_typical(gossip_state *g)
 {
-    uint32_t x = sample > UINT32_MAX ? UINT32_MAX : (sample ? (uint32_t)sample : 1u);
-    if (!ewma)
-        return x;
-    int64_t d = (int64_t)x - (int64_t)ewma;
-    return (uint32_t)((int64_t)ewma + d / (1 << LINK_EWMA_SHIFT));
+    uint32_t n = 0, *a = g->time_tmp;
+    for (uint32_t k = 0; k < g->links_cap; k++)
+        if (g->links[k].id && g->links[k].time_us)
+            a[n++] = g->links[k].time_us;
+    if (n == 0)
+        return 0;
+    int64_t want = (n - 1) / 2, lo = 0, hi = (int64_t)n - 1;
+    while (lo < hi) { /* three-way partition of a[lo..hi] around p */
+        uint32_t p = a[lo + (hi - lo) / 2], t;
+        int64_t lt = lo, i = lo, gt = hi;
+        while (i <= gt) {
+            if (a[i] < p)
+                t = a[lt], a[lt++] = a[i], a[i++] = t;
+            else if (a[i] > p)
+                t = a[gt], a[gt--] = a[i], a[i] = t;
+            else
+                i++;
+        }
+        if (want < lt)
+            hi = lt - 1;
+        else if (want > gt)
+            lo = gt + 1;
+        else
+            return p;
+    }
+    return a[want];
 }
 
 /* Exchange e completed at now: one sample of its link's time. */
@@ -190,15 +232,22 @@ static void link_measured(gossip_state *g, const mix_pending *e, gossip_time_us 
     if (now < e->started)
         return;
     mix_link *l = link_get(g, e->peer, now);
-    l->ewma_us = ewma_add(l->ewma_us, now - e->started);
-    g->typical_us = ewma_add(g->typical_us, now - e->started);
+    gossip_time_us dt = now - e->started;
+    l->samples[l->nsamples++ % LINK_SAMPLES] =
+        dt > UINT32_MAX ? UINT32_MAX : (dt ? (uint32_t)dt : 1u);
+    uint32_t n = l->nsamples < LINK_SAMPLES ? l->nsamples : LINK_SAMPLES;
+    l->time_us = l->samples[0];
+    for (uint32_t k = 1; k < n; k++)
+        if (l->samples[k] < l->time_us)
+            l->time_us = l->samples[k];
+    g->typical_us = link_typical(g);
 }
 
 static gossip_time_us link_timeout(const gossip_mix *m, const mix_link *l)
 {
     gossip_time_us t = GOSSIP_MIX_STEP_TIMEOUT_DEFAULT_US;
-    if (l && l->ewma_us) {
-        t = (gossip_time_us)l->ewma_us * LINK_TIMEOUT_MULT;
+    if (l && l->time_us) {
+        t = (gossip_time_us)l->time_us * LINK_TIMEOUT_MULT;
         if (t < LINK_TIMEOUT_MIN_US)
             t = LINK_TIMEOUT_MIN_US;
     }
@@ -225,8 +274,8 @@ static unsigned pick_cost(const gossip_mix *m, gossip_state *g, uint32_t j, goss
         return 3;
     if (link_owes(m, g, m->ids[j], now))
         return 2;
-    if (l && l->ewma_us && g->typical_us &&
-        (uint64_t)l->ewma_us > (uint64_t)LINK_SLOW_MULT * g->typical_us)
+    if (l && l->time_us && g->typical_us &&
+        (uint64_t)l->time_us > (uint64_t)LINK_SLOW_MULT * g->typical_us)
         return 1;
     return 0;
 }
@@ -284,22 +333,80 @@ static mix_held *held_find(gossip_state *g, uint64_t peer, uint64_t round)
     return NULL;
 }
 
-/* The held push answered next (the oldest), or NULL. */
-static mix_held *held_oldest(gossip_state *g)
+/* A held push is answered only once every chunk of it has arrived: from
+ * then on answering it takes no time of the network, so our vector is
+ * locked to it for one pass only. Answering a push chunk by chunk as it
+ * arrives would lock us to the pusher's link: one slow pusher (10 Mb/s)
+ * then held every member it pushed to, and the pushes queued behind it,
+ * for the whole transfer (issue 13 item 14: the other members' rounds/s
+ * fell to 0.1x). An exchange already begun (sent > 0) is finished first. */
+static int held_ready(const gossip_mix *m, const mix_held *h)
+{
+    return h->used && (h->sent > 0 || h->got == m->dim);
+}
+
+/* The held push answered next: the one begun, else the oldest ready one,
+ * or NULL. */
+static mix_held *held_next(gossip_mix *m, gossip_state *g)
 {
     mix_held *o = NULL;
-    for (uint32_t k = 0; k < GOSSIP_MIX_HELD_MAX; k++)
-        if (g->held[k].used && (!o || g->held[k].seq < o->seq))
-            o = &g->held[k];
+    for (uint32_t k = 0; k < GOSSIP_MIX_HELD_MAX; k++) {
+        mix_held *h = &g->held[k];
+        if (!held_ready(m, h))
+            continue;
+        if (h->sent > 0)
+            return h;
+        if (!o || h->seq < o->seq)
+            o = h;
+    }
     return o;
 }
 
-static uint32_t held_count(const gossip_state *g)
+/* 1 if held push h must be answered before our push of round g->round
+ * goes out: it is ready, or it is still arriving from a pusher whose
+ * priority is not above our exchange's (wait-die: while our exchange runs
+ * we may keep waiting only pushers of higher priority, see gossip_round_for). */
+static int held_blocks(const gossip_mix *m, const gossip_state *g, const mix_held *h)
+{
+    return h->used && (held_ready(m, h) || !prio_above(h->peer, h->round, m->self, g->round));
+}
+
+static uint32_t held_blocking(const gossip_mix *m, const gossip_state *g)
 {
     uint32_t n = 0;
     for (uint32_t k = 0; k < GOSSIP_MIX_HELD_MAX; k++)
-        n += g->held[k].used != 0;
+        n += held_blocks(m, g, &g->held[k]);
     return n;
+}
+
+/* Round number for our next exchange. A push still arriving does not delay
+ * our own push when our exchange's priority is below its pusher's: the
+ * waits-for edges then still run from higher to lower priority (no
+ * deadlock). The priority is a hash of (id, round), so the first of the
+ * next ROUND_TRIES round numbers whose priority is below every such
+ * pusher's is taken (the chance that none is: 1/(ROUND_TRIES + 1) on
+ * average); if none, the next number, and we wait for those pushes.
+ * Round numbers only have to grow: skipping some is harmless. */
+#define ROUND_TRIES 64u
+static uint64_t gossip_round_for(const gossip_mix *m, const gossip_state *g)
+{
+    uint64_t r = g->next;
+    int arriving = 0;
+    for (uint32_t k = 0; k < GOSSIP_MIX_HELD_MAX; k++)
+        arriving |= g->held[k].used && !held_ready(m, &g->held[k]);
+    if (!arriving)
+        return r;
+    for (uint64_t t = 0; t < ROUND_TRIES; t++) {
+        int below = 1;
+        for (uint32_t k = 0; k < GOSSIP_MIX_HELD_MAX && below; k++) {
+            const mix_held *h = &g->held[k];
+            if (h->used && !held_ready(m, h))
+                below = prio_above(h->peer, h->round, m->self, r + t);
+        }
+        if (below)
+            return r + t;
+    }
+    return r;
 }
 
 /* Drop held pushes that cannot be completed: their pusher left the view
@@ -325,7 +432,7 @@ static void held_prune(gossip_mix *m, gossip_state *g, gossip_time_us now, int v
  * (it includes the pushes we answered since start). */
 static void gossip_push(gossip_mix *m, gossip_state *g)
 {
-    assert(!g->pushing && held_count(g) == 0);
+    assert(!g->pushing && held_blocking(m, g) == 0);
     gossip_time_us now = g->now;
     uint64_t r = g->round;
     g->want_push = 0;
@@ -410,19 +517,20 @@ static void gossip_reset(gossip_mix *m, void *st)
     g->pushing = g->want_push = 0;
 }
 
-/* Begin a round: the push goes out at once, or once the pushes we hold
- * are answered (gossip_check). */
+/* Begin a round: the push goes out at once, or once the pushes that block
+ * it (held_blocks) are answered (gossip_check). */
 static void gossip_start(gossip_mix *m, void *st, gossip_time_us now)
 {
     gossip_state *g = st;
     g->now = now;
     held_prune(m, g, now, 0);
-    g->round = g->next++;
+    g->round = gossip_round_for(m, g);
+    g->next = g->round + 1;
     g->retries = 0;
     g->pushing = 0;
     g->want_push = 1;
     m->stream.ndest = 0;
-    if (held_count(g) == 0)
+    if (held_blocking(m, g) == 0)
         gossip_push(m, g);
 }
 
@@ -471,7 +579,7 @@ static int gossip_ends_soon(const gossip_mix *m, gossip_state *g, gossip_time_us
         return 1;
     const mix_pending *p = &g->pend[g->pend_cur];
     const mix_link *l = link_find(g, p->peer);
-    if (l && l->ewma_us && (uint64_t)l->ewma_us > (uint64_t)LINK_SLOW_MULT * g->typical_us)
+    if (l && l->time_us && (uint64_t)l->time_us > (uint64_t)LINK_SLOW_MULT * g->typical_us)
         return 0;
     assert(p->used && p->peer != m->self);
     return now < p->started || now - p->started <= (uint64_t)HOLD_LATE_MULT * g->typical_us;
@@ -557,7 +665,7 @@ static int gossip_poll(gossip_mix *m, void *st, gossip_send *out)
         if (h)
             g->crossed = 1;
     } else {
-        h = held_oldest(g);
+        h = held_next(m, g);
     }
     if (!h || h->sent == h->got)
         return 0;
@@ -672,7 +780,7 @@ static void gossip_check(gossip_mix *m, void *st)
             return;
         }
     }
-    if (held_count(g) == 0)
+    if (held_blocking(m, g) == 0)
         gossip_push(m, g);
 }
 
@@ -684,6 +792,14 @@ static void gossip_expire(gossip_mix *m, void *st, gossip_time_us now)
     if (now > g->now)
         g->now = now;
     held_prune(m, g, now, 0);
+    /* the exchange took at least this long: a sample of its link, or a
+     * link whose exchanges all run out of time would never be measured,
+     * never called slow, and be drawn as often as a fast one (issue 13
+     * item 14: a 10 Mb/s peer cost each of the others an aborted round in
+     * three) */
+    const mix_pending *p = &g->pend[g->pend_cur];
+    if (g->pushing && p->used && p->round == g->round && p->got < m->dim)
+        link_measured(g, p, now);
     gossip_abort(m, g);
 }
 
