@@ -118,8 +118,10 @@ static uint32_t max_abs_bits(const float *restrict x, uint32_t n)
  * r[0 .. round_up(nt, 4)); r has CODEC_TILE entries and nt <= CODEC_TILE. */
 static void fill_random(const gossip_env *env, uint16_t *r, uint32_t nt)
 {
+    uint64_t draw[CODEC_TILE / 4];
+    gossip_random_fill(env, draw, (nt + 3) / 4);
     for (uint32_t i = 0; i < nt; i += 4) {
-        uint64_t v = gossip_random(env);
+        uint64_t v = draw[i / 4];
         r[i] = (uint16_t)v;
         r[i + 1] = (uint16_t)(v >> 16);
         r[i + 2] = (uint16_t)(v >> 32);

@@ -2,6 +2,8 @@
 
 #include <string.h>
 
+#include "model/rng.h"
+
 void *gossip_alloc(const gossip_env *env, size_t size)
 {
     return env->alloc(env->alloc_ctx, size);
@@ -26,6 +28,18 @@ void gossip_free(const gossip_env *env, void *p)
 uint64_t gossip_random(const gossip_env *env)
 {
     return env->random(env->random_ctx);
+}
+
+void gossip_random_fill(const gossip_env *env, uint64_t *out, size_t n)
+{
+    /* The stream of a model_rng (the agent's, the simulator's, the
+     * tests'): drawn in one call, the very values n calls would return. */
+    if (env->random == model_rng_callback) {
+        model_rng_fill(env->random_ctx, out, n);
+        return;
+    }
+    for (size_t i = 0; i < n; i++)
+        out[i] = env->random(env->random_ctx);
 }
 
 uint64_t gossip_random_below(const gossip_env *env, uint64_t n)

@@ -34,6 +34,10 @@ void *gossip_alloc(const gossip_env *env, size_t size);
 void *gossip_calloc(const gossip_env *env, size_t count, size_t size);
 void gossip_free(const gossip_env *env, void *p);
 uint64_t gossip_random(const gossip_env *env);
+/* n values of gossip_random's stream at once (the codec's stochastic
+ * rounding takes a tile's draws in one call): for a model_rng stream
+ * (model/rng.h) drawn directly, else n calls of random. */
+void gossip_random_fill(const gossip_env *env, uint64_t *out, size_t n);
 /* Uniform integer in [0, n); n > 0. */
 uint64_t gossip_random_below(const gossip_env *env, uint64_t n);
 /* Uniform float in [0, 1) with 24 random bits. */

@@ -114,3 +114,10 @@ uint64_t model_rng_callback(void *ctx)
 {
     return model_rng_u64((model_rng *)ctx);
 }
+
+void model_rng_fill(void *ctx, uint64_t *out, size_t n)
+{
+    model_rng *rng = ctx;
+    for (size_t i = 0; i < n; i++)
+        out[i] = model_rng_u64(rng);
+}

@@ -11,6 +11,7 @@
 #ifndef MODEL_RNG_H
 #define MODEL_RNG_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 typedef struct model_rng {
@@ -35,5 +36,7 @@ double model_rng_gamma(model_rng *rng, double shape);
 void model_rng_shuffle_u32(model_rng *rng, uint32_t *v, uint32_t n);
 /* Adapter for callback-style envs: ctx is a model_rng *. */
 uint64_t model_rng_callback(void *ctx);
+/* n values of model_rng_u64 in one call (gossip_random_fill). */
+void model_rng_fill(void *ctx, uint64_t *out, size_t n);
 
 #endif
