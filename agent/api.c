@@ -8,7 +8,9 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "agent/log.h"
 #include "agent/store_file.h"
@@ -160,6 +162,15 @@ MURMUR_API int murmur_wait_ready(murmur_agent *a, float *params, float *momentum
     return MURMUR_OK;
 }
 
+/* The calling thread's id, cached per thread. */
+static int api_tid(void)
+{
+    static _Thread_local int tid;
+    if (!tid)
+        tid = (int)syscall(SYS_gettid);
+    return tid;
+}
+
 MURMUR_API int murmur_mix(murmur_agent *a, float *params, uint32_t steps, uint64_t samples)
 {
     if (!a || !params)
@@ -180,6 +191,8 @@ MURMUR_API int murmur_mix(murmur_agent *a, float *params, uint32_t steps, uint64
     uint32_t live = atomic_load(&a->live_n);
     a->host_steps += steps;
     a->host_samples += samples;
+    if (steps && a->cfg.cost_share > 0)
+        a->host_tid = api_tid(); /* whose CPU time the cadence measures */
     int max_steps = a->cfg.run_max_steps && a->host_steps >= a->cfg.run_max_steps;
     /* one schedule step per counted step; the samples go with the last */
     for (uint32_t s = 0; s < sched_steps; s++) {

@@ -353,7 +353,14 @@ const agent_config_option agent_config_options[] = {
     {"mixing", "block", U32, F(block), .min = 1, .max = 65536, .def = "256", .unit = "values",
      .help = "values per quantization block (each block carries one scale)"},
     {"mixing", "interval_steps", U32, F(interval_steps), .min = 1, .max = 1000000, .def = "16",
-     .unit = "steps", .help = "local steps between mixing rounds (H for allreduce)"},
+     .unit = "steps",
+     .help = "local steps between mixing rounds (H for allreduce); the least with cost_share"},
+    {"mixing", "cost_share", F64, F(cost_share), .min = 0, .max = 0.5, .def = "0",
+     .help = "largest share of the training thread's CPU time a round may cost (measured): the "
+             "interval grows from interval_steps up to interval_steps_max to stay under it; "
+             "0 = a fixed interval_steps"},
+    {"mixing", "interval_steps_max", U32, F(interval_steps_max), .min = 1, .max = 1000000,
+     .def = "64", .unit = "steps", .help = "longest interval the cost_share rule may choose"},
     {"mixing", "allreduce_step_deadline_ms", U32, F(allreduce_step_deadline_ms), .min = 10,
      .max = 600000, .def = "5000", .unit = "ms",
      .help = "longest wait for one allreduce step before the round is aborted"},
@@ -625,6 +632,13 @@ int agent_config_finish(agent_config *c, char *err, size_t errlen)
                            "%s: model.schedule %s must last longer than model.warmup (%g, from %s)",
                            c->origin[option_index("model", "schedule")], c->schedule, c->warmup,
                            c->origin[option_index("model", "warmup")]);
+    if (c->cost_share > 0 && c->interval_steps_max < c->interval_steps)
+        return common_errf(err, errlen, AGENT_CONFIG_ECONFLICT,
+                           "%s: mixing.interval_steps_max (%u) must not be below "
+                           "mixing.interval_steps (%u, from %s)",
+                           c->origin[option_index("mixing", "interval_steps_max")],
+                           c->interval_steps_max, c->interval_steps,
+                           c->origin[option_index("mixing", "interval_steps")]);
     if (c->min_lr > c->lr)
         return common_errf(err, errlen, AGENT_CONFIG_ECONFLICT,
                            "%s: model.min_lr (%g) must not exceed model.lr (%g, from %s)",
@@ -802,6 +816,8 @@ void agent_config_sched(const agent_config *c, gossip_sched_config *out)
 {
     memset(out, 0, sizeof *out);
     out->interval_steps = c->interval_steps;
+    out->cost_share = c->cost_share;
+    out->interval_steps_max = c->cost_share > 0 ? c->interval_steps_max : 0;
     out->batch = c->batch;
     out->kind = MODEL_LR_CONSTANT;
     out->base_lr = (float)c->lr;

@@ -133,11 +133,13 @@ typedef struct agent_config {
     uint64_t eval_every_steps;                /* local steps between test evaluations */
     uint32_t eval_samples;                    /* test samples evaluated, 0 = all */
     /* [mixing] */
-    gossip_mix_algo algorithm; /* names: gossip_mix_algo_names */
-    gossip_topology topology;  /* names: gossip_topology_names */
-    uint32_t bits;             /* quantization bits per value: 1, 2, 4, 8, 16 or 32 */
-    uint32_t block;            /* values per quantization block (one scale each) */
-    uint32_t interval_steps;
+    gossip_mix_algo algorithm;   /* names: gossip_mix_algo_names */
+    gossip_topology topology;    /* names: gossip_topology_names */
+    uint32_t bits;               /* quantization bits per value: 1, 2, 4, 8, 16 or 32 */
+    uint32_t block;              /* values per quantization block (one scale each) */
+    uint32_t interval_steps;     /* the least, with cost_share */
+    double cost_share;           /* adaptive cadence (gossip/sched.h), 0 = fixed interval */
+    uint32_t interval_steps_max; /* the longest interval cost_share may choose */
     uint32_t allreduce_step_deadline_ms;
     gossip_robust_rule robust; /* names: gossip_robust_rule_names (gossip/robust.h) */
     double robust_clip_factor;

@@ -6,9 +6,11 @@
 #include "agent/runtime_internal.h"
 
 #include <cblas.h>
+#include <dirent.h>
 #include <math.h>
 #include <sodium.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -286,7 +288,9 @@ static double adopted_clock(const agent_runtime *a, uint64_t round)
     uint32_t n = atomic_load(&a->live_n);
     if (a->cfg.schedule_unit != GOSSIP_SCHED_UNIT_CLUSTER_EPOCHS)
         n = 1; /* the clock counts one agent's samples */
-    return (double)round * a->cfg.interval_steps * a->cfg.batch * (n ? n : 1);
+    /* the interval of our own schedule now: the cadence makes it about
+     * the same on every agent of one kind of host */
+    return (double)round * gossip_sched_interval(a->sched) * a->cfg.batch * (n ? n : 1);
 }
 
 static void on_model_state(agent_runtime *a)
@@ -360,12 +364,16 @@ static void mixing_finish(agent_runtime *a, int outcome)
     }
     /* The result becomes the model served to joiners by swapping buffers
      * (a copy of the model per round less; both are read and written only
-     * under a->mu or by this thread), then goes to the schedule. */
+     * under a->mu or by this thread), then goes to the schedule by
+     * reference (another copy less): latest stays unchanged until the
+     * round after next ends (take writes the other buffer), and this
+     * result is applied before the next round can start; the model
+     * state's writes to latest happen before mixing ever starts. */
     pthread_mutex_lock(&a->mu);
     float *served = a->mix_out;
     a->mix_out = a->latest;
     a->latest = served;
-    if (gossip_sched_deliver(a->sched, a->latest, outcome) == GOSSIP_ENONFINITE)
+    if (gossip_sched_deliver_ref(a->sched, a->latest, outcome) == GOSSIP_ENONFINITE)
         agent_log(AGENT_LOG_WARN, "mixing_refused", "why",
                   "the mixed model is not finite; the round is dropped", NULL);
     pthread_cond_broadcast(&a->cv);
@@ -398,6 +406,7 @@ static void on_mixing(agent_runtime *a, uint64_t now)
     a->mix_sent = x;
     if (gossip_mix_start(m, x, now) == GOSSIP_OK) {
         a->mixing = 1;
+        a->rounds_begun++;
         agent_metrics_std_round_begin(&a->ms, now);
         return;
     }
@@ -408,6 +417,127 @@ static void on_mixing(agent_runtime *a, uint64_t now)
     pthread_cond_broadcast(&a->cv);
     pthread_mutex_unlock(&a->mu);
     a->mix_sent = NULL;
+}
+
+/* ---- the adaptive cadence (gossip/sched.h, "Cadence") ---- */
+
+static uint64_t thread_cpu_ns(void)
+{
+    struct timespec ts;
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts))
+        return 0;
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* The first two fields of /proc/self/task/TID/schedstat: ns the thread
+ * ran on a CPU, and ns it waited on a run queue. 0, or -1 if unreadable. */
+static int task_schedstat(const char *tid, uint64_t *run_ns, uint64_t *wait_ns)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/task/%.20s/schedstat", tid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    unsigned long long run = 0, wait = 0;
+    int n = fscanf(f, "%llu %llu", &run, &wait);
+    fclose(f);
+    if (n != 2)
+        return -1;
+    *run_ns = run;
+    *wait_ns = wait;
+    return 0;
+}
+
+/* CPU time of NNG's threads (I/O, sealing and opening frames, timers),
+ * the part of a round's cost outside the event loop: the run time of
+ * every thread whose name begins with "nng". 0 where /proc is not there. */
+static uint64_t nng_cpu_ns(void)
+{
+    DIR *d = opendir("/proc/self/task");
+    if (!d)
+        return 0;
+    uint64_t sum = 0;
+    struct dirent *e;
+    char path[64], buf[64];
+    while ((e = readdir(d))) {
+        if (e->d_name[0] < '0' || e->d_name[0] > '9')
+            continue;
+        snprintf(path, sizeof path, "/proc/self/task/%.20s/comm", e->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f)
+            continue;
+        int nng = fgets(buf, sizeof buf, f) && !strncmp(buf, "nng", 3);
+        fclose(f);
+        uint64_t run, wait;
+        if (nng && !task_schedstat(e->d_name, &run, &wait))
+            sum += run;
+    }
+    closedir(d);
+    return sum;
+}
+
+/* Once per window (at least AGENT_CADENCE_EVERY_US and
+ * AGENT_CADENCE_ROUNDS_MIN rounds): the CPU time the loop and NNG spent
+ * per round, against the training time per step, to the schedule, which
+ * sets the interval of the next rounds (gossip/sched.h, "Cadence").
+ * Everything outside the training thread is charged to mixing (membership
+ * and metrics cost far less than a round).
+ * Per round: pairwise gossip also answers the pushes of others, which
+ * cost about as much as its own exchange and come at the rate of the
+ * others' rounds, so the CPU time is divided among the exchanges taken
+ * part in (own rounds + pushes answered) and a round is charged two of
+ * them, its own and, in a cluster of agents that all follow this rule,
+ * one answered. (Charging all of it to the own rounds makes the rule
+ * unstable: an agent with the longer interval answers more pushes per own
+ * round, finds its rounds dearer and lengthens its interval further;
+ * measured, two agents settled at 256 and 100 steps.) The other rules
+ * take part in each round once.
+ * The training time per step: the host thread's CPU time per step when
+ * it wanted a CPU (ran or waited on a run queue) at least half the
+ * window, a host whose steps compete with mixing for the cores; else
+ * (a host that sleeps or waits on a device between steps) its wall time
+ * per step, of which mixing on an idle core takes nothing. */
+static void cadence_measure(agent_runtime *a, uint64_t now)
+{
+    if (!(a->cfg.cost_share > 0) || now < a->cad_until_us)
+        return;
+    a->cad_until_us = now + AGENT_CADENCE_EVERY_US;
+    uint64_t rounds = a->rounds_begun;
+    uint64_t answered = gossip_mix_get_stats(gossip_node_mix(a->node))->exchanges_answered;
+    if (a->cad_tid && rounds - a->cad_rounds < AGENT_CADENCE_ROUNDS_MIN)
+        return; /* the window goes on */
+    pthread_mutex_lock(&a->mu);
+    uint64_t steps = a->host_steps;
+    int tid = a->host_tid;
+    pthread_mutex_unlock(&a->mu);
+    char tid_s[24];
+    snprintf(tid_s, sizeof tid_s, "%d", tid);
+    uint64_t run = 0, wait = 0;
+    if (!tid || task_schedstat(tid_s, &run, &wait)) {
+        a->cad_tid = 0; /* no host thread yet, or no /proc: nothing measured */
+        return;
+    }
+    uint64_t cpu = thread_cpu_ns() + nng_cpu_ns();
+    if (a->cad_tid == tid && steps > a->cad_steps && now > a->cad_t_us && cpu >= a->cad_cpu_ns &&
+        run >= a->cad_run_ns && wait >= a->cad_wait_ns && answered >= a->cad_answered) {
+        double wall_ns = (double)(now - a->cad_t_us) * 1000.0;
+        double busy_ns = (double)(run - a->cad_run_ns) + (double)(wait - a->cad_wait_ns);
+        double train_ns = busy_ns >= 0.5 * wall_ns ? (double)(run - a->cad_run_ns) : wall_ns;
+        double taken = (double)(rounds - a->cad_rounds) + (double)(answered - a->cad_answered);
+        double per_round = a->cfg.algorithm == GOSSIP_MIX_GOSSIP ? 2.0 : 1.0;
+        pthread_mutex_lock(&a->mu);
+        gossip_sched_note_cost(a->sched, (double)(cpu - a->cad_cpu_ns) / taken * per_round,
+                               train_ns / (double)(steps - a->cad_steps));
+        pthread_mutex_unlock(&a->mu);
+    }
+    a->cad_tid = tid;
+    a->cad_t_us = now;
+    a->cad_cpu_ns = cpu;
+    a->cad_rounds = rounds;
+    a->cad_answered = answered;
+    a->cad_run_ns = run;
+    a->cad_wait_ns = wait;
+    a->cad_steps = steps;
 }
 
 /* host_ready: a->host_ready read under a->mu (the host sets it). */
@@ -534,6 +664,10 @@ static void log_progress(agent_runtime *a)
     agent_log_u64(&l, "shards_held", s.shards_held);
     agent_log_u64(&l, "shards_missing", s.shards_missing);
     agent_log_f64(&l, "samples_per_s", s.samples_per_second);
+    pthread_mutex_lock(&a->mu);
+    uint32_t interval = gossip_sched_interval(a->sched);
+    pthread_mutex_unlock(&a->mu);
+    agent_log_u64(&l, "interval_steps", interval);
     agent_log_str(&l, "state", s.state);
     agent_log_str(&l, "train", s.train_source);
     agent_log_u64(&l, "train_shards", s.train_shards);
@@ -718,6 +852,7 @@ static void loop_pass(agent_runtime *a)
         a->next_status_us = now + AGENT_STATUS_EVERY_US;
     }
     on_admission(a, now);
+    cadence_measure(a, now);
     if (now >= a->next_progress_us) {
         log_progress(a);
         a->next_progress_us = now + (uint64_t)a->cfg.progress_interval_ms * 1000u;

@@ -36,6 +36,13 @@
  * widths, so every layer is sampled). */
 #define AGENT_CONSENSUS_EWMA   0.2
 #define AGENT_CONSENSUS_STRIDE 7u
+/* The adaptive cadence (gossip/sched.h, "Cadence"): the loop measures the
+ * CPU time of its own thread and NNG's threads per round, and the host's
+ * CPU time per step, over windows of at least this long that hold at
+ * least AGENT_CADENCE_ROUNDS_MIN rounds (1 s: tens of rounds at the
+ * default interval, and reading the threads' clocks costs ~0.1 ms). */
+#define AGENT_CADENCE_EVERY_US   1000000u
+#define AGENT_CADENCE_ROUNDS_MIN 2u
 /* A failing checkpoint warns at most once per this interval (it is counted
  * every time). */
 #define AGENT_CKPT_WARN_EVERY_US 60000000u
@@ -69,6 +76,11 @@ struct murmur_agent {
     const float *mix_sent; /* loop: the schedule's outgoing vector of the running round */
     float *mix_out;        /* loop: vector from gossip_mix_take */
     int mixing;            /* loop: a round is running */
+    uint64_t rounds_begun; /* loop: rounds handed to the mixer */
+    /* loop: the cadence's window (runtime.c, cadence_measure) */
+    uint64_t cad_until_us, cad_t_us, cad_cpu_ns, cad_rounds, cad_answered, cad_run_ns, cad_wait_ns,
+        cad_steps;
+    int cad_tid;
     uint64_t epoch;
     uint64_t *view_ids;
     uint32_t view_n;
@@ -102,6 +114,7 @@ struct murmur_agent {
     uint64_t host_samples; /* counted by murmur_mix */
     double host_loss, host_test_loss, host_accuracy; /* murmur_report; NaN = unknown */
     uint64_t sps_steps, sps_t_us;                    /* samples/s window (loop) */
+    int host_tid; /* the thread of the latest counted murmur_mix (the cadence) */
 
     float *init_params; /* the checkpoint's model (have_ckpt) */
     float *init_momentum;

@@ -534,7 +534,13 @@ int gossip_mix_start(gossip_mix *m, const float *x, gossip_time_us now)
         memset(m->pending, 0, (size_t)m->dim * sizeof *m->pending);
         m->pending_dirty = 0;
     }
-    memcpy(m->work, m->orig, (size_t)m->dim * sizeof *m->work);
+    if (m->ops->flags & MIX_OPS_NO_ORIG) {
+        float *w = m->work;
+        m->work = m->orig;
+        m->orig = w;
+    } else {
+        memcpy(m->work, m->orig, (size_t)m->dim * sizeof *m->work);
+    }
     m->has_vector = 1;
     m->state = GOSSIP_MIX_RUNNING;
     m->outcome = GOSSIP_OK;

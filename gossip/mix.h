@@ -163,6 +163,7 @@ typedef struct gossip_mix_stats {
     uint64_t exchanges_held;      /* gossip: pushes held until our own exchange ended */
     uint64_t exchanges_refused;   /* gossip: pushes answered busy (mid-exchange, full, no vector) */
     uint64_t exchanges_retried;   /* gossip: pushes sent again after a busy answer */
+    uint64_t exchanges_answered;  /* gossip: pushes of others answered in full */
 } gossip_mix_stats;
 
 typedef enum gossip_mix_state {

@@ -690,8 +690,10 @@ static int gossip_poll(gossip_mix *m, void *st, gossip_send *out)
     out->frame = fr;
     mix_sent(m, out, h->peer, GOSSIP_HEADER_SIZE + payload);
     h->sent += n;
-    if (h->sent == m->dim)
+    if (h->sent == m->dim) {
         h->used = 0;
+        m->stats.exchanges_answered++;
+    }
     return 1;
 }
 
@@ -810,7 +812,7 @@ static uint64_t gossip_round(const gossip_mix *m, const void *st)
 }
 
 const mix_ops mix_gossip_ops = {
-    .flags = MIX_OPS_ENC | MIX_OPS_REPLIES,
+    .flags = MIX_OPS_ENC | MIX_OPS_REPLIES | MIX_OPS_NO_ORIG,
     .types = MIX_TYPE_BIT(GOSSIP_MSG_MIX_PUSH) | MIX_TYPE_BIT(GOSSIP_MSG_MIX_REPLY),
     .topology_ok = gossip_topology_ok,
     .create = gossip_create,

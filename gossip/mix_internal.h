@@ -29,7 +29,7 @@
  * Core buffers (all allocated in gossip_mix_create, sized from the config):
  *   work      dim floats: the vector being mixed (and the last result)
  *   orig      dim floats: the vector given to start (what an aborted round
- *             returns)
+ *             returns); rules with MIX_OPS_NO_ORIG leave it undefined
  *   pending   dim floats: passive changes made while idle, added at start
  *   scratch*  chunk_values floats each
  *   enc       the encoded vector of the round (rules with MIX_OPS_ENC)
@@ -97,6 +97,10 @@ typedef struct mix_frame {
 /* mix_ops.flags: core facilities a rule needs (allocated only then). */
 #define MIX_OPS_ENC     1u /* m->enc: the round's encoded vector */
 #define MIX_OPS_REPLIES 2u /* m->txq: reply frames */
+/* The rule never reads m->orig (pairwise gossip: an aborted exchange keeps
+ * what both ends applied): start then swaps orig and work instead of
+ * copying the vector (a copy of the model per round less). */
+#define MIX_OPS_NO_ORIG 4u
 
 typedef struct mix_ops {
     uint32_t flags; /* MIX_OPS_* (its name is gossip_mix_algo_names[algo]) */

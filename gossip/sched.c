@@ -17,11 +17,14 @@ struct gossip_sched {
     int replace_pending; /* in[] holds an adopted model for the next step */
     int drop_result;     /* the outstanding round began before the adoption */
     int result_ok;
-    float *adopted;     /* the adopted model (replace) */
-    uint64_t since_mix; /* local steps since the last round was due */
-    double clock;       /* cluster samples (EPOCHS) or own samples (STEPS) */
-    float *sent;        /* the vector handed to the mixer */
-    float *in;          /* the mixer's result, or the adopted model */
+    float *adopted;      /* the adopted model (replace) */
+    uint64_t since_mix;  /* local steps since the last round was due */
+    uint32_t interval;   /* steps between two rounds now (cadence) */
+    double want;         /* smoothed round_cost / (cost_share x step_cost) */
+    double clock;        /* cluster samples (EPOCHS) or own samples (STEPS) */
+    float *sent;         /* the vector handed to the mixer */
+    float *in;           /* a copy of the mixer's result (deliver) */
+    const float *result; /* the result to apply: in, or the caller's (deliver_ref) */
     gossip_sched_stats stats;
 };
 
@@ -88,6 +91,10 @@ int gossip_sched_config_check(const gossip_sched_config *c, const char **why)
     if (c->kind == MODEL_LR_STEP &&
         (!(c->step_every > 0) || !isfinite(c->step_every) || !(c->gamma > 0) || c->gamma > 1))
         return sched_bad(why, "the step schedule needs a period > 0 and 0 < gamma <= 1");
+    if (!(c->cost_share >= 0) || !(c->cost_share < 1))
+        return sched_bad(why, "cost_share must be in [0, 1)");
+    if (c->interval_steps_max && c->interval_steps_max < c->interval_steps)
+        return sched_bad(why, "interval_steps_max must be 0 or >= interval_steps");
     if ((unsigned)c->unit > GOSSIP_SCHED_UNIT_CLUSTER_EPOCHS)
         return sched_bad(why, "unknown schedule unit");
     if (c->unit != GOSSIP_SCHED_UNIT_STEPS && !c->dataset_samples)
@@ -119,6 +126,9 @@ int gossip_sched_create(gossip_sched **out, const gossip_env *env, const gossip_
     s->cfg = *cfg;
     if (!s->cfg.lr_scale_max)
         s->cfg.lr_scale_max = GOSSIP_SCHED_LR_SCALE_MAX_DEFAULT;
+    if (!s->cfg.interval_steps_max || !(s->cfg.cost_share > 0))
+        s->cfg.interval_steps_max = s->cfg.interval_steps;
+    s->interval = s->cfg.interval_steps;
     s->sent = gossip_alloc(env, (size_t)cfg->dim * sizeof *s->sent);
     s->in = gossip_alloc(env, (size_t)cfg->dim * sizeof *s->in);
     s->adopted = gossip_alloc(env, (size_t)cfg->dim * sizeof *s->adopted);
@@ -184,7 +194,7 @@ gossip_sched_applied gossip_sched_before_step(gossip_sched *s, float *params)
     if (s->state != GOSSIP_SCHED_RESULT)
         return GOSSIP_SCHED_NONE;
     if (s->result_ok) {
-        const float *in = s->in, *sent = s->sent;
+        const float *in = s->result, *sent = s->sent;
         for (uint32_t k = 0; k < dim; k++)
             params[k] += in[k] - sent[k];
     }
@@ -200,7 +210,7 @@ int gossip_sched_after_step(gossip_sched *s, const float *params, uint32_t sampl
     s->clock +=
         (double)samples * (s->cfg.unit == GOSSIP_SCHED_UNIT_CLUSTER_EPOCHS && n_live ? n_live : 1);
     s->since_mix++;
-    if (s->since_mix < s->cfg.interval_steps || s->state != GOSSIP_SCHED_IDLE || s->replace_pending)
+    if (s->since_mix < s->interval || s->state != GOSSIP_SCHED_IDLE || s->replace_pending)
         return 0;
     memcpy(s->sent, params, (size_t)s->cfg.dim * sizeof *params);
     s->since_mix = 0;
@@ -225,7 +235,7 @@ const float *gossip_sched_outgoing(gossip_sched *s)
     return s->sent;
 }
 
-int gossip_sched_deliver(gossip_sched *s, const float *mixed, int outcome)
+static int sched_deliver(gossip_sched *s, const float *mixed, int outcome, int copy)
 {
     if (s->state != GOSSIP_SCHED_MIXING)
         return GOSSIP_EINVAL;
@@ -244,9 +254,20 @@ int gossip_sched_deliver(gossip_sched *s, const float *mixed, int outcome)
     if (outcome != GOSSIP_OK || !finite)
         s->stats.rounds_aborted++;
     s->result_ok = finite;
-    if (finite && mixed != s->in)
+    s->result = copy ? s->in : mixed;
+    if (finite && copy && mixed != s->in)
         memcpy(s->in, mixed, dim * sizeof *mixed);
     return finite ? GOSSIP_OK : GOSSIP_ENONFINITE;
+}
+
+int gossip_sched_deliver(gossip_sched *s, const float *mixed, int outcome)
+{
+    return sched_deliver(s, mixed, outcome, 1);
+}
+
+int gossip_sched_deliver_ref(gossip_sched *s, const float *mixed, int outcome)
+{
+    return sched_deliver(s, mixed, outcome, 0);
 }
 
 int gossip_sched_replace(gossip_sched *s, const float *model, uint64_t clock_samples)
@@ -267,6 +288,28 @@ int gossip_sched_replace(gossip_sched *s, const float *model, uint64_t clock_sam
     s->stats.replaced++;
     assert(s->replace_pending);
     return GOSSIP_OK;
+}
+
+/* Weight of a new measurement in the smoothed interval: a window's
+ * measurement on a loaded host varies by tens of percent, and half a
+ * weight follows a lasting change within a few windows. */
+#define SCHED_COST_EWMA 0.5
+
+void gossip_sched_note_cost(gossip_sched *s, double round_cost, double step_cost)
+{
+    if (!(s->cfg.cost_share > 0) || !isfinite(round_cost) || !(round_cost >= 0) ||
+        !isfinite(step_cost) || !(step_cost > 0))
+        return;
+    double want = round_cost / (s->cfg.cost_share * step_cost);
+    s->want = s->want > 0 ? (1 - SCHED_COST_EWMA) * s->want + SCHED_COST_EWMA * want : want;
+    double lo = s->cfg.interval_steps, hi = s->cfg.interval_steps_max;
+    double h = ceil(s->want);
+    s->interval = (uint32_t)(h < lo ? lo : h > hi ? hi : h);
+}
+
+uint32_t gossip_sched_interval(const gossip_sched *s)
+{
+    return s->interval;
 }
 
 gossip_sched_state gossip_sched_get_state(const gossip_sched *s)

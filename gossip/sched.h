@@ -5,8 +5,10 @@
  *   - the learning rate of the next step (a schedule counted in samples
  *     the whole cluster has seen, so that no agent needs to know the total
  *     number of steps or the cluster size in advance);
- *   - when a mixing round starts (every interval_steps local steps, once
- *     the previous round's result has been applied);
+ *   - when a mixing round starts (every `interval` local steps, once
+ *     the previous round's result has been applied; the interval is
+ *     interval_steps, or, with cost_share > 0, chosen from the measured
+ *     cost of a round against the cost of a local step: see "Cadence");
  *   - which vector it mixes (a copy of the parameters right after the step
  *     that made the round due);
  *   - what training does meanwhile (it goes on: communication overlaps
@@ -53,7 +55,22 @@
  *     sqrt(N)) or linear (x N), capped at lr_scale_max; it multiplies
  *     both base_lr and min_lr.
  *
- * Invariants: dim > 0; interval_steps >= 1; buffers are allocated in
+ * Cadence (cost_share > 0): a round costs CPU outside the training thread
+ * (the event loop's copies, codec and checks, the transport's sealing
+ * and copies) that, on a host whose cores are all busy, comes out of
+ * training. The caller measures it (gossip_sched_note_cost: CPU time per
+ * round, and the training thread's CPU time per local step, in one unit)
+ * and the interval becomes the least number of steps whose training time
+ * is at least round_cost / cost_share, i.e. mixing costs at most
+ * cost_share of the training time, between interval_steps and
+ * interval_steps_max. It depends on neither the cluster size nor the total
+ * number of steps: a round of pairwise gossip costs the same at any N,
+ * and a model whose step is long against its round (a CNN) keeps
+ * interval_steps. Without measurements (the simulator, whose agents are
+ * simulated) the interval is interval_steps.
+ *
+ * Invariants: dim > 0; 1 <= interval_steps <= interval <=
+ * interval_steps_max; buffers are allocated in
  * create (3 x dim floats) and nothing allocates afterwards.
  * Thread rules: none inside; the caller serialises every call on one
  * object (the agent holds its hand-off mutex around each call; the copies
@@ -88,8 +105,12 @@ typedef enum gossip_sched_scaling {
 
 typedef struct gossip_sched_config {
     uint32_t dim;            /* parameters, >= 1 */
-    uint32_t interval_steps; /* local steps between two rounds, >= 1 */
-    uint32_t batch;          /* samples per local step, >= 1 */
+    uint32_t interval_steps; /* local steps between two rounds (the least, with cost_share), >= 1 */
+    /* The adaptive cadence (see "Cadence"): the largest share of the
+     * training time a round may cost; 0 = a fixed interval_steps. */
+    double cost_share;
+    uint32_t interval_steps_max; /* its longest interval; 0 = interval_steps */
+    uint32_t batch;              /* samples per local step, >= 1 */
     /* learning rate: kind, base_lr, min_lr, gamma as in model_schedule;
      * lengths (warmup, decay, step_every) in `unit` */
     model_lr_kind kind;
@@ -179,6 +200,13 @@ const float *gossip_sched_outgoing(gossip_sched *s);
  * outstanding) or GOSSIP_ENONFINITE (mixed holds a NaN or an infinity:
  * the round counts as aborted and params keep their own values). */
 int gossip_sched_deliver(gossip_sched *s, const float *mixed, int outcome);
+/* As deliver, without copying: the schedule keeps the pointer, and the
+ * caller keeps mixed[dim] unchanged until the result is applied
+ * (before_step returns MIXED), a model is adopted (replace), or the next
+ * deliver, whichever comes first (the agent hands over the buffer it
+ * serves to joiners, which only the next round's end rewrites: a copy of
+ * the model per round less). Same returns. */
+int gossip_sched_deliver_ref(gossip_sched *s, const float *mixed, int outcome);
 /* A model adopted from a peer (state transfer) or a checkpoint after
  * training began: the next before_step overwrites params with model[dim];
  * an outstanding round is forgotten (its result is ignored). The cluster
@@ -187,6 +215,16 @@ int gossip_sched_deliver(gossip_sched *s, const float *mixed, int outcome);
  * GOSSIP_ENONFINITE (a value not finite or beyond GOSSIP_ROBUST_ADOPT_VALUE_MAX,
  * gossip/robust.h: nothing changes). */
 int gossip_sched_replace(gossip_sched *s, const float *model, uint64_t clock_samples);
+
+/* Measured costs (see "Cadence"): round_cost the CPU time one round took
+ * outside the training thread, step_cost the training thread's CPU time
+ * per local step, in the same unit (averages over a window of the
+ * caller's choice). Sets the interval of the next rounds; without
+ * cost_share, or with a value not finite or step_cost <= 0, nothing
+ * changes. */
+void gossip_sched_note_cost(gossip_sched *s, double round_cost, double step_cost);
+/* Local steps between two rounds now. */
+uint32_t gossip_sched_interval(const gossip_sched *s);
 
 /* ---- queries ---- */
 gossip_sched_state gossip_sched_get_state(const gossip_sched *s);

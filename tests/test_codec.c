@@ -640,11 +640,16 @@ static void random_fill_same_stream(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(size_formula),           cmocka_unit_test(exact_at_32),
-        cmocka_unit_test(within_one_quantum),     cmocka_unit_test(unbiased_every_width),
-        cmocka_unit_test(unbiased_pooled),        cmocka_unit_test(error_feedback_tracks),
-        cmocka_unit_test(error_feedback_rejects), cmocka_unit_test(ef_init_alloc_failure),
-        cmocka_unit_test(decode_rejects),         cmocka_unit_test(decode_random_bytes),
+        cmocka_unit_test(size_formula),
+        cmocka_unit_test(exact_at_32),
+        cmocka_unit_test(within_one_quantum),
+        cmocka_unit_test(unbiased_every_width),
+        cmocka_unit_test(unbiased_pooled),
+        cmocka_unit_test(error_feedback_tracks),
+        cmocka_unit_test(error_feedback_rejects),
+        cmocka_unit_test(ef_init_alloc_failure),
+        cmocka_unit_test(decode_rejects),
+        cmocka_unit_test(decode_random_bytes),
         cmocka_unit_test(random_fill_same_stream),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -289,6 +289,111 @@ static void lr_scaling_rules(void **state)
     assert_int_equal(gossip_sched_unit_parse("hours", &u), GOSSIP_EINVAL);
 }
 
+/* Steps until the next round is due, with no round outstanding. */
+static int steps_to_due(gossip_sched *s)
+{
+    float p[DIM] = {0};
+    int k = 1;
+    while (!gossip_sched_after_step(s, p, 10, 1))
+        k++;
+    const float *out = gossip_sched_outgoing(s);
+    assert_non_null(out);
+    assert_int_equal(gossip_sched_deliver(s, out, GOSSIP_OK), GOSSIP_OK);
+    assert_int_equal(gossip_sched_before_step(s, p), GOSSIP_SCHED_MIXED);
+    return k;
+}
+
+/* The cadence: the interval keeps a round's measured cost under
+ * cost_share of the training time between two rounds, smoothed, within
+ * [interval_steps, interval_steps_max]; without cost_share, or with bad
+ * measurements, it stays put. */
+static void cadence_follows_costs(void **state)
+{
+    (void)state;
+    test_env t;
+    test_env_init(&t, 8);
+    gossip_sched_config c = base_cfg();
+    c.cost_share = 0.1;
+    c.interval_steps_max = 20;
+    gossip_sched *s = make(&t, &c);
+    assert_int_equal(gossip_sched_interval(s), 3); /* nothing measured yet */
+    assert_int_equal(steps_to_due(s), 3);
+    /* a round costs 0.5 step: 5 steps keep it at 10% */
+    gossip_sched_note_cost(s, 0.5, 1.0);
+    assert_int_equal(gossip_sched_interval(s), 5);
+    assert_int_equal(steps_to_due(s), 5);
+    /* the same in microseconds of a slower step: the ratio counts */
+    gossip_sched_note_cost(s, 1000.0, 2000.0);
+    assert_int_equal(gossip_sched_interval(s), 5);
+    /* cheaper rounds: half-way there (smoothed), then the floor */
+    gossip_sched_note_cost(s, 0.1, 1.0);
+    assert_int_equal(gossip_sched_interval(s), 3);
+    gossip_sched_note_cost(s, 0.0, 1.0);
+    assert_int_equal(gossip_sched_interval(s), 3);
+    /* dear rounds: the ceiling */
+    for (int i = 0; i < 8; i++)
+        gossip_sched_note_cost(s, 100.0, 1.0);
+    assert_int_equal(gossip_sched_interval(s), 20);
+    assert_int_equal(steps_to_due(s), 20);
+    /* measurements that say nothing change nothing */
+    gossip_sched_note_cost(s, NAN, 1.0);
+    gossip_sched_note_cost(s, 0.1, 0.0);
+    gossip_sched_note_cost(s, -1.0, 1.0);
+    gossip_sched_note_cost(s, 0.1, INFINITY);
+    assert_int_equal(gossip_sched_interval(s), 20);
+    gossip_sched_destroy(s);
+    /* a fixed interval without cost_share */
+    c = base_cfg();
+    c.interval_steps_max = 20;
+    s = make(&t, &c);
+    gossip_sched_note_cost(s, 100.0, 1.0);
+    assert_int_equal(gossip_sched_interval(s), 3);
+    assert_int_equal(steps_to_due(s), 3);
+    gossip_sched_destroy(s);
+    /* cost_share without a maximum: the interval cannot grow */
+    c = base_cfg();
+    c.cost_share = 0.1;
+    s = make(&t, &c);
+    gossip_sched_note_cost(s, 100.0, 1.0);
+    assert_int_equal(gossip_sched_interval(s), 3);
+    gossip_sched_destroy(s);
+    assert_int_equal(t.alloc.live, 0);
+}
+
+/* deliver_ref applies the caller's vector itself (no copy), with the same
+ * states and checks as deliver. */
+static void deliver_ref_applies_callers_vector(void **state)
+{
+    (void)state;
+    test_env t;
+    test_env_init(&t, 9);
+    gossip_sched_config c = base_cfg();
+    gossip_sched *s = make(&t, &c);
+    float p[DIM] = {1, 1, 1, 1, 1};
+    for (int i = 0; i < 3; i++)
+        gossip_sched_after_step(s, p, 10, 1);
+    const float *out = gossip_sched_outgoing(s);
+    assert_non_null(out);
+    float mixed[DIM] = {2, 2, 2, 2, 2};
+    assert_int_equal(gossip_sched_deliver_ref(s, mixed, GOSSIP_OK), GOSSIP_OK);
+    mixed[0] = 5; /* still the caller's until applied */
+    p[1] = 3;     /* a local step meanwhile */
+    assert_int_equal(gossip_sched_before_step(s, p), GOSSIP_SCHED_MIXED);
+    assert_true(p[0] == 5.0f && p[1] == 4.0f && p[2] == 2.0f);
+    /* a non-finite result is refused as with deliver */
+    for (int i = 0; i < 3; i++)
+        gossip_sched_after_step(s, p, 10, 1);
+    assert_non_null(gossip_sched_outgoing(s));
+    mixed[3] = NAN;
+    assert_int_equal(gossip_sched_deliver_ref(s, mixed, GOSSIP_OK), GOSSIP_ENONFINITE);
+    float before[DIM];
+    memcpy(before, p, sizeof p);
+    assert_int_equal(gossip_sched_before_step(s, p), GOSSIP_SCHED_MIXED);
+    assert_memory_equal(before, p, sizeof p);
+    assert_int_equal(gossip_sched_deliver_ref(s, mixed, GOSSIP_OK), GOSSIP_EINVAL);
+    gossip_sched_destroy(s);
+}
+
 static void bad_configs_refused(void **state)
 {
     (void)state;
@@ -313,6 +418,15 @@ static void bad_configs_refused(void **state)
     assert_int_equal(gossip_sched_create(&s, &t.env, &c), GOSSIP_EINVAL);
     c = base_cfg();
     c.base_lr = NAN;
+    assert_int_equal(gossip_sched_create(&s, &t.env, &c), GOSSIP_EINVAL);
+    c = base_cfg();
+    c.cost_share = 1.0;
+    assert_int_equal(gossip_sched_create(&s, &t.env, &c), GOSSIP_EINVAL);
+    c = base_cfg();
+    c.cost_share = NAN;
+    assert_int_equal(gossip_sched_create(&s, &t.env, &c), GOSSIP_EINVAL);
+    c = base_cfg();
+    c.interval_steps_max = 2; /* below interval_steps */
     assert_int_equal(gossip_sched_create(&s, &t.env, &c), GOSSIP_EINVAL);
     assert_null(s);
     /* every allocation failure leaves nothing allocated */
@@ -339,6 +453,8 @@ int main(void)
         cmocka_unit_test(epochs_clock_and_cosine),
         cmocka_unit_test(agent_epochs_ignore_cluster_size),
         cmocka_unit_test(lr_scaling_rules),
+        cmocka_unit_test(cadence_follows_costs),
+        cmocka_unit_test(deliver_ref_applies_callers_vector),
         cmocka_unit_test(bad_configs_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
