@@ -366,10 +366,11 @@ const agent_config_option agent_config_options[] = {
      .help = "longest wait for one allreduce step before the round is aborted"},
     {"mixing", "robust", ENUM, F(robust), .names = gossip_robust_rule_names, .def = "clip",
      .help = "bounds on peers' values: none, clip (a peer's difference to our model clipped to "
-             "robust_clip_factor x the median of our own recent local deltas), trimmed-mean or "
+             "robust_clip_factor x the median of our own recent local deltas; a peer beyond it two "
+             "rounds in a row is ignored from the second until it comes within), trimmed-mean or "
              "centered-clip (dpsgd; clip elsewhere)"},
-    {"mixing", "robust_clip_factor", F64, F(robust_clip_factor), .min = 0, .max = 1e6, .def = "1",
-     .help = "tau = this x the median of the last 16 local-delta norms (0 = 1)"},
+    {"mixing", "robust_clip_factor", F64, F(robust_clip_factor), .min = 0, .max = 1e6, .def = "3",
+     .help = "tau = this x the median of the last 16 local-delta norms (0 = 3)"},
     {"mixing", "robust_trim", U32, F(robust_trim), .min = 0, .max = 8, .def = "1", .unit = "values",
      .help = "trimmed-mean: values dropped at each end of a coordinate (0 = 1)"},
     {"membership", "probe_interval_ms", U32, F(probe_interval_ms), .min = 50, .max = 60000,

@@ -139,6 +139,27 @@ static void ar_on_view(gossip_mix *m, void *st)
     }
 }
 
+/* The bound on a chunk of step s (apply() says why): the centre is k times
+ * our own values, the bound mult x tau. Returns the sender the chunk is laid
+ * to for the quarantine (gossip/robust.h): the predecessor for its own
+ * contribution (step 0: the only partial sum that is one member's alone),
+ * the owner for an allgather segment (its votes), 0 for a partial sum of
+ * several. *cut: a partial sum of several from a
+ * quarantined predecessor, ignored whole (it holds the liar's values, and
+ * the loose bound of a sum of k would let them through). */
+static uint64_t ar_bound_of(const gossip_mix *m, uint32_t s, float *k, double *mult, int *cut)
+{
+    uint32_t n = m->n;
+    uint64_t pred = m->ids[(m->me + n - 1) % n];
+    int rs = s < n - 1;
+    *k = rs ? (float)(s + 1) : 1.0f;
+    *mult = rs ? sqrt((double)*k * (*k + 1)) : 0.5;
+    *cut = rs && s > 0 && gossip_robust_quarantined(&m->robust, pred);
+    if (rs)
+        return s == 0 ? pred : 0;
+    return m->ids[(seg_recv(m, s) + n - 1) % n];
+}
+
 /* Add (reduce-scatter) or store (allgather) chunk c received at step s. */
 static void apply(gossip_mix *m, uint32_t s, uint32_t c, float *data)
 {
@@ -153,11 +174,18 @@ static void apply(gossip_mix *m, uint32_t s, uint32_t c, float *data)
      * alone, nothing outvotes it, and at tau / 2 (half a local delta at the
      * default factor) a lying owner moves its segment no faster than our
      * training moves it back. The relayed bytes are the received ones: each
-     * member bounds them itself. */
-    int rs = s < m->n - 1;
-    float k = rs ? (float)(s + 1) : 1.0f;
-    gossip_robust_clip_around(&m->robust, data, m->orig + off, k, m->orig + off, cnt,
-                              rs ? sqrt(k) : 0.5);
+     * member bounds them itself. A partial sum is laid at the door of the
+     * predecessor, who sent it and bounded what it got; a segment at its
+     * owner's, member seg - 1 (quarantine and its vote, robust.h). */
+    float k;
+    double mult;
+    int cut;
+    uint64_t from = ar_bound_of(m, s, &k, &mult, &cut);
+    if (cut)
+        gossip_robust_ignore(&m->robust, data, m->orig + off, k, cnt);
+    else
+        gossip_robust_clip_around(&m->robust, from, data, m->orig + off, k, m->orig + off, cnt,
+                                  mult);
     if (s < m->n - 1) {
         for (uint32_t i = 0; i < cnt; i++)
             w[i] += data[i];
@@ -210,6 +238,23 @@ static AR_NOINLINE int be32_check(const uint8_t *restrict d, uint32_t n)
     int bad = 0;
     for (uint32_t i = 0; i < n; i++)
         bad |= !(fabsf(be32_at(d, i)) <= GOSSIP_MIX_VALUE_MAX);
+    return bad ? GOSSIP_ENONFINITE : GOSSIP_OK;
+}
+
+/* be32_check, and the squared distance of the values to k c in the same
+ * pass (as gossip_robust_clip_around measures it). */
+static AR_NOINLINE int be32_check_dist(const uint8_t *restrict d, uint32_t n,
+                                       const float *restrict c, float k, double *dist2)
+{
+    int bad = 0;
+    double ss = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        float v = be32_at(d, i);
+        bad |= !(fabsf(v) <= GOSSIP_MIX_VALUE_MAX);
+        double e = (double)v - (double)k * c[i];
+        ss += e * e;
+    }
+    *dist2 = ss;
     return bad ? GOSSIP_ENONFINITE : GOSSIP_OK;
 }
 
@@ -311,11 +356,23 @@ static int ar_recv_chunk(gossip_mix *m, ar_state *ar, uint64_t from, const gossi
         int relay = s >= m->n - 1 && s + 1 < steps(m);
         if (relay && ar->sent[c] < s)
             return GOSSIP_EFULL;
-        int fast = bits == 32 && m->robust.cfg.rule == GOSSIP_ROBUST_NONE;
-        int rc;
-        if (fast) {
+        /* 32-bit chunks within the bound on peers' values (all of them
+         * with robust rule none) take the fast path: their distance to our
+         * values is measured in the check's pass (gossip/robust.h). */
+        int fast = bits == 32, rc = GOSSIP_OK;
+        if (fast && m->robust.cfg.rule == GOSSIP_ROBUST_NONE) {
             rc = be32_check(d, cnt);
-        } else {
+        } else if (fast) {
+            float k;
+            double mult, dist2 = HUGE_VAL;
+            int cut;
+            uint64_t peer = ar_bound_of(m, s, &k, &mult, &cut);
+            rc = cut ? GOSSIP_OK : be32_check_dist(d, cnt, m->orig + off, k, &dist2);
+            fast = !rc && sqrt(dist2) <= gossip_robust_limit(&m->robust, cnt, mult, m->orig + off);
+            if (fast)
+                gossip_robust_accepted(&m->robust, peer, cnt);
+        }
+        if (!fast && !rc) {
             rc = cnt ? gossip_codec_decode(d, data, cnt, bits, m->block, m->scratch) : 0;
             if (!rc)
                 rc = mix_values_ok(m->scratch, cnt);

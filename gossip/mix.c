@@ -423,6 +423,7 @@ static void check_done(gossip_mix *m)
     if (m->state == GOSSIP_MIX_RUNNING)
         m->ops->check(m, m->st[m->algo]);
     m->stats.robust_clipped = m->robust.clipped;
+    m->stats.robust_dropped = m->robust.dropped;
 }
 
 /* Install a checked view whose ids live at `ids` (the mixer's copy or a
@@ -730,6 +731,7 @@ int gossip_mix_recv(gossip_mix *m, uint64_t from, const gossip_header *h, const 
     m->stats.bytes_received += GOSSIP_HEADER_SIZE + len;
     int rc = recv_frame(m, from, h, payload, len, now);
     m->stats.robust_clipped = m->robust.clipped;
+    m->stats.robust_dropped = m->robust.dropped;
     if ((rc == GOSSIP_ESTALE || rc == GOSSIP_ENOTFOUND) && h && h->epoch != m->view_id)
         stash_put(m, from, h, payload, len);
     if (rc)

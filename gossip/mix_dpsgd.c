@@ -68,8 +68,8 @@ static int dpsgd_accept(gossip_mix *m, mix_sync *s, mix_slot *slot, uint64_t fro
         }
     }
     const float *own = m->state == GOSSIP_MIX_RUNNING ? m->orig : m->work;
-    gossip_robust_clip_around(&m->robust, m->scratch, own + ph->offset, 1.0f, own + ph->offset,
-                              ph->count, 1.0);
+    gossip_robust_clip_around(&m->robust, from, m->scratch, own + ph->offset, 1.0f,
+                              own + ph->offset, ph->count, 1.0);
     return 1;
 }
 

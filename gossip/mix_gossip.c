@@ -673,7 +673,7 @@ static int gossip_poll(gossip_mix *m, void *st, gossip_send *out)
     assert(off % m->cv == 0 && off + n <= h->got);
     const float *w = m->work + off;
     memcpy(m->scratch, h->x + off, (size_t)n * sizeof *m->scratch);
-    gossip_robust_clip_around(&m->robust, m->scratch, w, 1.0f, w, n, 1.0); /* robust.h */
+    gossip_robust_clip_around(&m->robust, h->peer, m->scratch, w, 1.0f, w, n, 1.0); /* robust.h */
     for (uint32_t i = 0; i < n; i++)
         m->scratch[i] = (m->scratch[i] - w[i]) * 0.5f;
     uint8_t *fr = m->frame;
@@ -722,7 +722,7 @@ static int gossip_recv_reply(gossip_mix *m, gossip_state *g, const mix_frame *f,
             rc = mix_values_ok(m->scratch, ph->count);
         if (rc)
             return rc;
-        gossip_robust_clip_around(&m->robust, m->scratch, NULL, 0.0f, m->work + ph->offset,
+        gossip_robust_clip_around(&m->robust, f->from, m->scratch, NULL, 0.0f, m->work + ph->offset,
                                   ph->count, 1.0);
         mix_apply_delta(m, ph->offset, ph->count, m->scratch, -1.0f);
     }

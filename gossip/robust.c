@@ -2,6 +2,7 @@
  * robust.h for the rules and the scale they use. */
 #include "gossip/robust.h"
 
+#include <assert.h>
 #include <math.h>
 #include <string.h>
 
@@ -54,6 +55,7 @@ void gossip_robust_note_local(gossip_robust *r, const float *x_now, const float 
                               const float *last_result, uint32_t dim)
 {
     double ss = 0;
+    r->round++; /* one call per round of ours: the peers' rounds are counted in it */
     if (!last_result) {
         for (uint32_t i = 0; i < dim; i++)
             ss += (double)x_now[i] * x_now[i];
@@ -75,29 +77,148 @@ void gossip_robust_note_local(gossip_robust *r, const float *x_now, const float 
     r->ref = r->nhist >= GOSSIP_ROBUST_WARMUP ? median_of(r->hist, r->nhist) : 0;
 }
 
+/* The part of a whole vector's bound that `count` of its values get: their
+ * share sqrt(count / dim) of an honest difference spread evenly, with room
+ * for the spread of that share. Over count values the squared norm of an
+ * even spread is dim/count times a chi-square of count degrees of freedom
+ * over count, whose standard deviation is sqrt(2 / count): three of them
+ * (an allreduce segment of 4 values: 1.8 x; of 2,000: 1.05 x). A whole
+ * vector is what the reference measures: no room added. */
+static double robust_share(const gossip_robust *r, uint32_t count)
+{
+    double share = sqrt((double)count / r->dim);
+    if (count && count < r->dim)
+        share *= sqrt(1 + 3 * sqrt(2.0 / count));
+    return share;
+}
+
 double gossip_robust_bound(const gossip_robust *r, uint32_t count, double mult)
 {
     if (r->cfg.rule == GOSSIP_ROBUST_NONE || !(r->ref > 0) || !r->dim)
         return HUGE_VAL;
-    return r->cfg.clip_factor * r->ref * mult * sqrt((double)count / r->dim);
+    return r->cfg.clip_factor * r->ref * mult * robust_share(r, count);
 }
 
-int gossip_robust_clip_around(gossip_robust *r, float *v, const float *c, float k, const float *own,
-                              uint32_t count, double mult)
+/* ---- quarantine ----------------------------------------------------------- */
+
+/* Close the peer's last round if ours has moved on since: half of its
+ * values or more clipped extends its streak, else the streak ends. (Half:
+ * an allreduce predecessor's round is its own contribution and its own
+ * segment, one chunk each.) */
+static void robust_peer_roll(const gossip_robust *r, gossip_robust_peer *p)
+{
+    if (p->round == r->round)
+        return;
+    if (p->seen)
+        p->streak = 2 * p->clipped >= p->seen ? p->streak + 1 : 0;
+    p->clipped = p->seen = 0;
+    p->round = r->round;
+}
+
+static int robust_peer_recent(const gossip_robust *r, const gossip_robust_peer *p)
+{
+    return p->id && p->round + GOSSIP_ROBUST_RECENT_ROUNDS >= r->round;
+}
+
+/* The record of `id`, made (evicting the least recently heard peer that
+ * is not in a clipped streak, else the least recently heard) if new. */
+static gossip_robust_peer *robust_peer_get(gossip_robust *r, uint64_t id)
+{
+    gossip_robust_peer *free_slot = NULL, *calm = NULL, *oldest = NULL;
+    for (uint32_t i = 0; i < GOSSIP_ROBUST_PEERS_MAX; i++) {
+        gossip_robust_peer *p = &r->peer[i];
+        if (p->id == id) {
+            robust_peer_roll(r, p);
+            return p;
+        }
+        if (!p->id) {
+            free_slot = free_slot ? free_slot : p;
+            continue;
+        }
+        if (!oldest || p->round < oldest->round)
+            oldest = p;
+        if (!p->streak && (!calm || p->round < calm->round))
+            calm = p;
+    }
+    gossip_robust_peer *p = free_slot ? free_slot : calm ? calm : oldest;
+    assert(p && id);
+    *p = (gossip_robust_peer){.id = id, .round = r->round};
+    return p;
+}
+
+/* Quarantined: a streak long enough, and the vote (robust.h): fewer than
+ * half of the recent peers, with ourselves as one that agrees, clipped. */
+static int robust_peer_cut(const gossip_robust *r, const gossip_robust_peer *q)
+{
+    if (q->streak < GOSSIP_ROBUST_QUARANTINE_ROUNDS)
+        return 0;
+    uint32_t voters = 1, suspects = 0;
+    for (uint32_t i = 0; i < GOSSIP_ROBUST_PEERS_MAX; i++) {
+        const gossip_robust_peer *p = &r->peer[i];
+        if (!robust_peer_recent(r, p))
+            continue;
+        voters++;
+        /* its latest round (records are rolled only when the peer sends
+         * again, so this one may be unclosed) */
+        suspects += p->seen ? 2 * p->clipped >= p->seen : p->streak > 0;
+    }
+    return 2 * suspects < voters;
+}
+
+int gossip_robust_quarantined(const gossip_robust *r, uint64_t peer)
+{
+    for (uint32_t i = 0; peer && i < GOSSIP_ROBUST_PEERS_MAX; i++)
+        if (r->peer[i].id == peer)
+            return robust_peer_cut(r, &r->peer[i]);
+    return 0;
+}
+
+/* ---- clipping ------------------------------------------------------------- */
+
+double gossip_robust_limit(const gossip_robust *r, uint32_t count, double mult, const float *own)
 {
     if (r->cfg.rule == GOSSIP_ROBUST_NONE)
-        return 0;
+        return HUGE_VAL;
     double bound = gossip_robust_bound(r, count, mult);
+    /* Before the scale: a whole model's norm is already far above any
+     * honest difference (robust.h), so a partial sum's allowance (mult > 1)
+     * is not added to it: 2 ||x|| (sign-flip) must not get through. */
+    mult = mult < 1 ? mult : 1;
     if (bound == HUGE_VAL && r->anchor > 0 && r->dim) {
-        bound = GOSSIP_ROBUST_NOSCALE_FACTOR * mult * r->anchor * sqrt((double)count / r->dim);
-    } else if (bound == HUGE_VAL) {
-        if (!own)
-            return 0;
+        bound = GOSSIP_ROBUST_NOSCALE_FACTOR * mult * r->anchor * robust_share(r, count);
+    } else if (bound == HUGE_VAL && own) {
         double ss = 0;
         for (uint32_t i = 0; i < count; i++)
             ss += (double)own[i] * own[i];
         bound = GOSSIP_ROBUST_NOSCALE_FACTOR * mult * sqrt(ss);
     }
+    return bound;
+}
+
+void gossip_robust_accepted(gossip_robust *r, uint64_t peer, uint32_t count)
+{
+    if (r->cfg.rule == GOSSIP_ROBUST_NONE)
+        return;
+    r->inputs++;
+    if (peer)
+        robust_peer_get(r, peer)->seen += count;
+}
+
+void gossip_robust_ignore(gossip_robust *r, float *v, const float *c, float k, uint32_t count)
+{
+    for (uint32_t i = 0; i < count; i++)
+        v[i] = c ? k * c[i] : 0.0f;
+    r->inputs++;
+    r->clipped++;
+    r->dropped++;
+}
+
+int gossip_robust_clip_around(gossip_robust *r, uint64_t peer, float *v, const float *c, float k,
+                              const float *own, uint32_t count, double mult)
+{
+    double bound = gossip_robust_limit(r, count, mult, own);
+    if (bound == HUGE_VAL)
+        return 0;
     r->inputs++;
     double ss = 0;
     for (uint32_t i = 0; i < count; i++) {
@@ -105,17 +226,25 @@ int gossip_robust_clip_around(gossip_robust *r, float *v, const float *c, float 
         ss += d * d;
     }
     double norm = sqrt(ss);
+    gossip_robust_peer *p = peer ? robust_peer_get(r, peer) : NULL;
+    if (p)
+        p->seen += count;
     if (norm <= bound)
         return 0;
+    if (p)
+        p->clipped += count;
+    r->clipped++;
     /* norm > bound > 0 and finite inputs (|v| <= 1e30, so ss <= dim * 4e60
-     * fits a double): the scale is in (0, 1). */
-    double s = bound / norm;
+     * fits a double): the scale is in (0, 1); 0 for a quarantined peer. */
+    double s = p && robust_peer_cut(r, p) ? 0.0 : bound / norm;
     for (uint32_t i = 0; i < count; i++) {
         double base = c ? (double)k * c[i] : 0.0;
         v[i] = (float)(base + ((double)v[i] - base) * s);
     }
-    r->clipped++;
-    return 1;
+    if (s > 0)
+        return 1;
+    r->dropped++;
+    return 2;
 }
 
 void gossip_robust_trimmed_mean(const float *const *in, uint32_t nin, uint32_t trim, uint32_t n,

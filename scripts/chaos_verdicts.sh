@@ -32,7 +32,7 @@ load=$(cut -d' ' -f1-3 /proc/loadavg)
     grep -E '^(fault |check |VERDICT)' "$out/chaos.out"
     echo '```'
     echo ""
-    echo "\`murmur sim sim/examples/fashion-gossip.ini --schedule FILE --set model.kind=quadratic --set run.agents=4 --set run.duration_s=130 --set faults.crash_rate_per_s=0 --set shards.replication=2 --set membership.mode=swim --set mixing.robust=none\`:"
+    echo "\`murmur sim sim/examples/fashion-gossip.ini --schedule FILE --set model.kind=quadratic --set run.agents=4 --set run.duration_s=130 --set faults.crash_rate_per_s=0 --set shards.replication=2 --set membership.mode=swim\`:"
     echo ""
     echo '```'
     grep -E '^murmur sim: --schedule' "$out/sim.err" | sed 's|--schedule [^:]*:|--schedule FILE:|'

@@ -159,11 +159,12 @@ static const common_option scenario_options[] = {
              "its round (a blocking trainer, for comparison)"},
     {"mixing", "robust", ENUM, F(mixing.robust), .names = gossip_robust_rule_names, .def = "clip",
      .help = "bounds on peers' values (gossip/robust.h): none, clip (a peer's difference to our "
-             "vector clipped to clip_factor x the median of our own recent local deltas), "
-             "trimmed-mean or centered-clip (dpsgd; clip elsewhere); consensus runs (no "
-             "training, no scale) use none"},
+             "vector clipped to clip_factor x the median of our own recent local deltas; a peer "
+             "beyond it two rounds in a row is ignored from the second until it comes within), "
+             "trimmed-mean or centered-clip (dpsgd; clip elsewhere); consensus runs (no training, "
+             "no scale) use none"},
     {"mixing", "robust_clip_factor", F64, F(mixing.robust_clip_factor), .min = 0, .max = 1e6,
-     .def = "1", .help = "tau = this x the median of the last 16 local-delta norms (0 = 1)"},
+     .def = "3", .help = "tau = this x the median of the last 16 local-delta norms (0 = 3)"},
     {"mixing", "robust_trim", U32, F(mixing.robust_trim), .min = 0, .max = 8, .def = "1",
      .help = "trimmed-mean: values dropped at each end of a coordinate (0 = 1)"},
     {"membership", "mode", ENUM, F(membership.mode), .names = MEMBERSHIP_MODES, .def = "oracle",

@@ -76,8 +76,6 @@ static const char **settings(const char *sub, int port, int seed_port)
     snprintf(buf[n], sizeof buf[n], "mixing.interval_steps=4"), set[n] = buf[n], n++;
     snprintf(buf[n], sizeof buf[n], "membership.probe_interval_ms=200"), set[n] = buf[n], n++;
     snprintf(buf[n], sizeof buf[n], "membership.probe_timeout_ms=100"), set[n] = buf[n], n++;
-    /* non-IID hosts: the default clip keeps them apart (docs/CONFIG.md) */
-    snprintf(buf[n], sizeof buf[n], "mixing.robust=none"), set[n] = buf[n], n++;
     if (seed_port)
         snprintf(buf[n], sizeof buf[n], "seeds.seed=127.0.0.1:%d", seed_port), set[n] = buf[n], n++;
     set[n] = NULL;

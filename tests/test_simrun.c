@@ -371,13 +371,7 @@ static void steps_overlap_rounds(void **state)
     sim_scenario *sc = scenario("[run]\nagents = 8\nmode = timed\nduration_s = 0.02\n"
                                 "[model]\nkind = quadratic\ndim = 16\nlr = 0.05\n"
                                 "[network]\nlatency_ms = 23\n"
-                                "[compute]\nstep_ms = 10\nstraggler_model = none\n"
-                                /* The schedule, not the defence: the default clip
-                                 * (bound from our own local deltas) slows pure
-                                 * consensus on this quadratic toy (loss 2.78 ->
-                                 * 0.32 in 4 s instead of below 0.28); its cost on
-                                 * training is experiment 9's clean run. */
-                                "[mixing]\nrobust = none\n");
+                                "[compute]\nstep_ms = 10\nstraggler_model = none\n");
     sim_summary first, s;
     run_ok(sc, &first);
     set(sc, "run.duration_s=4");

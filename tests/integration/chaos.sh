@@ -104,14 +104,14 @@ done
 # the same schedule in the simulator: 4 simulated agents, only these faults,
 # r = 2 and SWIM membership as here; the quadratic model keeps the suite
 # short (the verdict judges the cluster, not what it learns). Its members
-# have different optima; mixing.robust = none because the clip's default
-# factor 1 held them apart (mean distance 6.9 before and after the faults,
-# consensus_recovers FAILED in CI at 477f782; factor 2 and above converge)
+# have different optima, and mix with the default bound on peers' values
+# (gossip/robust.h: at its old factor 1 it held them apart, mean distance
+# 6.9 before and after the faults)
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 "$bin" sim "$repo/sim/examples/fashion-gossip.ini" --schedule "$tmp/s1" --out "$tmp/sim" --quiet \
     --set model.kind=quadratic --set run.agents=4 --set run.duration_s=130 \
     --set faults.crash_rate_per_s=0 --set shards.replication=2 --set membership.mode=swim \
-    --set mixing.robust=none >"$tmp/sim.out" 2>"$tmp/sim.err" || fail "murmur sim --schedule: $(tail -n 12 "$tmp/sim.out") $(tail -n 3 "$tmp/sim.err")"
+    >"$tmp/sim.out" 2>"$tmp/sim.err" || fail "murmur sim --schedule: $(tail -n 12 "$tmp/sim.out") $(tail -n 3 "$tmp/sim.err")"
 cat "$tmp/sim.out"
 grep -q "faults" "$tmp/sim.err" || fail "murmur sim did not report the schedule"
 grep -q '^VERDICT: PASS' "$tmp/sim.out" || fail "simulator's verdict: $(grep VERDICT "$tmp/sim.out")"

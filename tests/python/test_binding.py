@@ -40,12 +40,7 @@ subprocess.run([BIN, "keygen", "--network-key", os.path.join(TMP, "net.key")], c
 COMMON = {"node.network_key_file": os.path.join(TMP, "net.key"),
           "model.spec": "host:py-test", "model.schedule_unit": "steps",
           "mixing.interval_steps": 4, "membership.probe_interval_ms": 200,
-          "membership.probe_timeout_ms": 100,
-          # The two hosts pull toward different optima (non-IID): the
-          # default clip bounds a peer's pull by the host's own local
-          # deltas and keeps them apart (docs/CONFIG.md, robust_clip_factor);
-          # this test is about the binding's mixing, not the defence.
-          "mixing.robust": "none"}
+          "membership.probe_timeout_ms": 100}
 
 check(murmur.version().count(".") == 2, "version")
 
