@@ -32,7 +32,10 @@
  *
  * Frames from gossip_swim_poll_send always carry dest (the member's id) and,
  * when the address is known, dest_addr too, so a transport needs no table of
- * its own; frames to a seed have dest = 0 and dest_addr = the seed address.
+ * its own; frames to a seed have dest = 0 and dest_addr = the seed address,
+ * and so do the full-state messages meant for whoever listens at one address
+ * of an id claimed at two (GOSSIP_SWIM_NOTICES_MAX): dest = 0 means "to the
+ * process at dest_addr", not to a connection held for some id.
  */
 #ifndef GOSSIP_SWIM_H
 #define GOSSIP_SWIM_H
