@@ -67,6 +67,14 @@
 #define LINK_SAMPLES        4u /* a link's time: the best of this many */
 #define LINK_AVOID_US       1000000u
 #define PICK_RETRIES        3u
+/* A slow link is drawn at most once per LINK_REPROBE_MULT of its own
+ * exchange times (so at most about 1/16 of a member's time goes to it),
+ * enough to notice that it is fast again; other draws then take the first
+ * good peer among PICK_SCAN members from a random one. With 3 peers the
+ * retries alone still landed on the slow one in (1/3)^4 of the rounds, and
+ * each such exchange took ~20 fast rounds' time (issue 13 item 14). */
+#define LINK_REPROBE_MULT 16u
+#define PICK_SCAN         16u
 /* Holding a push behind our own exchange: only while that exchange has run
  * at most 4x the typical exchange time (the spread of a healthy link under
  * load is 2-3x, see LINK_TIMEOUT_MULT), else the push is refused. */
@@ -79,6 +87,7 @@ typedef struct mix_link {
     uint32_t nsamples;          /* samples taken (the ring's next slot: % LINK_SAMPLES) */
     gossip_time_us avoid_until; /* unreachable: not drawn before this */
     gossip_time_us last_used;   /* eviction order */
+    gossip_time_us probed;      /* last drawn while slow */
 } mix_link;
 
 typedef struct mix_pending {
@@ -292,6 +301,21 @@ static uint32_t gossip_pick(gossip_mix *m, gossip_state *g, uint64_t r, gossip_t
         if (c < cost) {
             j = k;
             cost = c;
+        }
+    }
+    mix_link *l = cost == 1 ? link_find(g, m->ids[j]) : NULL;
+    if (l &&
+        (now < l->probed || now - l->probed >= (gossip_time_us)LINK_REPROBE_MULT * l->time_us)) {
+        l->probed = now; /* its turn: measure it again */
+        return j;
+    }
+    if (cost > 0) {
+        uint32_t k = gossip_topology_pick(m->topo, m->env, m->n, m->me, r);
+        for (uint32_t t = 0; t < PICK_SCAN && t + 1 < m->n; t++, k = (k + 1) % m->n) {
+            if (k == m->me)
+                k = (k + 1) % m->n;
+            if (pick_cost(m, g, k, now) == 0)
+                return k;
         }
     }
     assert(j < m->n && j != m->me);
