@@ -105,11 +105,13 @@ case "$fit" in own | idle) ;; *) echo "calibrate: CALIB_FIT=$fit: own or idle" >
 prio=${CALIB_NICE:--10}
 record=${CALIB_RECORD-docs/SIMULATOR.md}
 measured=${CALIB_MEASURED:-}
+sched=${CALIB_SCHED:-1}
+fitsets=""
 goodput=0.956407 # 1448 / 1514, see above
 cmdline="sh scripts/calibrate.sh $build"
 for v in CALIB_BANDWIDTHS CALIB_ALGOS CALIB_AGENTS CALIB_TARGET CALIB_DURATION_S CALIB_FIT_S \
     CALIB_HIDDEN CALIB_BATCH CALIB_LR CALIB_INTERVAL_STEPS CALIB_BITS CALIB_EVAL_EVERY \
-    CALIB_EVAL_SAMPLES CALIB_SIM_SEEDS CALIB_WARMUP_S CALIB_NICE CALIB_FIT CALIB_MEASURED; do
+    CALIB_EVAL_SAMPLES CALIB_SIM_SEEDS CALIB_WARMUP_S CALIB_NICE CALIB_FIT CALIB_MEASURED CALIB_SCHED; do
     eval "x=\${$v:-}"
     [ -z "$x" ] || cmdline="$v='$x' $cmdline"
 done
@@ -162,10 +164,11 @@ EOF
 sim_run() {
     every=$(awk -v s="$3" -v e="$eval_every" 'BEGIN { printf "%.6g", s * e / 1000 }')
     lat=$(awk -v r="$4" 'BEGIN { printf "%.6g", r / 2 }')
+    # shellcheck disable=SC2086
     nice -n "$prio" "$bin" sim "$tmp/scenario.ini" --out "$5" --quiet --seeds "$sim_seeds" \
         --set mixing.algorithm="$1" --set network.bandwidth_mbps="$2" \
         --set network.latency_ms="$lat" --set compute.step_ms="$3" \
-        --set output.every_s="$every" >"$5.log" 2>&1 ||
+        --set output.every_s="$every" $fitsets >"$5.log" 2>&1 ||
         { cat "$5.log" >&2; echo "calibrate: murmur sim failed" >&2; exit 1; }
     for f in "$5"/seed-*/summary.json "$5"/summary.json; do
         [ -f "$f" ] || continue
@@ -214,6 +217,26 @@ wait_line() {
             exit 1
         fi
         sleep 0.2
+    done
+}
+
+# sched_sample PIDS: one line per agent, "RUN WAIT SLICES LRUN LWAIT LSLICES":
+# the kernel's scheduler statistics (/proc/PID/task/TID/schedstat: ns on a
+# CPU, ns waiting on a run queue, times run) of its trainer (the main
+# thread) and of its event loop (the other thread named murmur that ran
+# most often; the metrics server and the others run a few times a second).
+sched_sample() {
+    for p in "$@"; do
+        t=$(cat "/proc/$p/task/$p/schedstat" 2>/dev/null) || t="0 0 0"
+        l="0 0 0"
+        best=-1
+        for d in /proc/"$p"/task/*; do
+            [ "${d##*/}" != "$p" ] && [ "$(cat "$d/comm" 2>/dev/null)" = murmur ] || continue
+            x=$(cat "$d/schedstat" 2>/dev/null) || continue
+            c=${x##* }
+            if [ "$c" -gt "$best" ]; then best=$c l=$x; fi
+        done
+        echo "$t $l"
     done
 }
 
@@ -271,8 +294,13 @@ cluster() {
         i=$((i + 1))
     done
     for p in $rpids; do wait "$p" || { cat "$d"/resume*.log >&2; echo "calibrate: murmur fault --resume failed" >&2; exit 1; }; done
-    sleep "$secs"
+    # the scheduler's statistics over the measured window (the fit below)
     sleep "$warmup"
+    # shellcheck disable=SC2086
+    sched_sample $cpids >"$d/sched0"
+    sleep "$secs"
+    # shellcheck disable=SC2086
+    sched_sample $cpids >"$d/sched1"
     sleep 1
     # every agent's /metrics (the mixing rounds' durations)
     i=1
@@ -310,7 +338,7 @@ real_figures() {
           else if (!(($1) in first) && $3 > paused[$1] + 0) first[$1] = ts[k] }
         END {
             t0 = -1; tr = -1; tl = -1; tf = 0
-            for (i = 1; i <= n; i++) { if (!(i in first) || !(i in res)) { print "none none none none"; exit }
+            for (i = 1; i <= n; i++) { if (!(i in first) || !(i in res)) { print "none none none none -"; exit }
                 if (first[i] > t0) t0 = first[i]; tf += first[i] / n
                 if (tr < 0 || res[i] < tr) tr = res[i]; if (res[i] > tl) tl = res[i] }
             # the window: from warm s after t0 (every agent past its start)
@@ -319,8 +347,10 @@ real_figures() {
             for (j = 1; j <= k; j++) { i = a[j]
                 if (ts[j] <= w0) { s0[i] = st[j]; b0[i] = by[j] }
                 if (ts[j] <= t1) { s1[i] = st[j]; b1[i] = by[j]; last[i] = ts[j] } }
-            for (i = 1; i <= n; i++) { if (last[i] < t1 - 0.5) { print "none none none none"; exit }
+            for (i = 1; i <= n; i++) { if (last[i] < t1 - 0.5) { print "none none none none -"; exit }
                 steps += (s1[i] - s0[i]) / n; bytes += (b1[i] - b0[i]) / n }
+            # each agent'"'"'s speed relative to the mean (compute.agent_speeds)
+            sp = ""; for (i = 1; i <= n; i++) sp = sp (i > 1 ? "," : "") sprintf("%.4f", steps > 0 ? (s1[i] - s0[i]) / steps : 1)
             # time to target: lines are per agent in time order; merge by time
             m = 0; for (j = 1; j <= k; j++) ord[++m] = j
             for (x = 2; x <= m; x++) { v = ord[x]; y = x - 1
@@ -331,7 +361,7 @@ real_figures() {
                 if (acc[j] != "nan") cur[a[j]] = acc[j]
                 c = 0; sum = 0; for (i = 1; i <= n; i++) if (i in cur) { c++; sum += cur[i] }
                 if (c == n && sum / n >= target) { tta = sprintf("%.3f", ts[j] - tf); break } }
-            printf "%.6g %.6g %s %.3f\n", steps / dur, bytes, tta, t0 - tr }'
+            printf "%.6g %.6g %s %.3f %s\n", steps / dur, bytes, tta, t0 - tr, sp }'
 }
 
 # round_ms DIR: the agents' mean mixing round (ms, start to result, the
@@ -343,12 +373,35 @@ round_ms() {
         END { if (c > 0) printf "%.4g\n", s / c * 1000; else print "-" }'
 }
 
+# sched_fit DIR STEP_MS SPEEDS: the simulator's settings from the scheduler's
+# statistics of the window (sched0, sched1; see "The fit" above), as --set
+# options: the trainers' time-slicing as the random straggler model (a step
+# is c ms of CPU; a share c / S of steps, S the mean time on a CPU per
+# turn, also waits W, the mean wait on the run queue per turn), the event
+# loops' mean time per wake-up (on a CPU and waiting for one) as
+# compute.loop_frame_us, and the agents' relative speeds.
+sched_fit() {
+    paste "$1/sched0" "$1/sched1" | awk -v m="$2" -v sp="$3" '
+        { R += $7 - $1; W += $8 - $2; P += $9 - $3; LR += $10 - $4; LW += $11 - $5; LP += $12 - $6 }
+        END {
+            if (P <= 0 || R <= 0 || LP <= 0) { print ""; exit }
+            c = m * R / (R + W); S = R / P / 1e6; w = W / P / 1e6
+            p = c / S; if (p > 1) p = 1
+            x = 1 + w / (S * p)
+            printf "--set compute.straggler_model=random --set compute.step_ms=%.6g --set compute.slow_prob=%.6g --set compute.slowdown=%.6g --set compute.loop_frame_us=%.6g", c, p, x, (LR + LW) / LP / 1000
+            if (sp != "-" && sp != "") printf " --set compute.agent_speeds=%s", sp
+            printf "\n" }'
+}
+
 # ---- the runs --------------------------------------------------------------
 run_case() { # alg bw step_ms rtt_ms real_steps real_bytes real_tta [start_lag real_round_ms]
     payload=$(awk -v b="$2" -v g="$goodput" 'BEGIN { printf "%.6g", b * g }')
     [ -z "$measured" ] || payload=$2
     s=$(sim_run "$1" "$payload" "$3" "$4" "$tmp/sim-$1-$2")
-    echo "$1 $2 $3 $4 $5 $6 $7 $s ${9:--}" >>"$rows"
+    fitd=$(echo "$fitsets" | awk '{ for (i = 1; i <= NF; i++) if (split($i, kv, "=") == 2) v[kv[1]] = kv[2] }
+        END { if (!("compute.step_ms" in v)) print "-"
+              else printf "%.3g,%.3g,%.3g,%.4g\n", v["compute.step_ms"], v["compute.slow_prob"], v["compute.slowdown"], v["compute.loop_frame_us"] }')
+    echo "$1 $2 $3 $4 $5 $6 $7 $s ${9:--} $fitd" >>"$rows"
     echo "calibrate: $1 at $2 Mb/s: step ${3} ms, rtt ${4} ms; real: $5 steps/s, $6 B, tta $7, round ${9:--} ms (all training ${8:-?} s after the first resume); sim: $s"
 }
 
@@ -382,22 +435,26 @@ else
             [ "$fit" = idle ] || f=$r
             step=$(echo "$f" | awk '$1 > 0 { printf "%.4g", 1000 / $1 }')
             [ -n "$step" ] || { echo "calibrate: no step time measured ($f)" >&2; exit 1; }
+            fitsets=""
+            [ "$fit" = idle ] || fd="$tmp/real-$alg-$bw"
+            [ "$fit" = own ] || fd="$tmp/fit-$alg-$bw"
+            [ "$sched" = 0 ] || fitsets=$(sched_fit "$fd" "$step" "$(echo "$f" | cut -d' ' -f5)")
             # shellcheck disable=SC2086
-            run_case "$alg" "$bw" "$step" "$rtt" $r "$(round_ms "$tmp/real-$alg-$bw")"
+            run_case "$alg" "$bw" "$step" "$rtt" $(echo "$r" | cut -d' ' -f1-4) "$(round_ms "$tmp/real-$alg-$bw")"
         done
     done
 fi
 
 # ---- the table -------------------------------------------------------------
 table() {
-    echo "| mixing | link (Mb/s) | fitted step (ms) | RTT (ms) | steps/s per agent: real / sim / ratio | bytes per agent: real / sim / ratio | time to $target (s): real / sim / ratio | within 15% | mean round (ms): real / sim |"
-    echo "|---|---:|---:|---:|---:|---:|---:|:---:|---:|"
+    echo "| mixing | link (Mb/s) | fitted step (ms) | RTT (ms) | steps/s per agent: real / sim / ratio | bytes per agent: real / sim / ratio | time to $target (s): real / sim / ratio | within 15% | mean round (ms): real / sim | fit: step CPU (ms), slow p, slowdown, loop (us) |"
+    echo "|---|---:|---:|---:|---:|---:|---:|:---:|---:|---|"
     awk 'function ratio(s, r) { return (s == "none" || r == "none" || r == 0) ? "-" : sprintf("%.3f", s / r) }
         function ok(x) { return x != "-" && x >= 0.85 && x <= 1.15 }
         { r1 = ratio($8, $5); r2 = ratio($9, $6); r3 = ratio($10, $7)
-          printf "| %s | %s | %s | %s | %.1f / %.1f / %s | %.0f / %.0f / %s | %s / %s / %s | %s | %s / %s |\n",
+          printf "| %s | %s | %s | %s | %.1f / %.1f / %s | %.0f / %.0f / %s | %s / %s / %s | %s | %s / %s | %s |\n",
               $1, $2, $3, $4, $5, $8, r1, $6, $9, r2, $7, $10, r3,
-              (ok(r1) && ok(r2) && ok(r3)) ? "yes" : "NO", $12, $11 }' "$rows"
+              (ok(r1) && ok(r2) && ok(r3)) ? "yes" : "NO", $12, $11, $13 == "" ? "-" : $13 }' "$rows"
 }
 table >"$tmp/table"
 echo ""

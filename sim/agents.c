@@ -186,7 +186,22 @@ int sim_agents_host_step(runner *r, uint32_t i)
     gossip_sched_before_step(g->sched, g->x);
     if (!gossip_sched_after_step(g->sched, g->x, r->scfg.batch, 0))
         return 0;
+    if (r->timed && sim_engine_loop_cost(r->e)) {
+        /* The trainer wakes the event loop, which takes the round when it
+         * is done with the frames before it (agent/api.c murmur_mix, then
+         * on_mixing); a blocking agent waits meanwhile. */
+        sim_engine_schedule_ns(r->e, sim_engine_loop_take(r->e, i, 0), SIM_EV_ROUND, i, 0,
+                               inc(r, i), NULL);
+        return 1;
+    }
     return round_start(r, i);
+}
+
+void sim_agents_loop_round(runner *r, uint32_t i)
+{
+    if (!round_start(r, i) && !r->sc->mixing.overlap)
+        schedule(r, sim_runner_now(r) + sim_agents_step_us(r, i), SIM_EV_STEP, i, 0, inc(r, i),
+                 NULL);
 }
 
 /* Agent i's schedule (a new process starts a new one). */

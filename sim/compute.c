@@ -2,8 +2,11 @@
 #include "sim/compute.h"
 
 #include <assert.h>
+#include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "model/rng.h"
 
@@ -28,8 +31,12 @@ int sim_compute_create(sim_compute **out, const sim_compute_config *cfg)
     *out = NULL;
     if (!cfg || cfg->agents == 0 || cfg->agents > SIM_COMPUTE_AGENTS_MAX ||
         !(cfg->step_ms > 0 && cfg->step_ms <= SIM_COMPUTE_STEP_MS_MAX) ||
-        !(cfg->speed_sigma >= 0 && cfg->speed_sigma <= 10))
+        !(cfg->speed_sigma >= 0 && cfg->speed_sigma <= 10) || cfg->speeds_n > cfg->agents ||
+        (cfg->speeds_n && !cfg->speeds))
         return SIM_COMPUTE_EINVAL;
+    for (uint32_t i = 0; i < cfg->speeds_n; i++)
+        if (!(cfg->speeds[i] > 0 && cfg->speeds[i] <= SIM_COMPUTE_SPEED_MAX))
+            return SIM_COMPUTE_EINVAL;
     switch (cfg->model) {
     case SIM_COMPUTE_NONE:
         break;
@@ -57,6 +64,8 @@ int sim_compute_create(sim_compute **out, const sim_compute_config *cfg)
     if (!c)
         return SIM_COMPUTE_ENOMEM;
     c->cfg = *cfg;
+    c->cfg.speeds = NULL; /* used in create only */
+    c->cfg.speeds_n = 0;
     c->a = calloc(cfg->agents, sizeof *c->a);
     if (!c->a) {
         free(c);
@@ -67,6 +76,8 @@ int sim_compute_create(sim_compute **out, const sim_compute_config *cfg)
         model_rng_seed(&a->rng, cfg->seed ^ SALT_COMPUTE, i);
         /* the speed comes from the agent's own stream, first draw */
         a->speed = cfg->speed_sigma > 0 ? exp(cfg->speed_sigma * model_rng_normal(&a->rng)) : 1.0;
+        if (i < cfg->speeds_n)
+            a->speed *= cfg->speeds[i];
         a->slow = 1.0;
     }
     if (cfg->model == SIM_COMPUTE_FIXED) {
@@ -155,4 +166,40 @@ int sim_compute_is_straggler(const sim_compute *c, uint32_t agent)
 {
     assert(agent < c->cfg.agents);
     return c->a[agent].straggler;
+}
+
+int sim_compute_parse_speeds(const char *text, double *out, uint32_t max, uint32_t *n, char *why,
+                             size_t why_len)
+{
+    *n = 0;
+    const char *p = text;
+    while (*p == ' ' || *p == '\t')
+        p++;
+    if (!*p)
+        return SIM_COMPUTE_OK;
+    for (;;) {
+        char *end = NULL;
+        errno = 0;
+        double v = strtod(p, &end);
+        if (end == p || errno || !(v > 0 && v <= SIM_COMPUTE_SPEED_MAX)) {
+            snprintf(why, why_len, "item %u ('%.*s'): a speed factor is a number in (0, %g]",
+                     *n + 1, (int)strcspn(p, ","), p, SIM_COMPUTE_SPEED_MAX);
+            return SIM_COMPUTE_EINVAL;
+        }
+        if (*n == max) {
+            snprintf(why, why_len, "more than %u factors (one per agent)", max);
+            return SIM_COMPUTE_EINVAL;
+        }
+        out[(*n)++] = v;
+        while (*end == ' ' || *end == '\t')
+            end++;
+        if (!*end)
+            return SIM_COMPUTE_OK;
+        if (*end != ',') {
+            snprintf(why, why_len, "item %u: '%c' after a number (separate factors with commas)",
+                     *n, *end);
+            return SIM_COMPUTE_EINVAL;
+        }
+        p = end + 1;
+    }
 }

@@ -8,8 +8,10 @@
  *   step_time = step_ms / speed[agent] * draw
  *
  * - speed[agent] is 1, or drawn once per agent as exp(speed_sigma * Z)
- *   (lognormal heterogeneity, median 1) when speed_sigma > 0, times any
- *   slow-CPU factor set by a fault (sim_compute_set_slow).
+ *   (lognormal heterogeneity, median 1) when speed_sigma > 0, times the
+ *   agent's given factor (speeds[agent], a measured host's relative speed:
+ *   make calibrate), divided by any slow-CPU factor set by a fault
+ *   (sim_compute_set_slow).
  * - draw depends on the straggler model:
  *     NONE       1
  *     FIXED      `slowdown` for a fixed set of round(stragglers * agents)
@@ -30,6 +32,7 @@
 #ifndef SIM_COMPUTE_H
 #define SIM_COMPUTE_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 /* Most agents (as SIM_ENGINE_AGENTS_MAX). */
@@ -38,6 +41,8 @@
 #define SIM_COMPUTE_STEP_MS_MAX 3600000.0
 /* Largest slowdown factor (a straggler 10^6 times slower is a crash). */
 #define SIM_COMPUTE_SLOWDOWN_MAX 1e6
+/* Bound of a given speed factor (either way). */
+#define SIM_COMPUTE_SPEED_MAX 1e6
 
 typedef enum sim_compute_model {
     SIM_COMPUTE_NONE = 0,
@@ -58,6 +63,10 @@ typedef struct sim_compute_config {
     double pareto_alpha;    /* PARETO: shape > 1 */
     double lognormal_sigma; /* LOGNORMAL: >= 0 */
     double speed_sigma;     /* per-agent lognormal speed spread, >= 0 (0 = all 1) */
+    /* Given speed factors of agents 0 .. speeds_n - 1 (each in
+     * (0, SIM_COMPUTE_SPEED_MAX]), 1 for the others; copied. */
+    const double *speeds;
+    uint32_t speeds_n; /* <= agents */
 } sim_compute_config;
 
 typedef struct sim_compute sim_compute;
@@ -67,6 +76,13 @@ typedef enum sim_compute_err {
     SIM_COMPUTE_EINVAL = -1, /* a parameter out of its range (see the config) */
     SIM_COMPUTE_ENOMEM = -2,
 } sim_compute_err;
+
+/* Parse a list of speed factors, "1.1,0.9, 1" (commas, optional spaces;
+ * empty = none), into out[0 .. max - 1]; *n = how many. Errors:
+ * SIM_COMPUTE_EINVAL (not a number, <= 0 or above SIM_COMPUTE_SPEED_MAX,
+ * more than max), with why (a message naming the item) filled. */
+int sim_compute_parse_speeds(const char *text, double *out, uint32_t max, uint32_t *n, char *why,
+                             size_t why_len);
 
 /* Errors: SIM_COMPUTE_EINVAL, SIM_COMPUTE_ENOMEM. */
 int sim_compute_create(sim_compute **out, const sim_compute_config *cfg);

@@ -2,12 +2,17 @@
 #include "sim/engine.h"
 
 #include <assert.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-enum { EV_DELIVER = 1, EV_TICK = 2 };
+/* EV_DELIVER: a frame reached its receiver (a = 0) or, with an event-loop
+ * cost, its receiver's loop is done with it (a = 1). EV_SEND: the sender's
+ * loop is done with a frame (b = the sender's incarnation): it enters its
+ * link. */
+enum { EV_DELIVER = 1, EV_TICK = 2, EV_SEND = 3 };
 
 _Static_assert(EV_TICK < SIM_EV_USER, "engine events below the host's");
 
@@ -83,6 +88,7 @@ typedef struct agent {
     uint64_t tails_epoch; /* rounds mode: the pending set's epoch of these tails */
     uint32_t *tix;        /* hash index of tails by `to` (slot = tail index + 1), or NULL */
     uint32_t tixcap;
+    uint64_t loop_free_ns; /* timed mode: when its event loop is done with the frames it has */
     model_rng rng;
     gossip_env env;
 } agent;
@@ -115,6 +121,7 @@ struct sim_engine {
     uint32_t *group; /* rounds mode partition groups, NULL = none */
     double loss_p;
     sim_engine_stats stats;
+    int loop_cost; /* timed mode: frames cost their agents' loops time (see engine.h) */
     int failed;
     char err[256];
 };
@@ -221,7 +228,9 @@ int sim_engine_create(sim_engine **out, const sim_engine_config *cfg)
 {
     *out = NULL;
     if (!cfg || cfg->agents == 0 || cfg->agents > SIM_ENGINE_AGENTS_MAX ||
-        !(cfg->loss >= 0 && cfg->loss <= 1) || (cfg->net && cfg->net->agents != cfg->agents))
+        !(cfg->loss >= 0 && cfg->loss <= 1) || (cfg->net && cfg->net->agents != cfg->agents) ||
+        !(cfg->loop_byte_ns >= 0 && cfg->loop_byte_ns <= SIM_ENGINE_LOOP_BYTE_NS_MAX) ||
+        cfg->loop_frame_ns > SIM_ENGINE_LOOP_FRAME_NS_MAX)
         return SIM_ENGINE_EINVAL;
     sim_engine *e = calloc(1, sizeof *e);
     if (!e)
@@ -230,6 +239,7 @@ int sim_engine_create(sim_engine **out, const sim_engine_config *cfg)
     e->cfg.net = NULL;
     e->n = cfg->agents;
     e->timed = cfg->mode == SIM_MODE_TIMED;
+    e->loop_cost = e->timed && (cfg->loop_frame_ns > 0 || cfg->loop_byte_ns > 0);
     e->loss_p = cfg->loss;
     e->hash = 0xcbf29ce484222325ULL ^ cfg->seed;
     model_rng_seed(&e->order, cfg->seed, cfg->order_stream);
@@ -752,6 +762,50 @@ static void link_done(sim_engine *e, uint32_t from, uint32_t to, uint64_t at)
     }
 }
 
+/* Timed mode: frame f (its sender's loop done with it) enters its link
+ * now, or waits behind the frame in transfer on it. Returns 0, or -1 when
+ * the engine failed. */
+static int link_enqueue(sim_engine *e, frame *f)
+{
+    link_tail *t = link_get(e, f->from, f->to);
+    if (!t) {
+        frame_free(e, f);
+        fail(e, SIM_ENGINE_ENOMEM, "out of memory (links)");
+        return -1;
+    }
+    f->lnext = NULL;
+    if (t->busy) {
+        if (t->head)
+            t->f->lnext = f;
+        else
+            t->head = f;
+        t->f = f;
+        return 0;
+    }
+    link_send(e, t, f, e->now);
+    return e->failed ? -1 : 0;
+}
+
+/* Agent i's event loop takes a frame of len bytes now: it starts once the
+ * loop is done with the frames before it. Returns when the loop is done
+ * with this one (ns). */
+uint64_t sim_engine_loop_take(sim_engine *e, uint32_t i, uint32_t len)
+{
+    agent *g = &e->a[i];
+    double cost = (double)e->cfg.loop_frame_ns + e->cfg.loop_byte_ns * (double)len;
+    if (!e->loop_cost)
+        return e->now;
+    uint64_t start = g->loop_free_ns > e->now ? g->loop_free_ns : e->now;
+    g->loop_free_ns = start + (uint64_t)llround(cost);
+    assert(g->loop_free_ns >= e->now);
+    return g->loop_free_ns;
+}
+
+int sim_engine_loop_cost(const sim_engine *e)
+{
+    return e->loop_cost;
+}
+
 /* ---- drain, deliver, tick ----------------------------------------------------- */
 
 /* Copy one frame i -> to into the engine and route it: pending (rounds),
@@ -780,23 +834,11 @@ static int route(sim_engine *e, uint32_t i, uint32_t to, const gossip_send *s)
     }
     if (e->cfg.hooks.delay)
         f->extra = ns_of_us(e->cfg.hooks.delay(e->cfg.hooks.ctx, i, to));
-    link_tail *t = link_get(e, i, to);
-    if (!t) {
-        frame_free(e, f);
-        fail(e, SIM_ENGINE_ENOMEM, "out of memory (links)");
-        return -1;
+    if (e->loop_cost) { /* the sender's loop first (engine.h, "Event loops") */
+        push(e, sim_engine_loop_take(e, i, f->len), EV_SEND, i, 0, e->a[i].inc, f);
+        return e->failed ? -1 : 0;
     }
-    f->lnext = NULL;
-    if (t->busy) {
-        if (t->head)
-            t->f->lnext = f;
-        else
-            t->head = f;
-        t->f = f;
-        return 0;
-    }
-    link_send(e, t, f, e->now);
-    return e->failed ? -1 : 0;
+    return link_enqueue(e, f);
 }
 
 void sim_engine_drain(sim_engine *e, uint32_t i)
@@ -949,9 +991,26 @@ long sim_engine_run_until(sim_engine *e, gossip_time_us until_us, int (*stop)(vo
         n++;
         agent *g = &e->a[ev.agent];
         switch (ev.kind) {
-        case EV_DELIVER:
-            deliver(e, ev.ptr);
+        case EV_DELIVER: {
+            frame *f = ev.ptr;
+            /* the receiver's loop first (engine.h, "Event loops"); a frame
+             * for a dead agent is lost at once */
+            if (e->loop_cost && ev.a == 0 && e->a[f->to].alive)
+                push(e, sim_engine_loop_take(e, f->to, f->len), EV_DELIVER, f->to, 1, 0, f);
+            else
+                deliver(e, f);
             break;
+        }
+        case EV_SEND: {
+            frame *f = ev.ptr;
+            if (!g->alive || g->inc != ev.b) { /* crashed while its loop held the frame */
+                lose(e, &e->stats.dead);
+                frame_free(e, f);
+            } else {
+                (void)link_enqueue(e, f);
+            }
+            break;
+        }
         case EV_TICK:
             if (g->alive && g->ops && g->inc == ev.b && g->tick_at == ev.a) {
                 g->tick_at = GOSSIP_TIME_NEVER;

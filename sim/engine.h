@@ -47,6 +47,15 @@
  * floor(now / 1000) and converts their deadlines and host events to ns;
  * sim_engine_now_ns and sim_engine_schedule_ns give the exact clock.
  *
+ * Event loops (timed mode). With loop_frame_ns or loop_byte_ns set, each
+ * agent has one event loop that spends CPU time on every frame it sends
+ * (before the frame enters its link) and receives (before recv), one frame
+ * at a time: a frame waits while its agent's loop is busy with others.
+ * This is what a real agent's event loop does between the trainer and the
+ * wire (encode, seal, copy; open, decode, mix); with both 0 a frame costs
+ * no CPU time and the engine behaves as before the model existed (same
+ * trace hashes).
+ *
  * Trace hash. Mixed from every delivered frame (time in whole microseconds,
  * sender, receiver, bytes) and from whatever the host adds (sim_engine_trace: local steps,
  * faults); the same seed gives the same hash, bit for bit.
@@ -80,6 +89,10 @@
 #define SIM_ENGINE_AGENTS_MAX (1u << 24)
 /* Default bound of queued events (host events, deliveries, ticks). */
 #define SIM_ENGINE_EVENTS_DEFAULT ((size_t)1 << 26)
+/* Bounds of the event loops' cost per frame (sim_engine_config): 1 s per
+ * frame, 1 ms per byte; anything near them is a typo, not a computer. */
+#define SIM_ENGINE_LOOP_FRAME_NS_MAX 1000000000ull
+#define SIM_ENGINE_LOOP_BYTE_NS_MAX  1e6
 /* Event kinds below this are the engine's; the host uses the others. */
 #define SIM_EV_USER 16u
 
@@ -154,6 +167,16 @@ typedef struct sim_engine_config {
      * NULL = zero latency, unlimited bandwidth, loss from `loss`. */
     const sim_net_config *net;
     size_t events_max; /* 0 = SIM_ENGINE_EVENTS_DEFAULT */
+    /* Timed mode: the CPU time an agent's event loop spends on each frame,
+     * loop_frame_ns + len x loop_byte_ns, once at the sender before the
+     * frame enters its link (encode, seal, copy) and once at the receiver
+     * before recv (copy, open, decode, mix). An agent's loop is one
+     * thread: it handles one frame at a time, in the order they come, so
+     * a burst of frames queues behind it. 0 and 0 (the default): frames
+     * cost no time. Fitted to real agents by `make calibrate`
+     * (docs/SIMULATOR.md). */
+    uint64_t loop_frame_ns;
+    double loop_byte_ns; /* >= 0 */
     sim_engine_hooks hooks;
 } sim_engine_config;
 
@@ -250,6 +273,15 @@ int sim_engine_set_loss(sim_engine *e, double p);
 int sim_engine_set_partition(sim_engine *e, const uint32_t *group);
 /* The timed-mode network model (NULL in rounds mode). */
 sim_net *sim_engine_net(sim_engine *e);
+
+/* Timed mode, with an event-loop cost (sim_engine_config): agent i's loop
+ * takes a job of len bytes now (len 0: a hand-off from the host, such as a
+ * round the trainer made due, costing loop_frame_ns); it starts once the
+ * loop is done with the frames and jobs before it. Returns when the loop
+ * is done with it (ns); without a loop cost (or in rounds mode), now. */
+uint64_t sim_engine_loop_take(sim_engine *e, uint32_t i, uint32_t len);
+/* 1 if frames cost their agents' loops time (timed mode, a cost set). */
+int sim_engine_loop_cost(const sim_engine *e);
 
 /* Mix v into the trace hash (the host's own events: steps, faults). */
 void sim_engine_trace(sim_engine *e, uint64_t v);

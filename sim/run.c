@@ -137,6 +137,10 @@ static void hook_event(void *ctx, const sim_event *ev)
             schedule(r, sim_runner_now(r) + sim_agents_step_us(r, ev->agent), SIM_EV_STEP,
                      ev->agent, 0, ev->b, NULL);
         break;
+    case SIM_EV_ROUND:
+        if (sim_runner_alive(r, ev->agent) && inc(r, ev->agent) == ev->b)
+            sim_agents_loop_round(r, ev->agent);
+        break;
     case SIM_EV_FAULT:
         sim_inject_fault(r, &r->faults.events[ev->a]);
         break;
@@ -342,6 +346,13 @@ static int setup(runner *r)
     int rc;
     sim_compute_config cc;
     sim_scenario_compute_config(sc, &cc);
+    /* compute.agent_speeds: at most one factor per two characters */
+    double speeds[SIM_SCENARIO_STR_MAX / 2];
+    if (sim_compute_parse_speeds(sc->compute.agent_speeds, speeds,
+                                 r->n < SIM_SCENARIO_STR_MAX / 2 ? r->n : SIM_SCENARIO_STR_MAX / 2,
+                                 &cc.speeds_n, msg, sizeof msg))
+        return sim_runner_fail(r, SIM_RUN_EINVAL, "compute.agent_speeds: %s", msg);
+    cc.speeds = speeds;
     if ((rc = sim_compute_create(&r->comp, &cc)))
         return sim_runner_fail(r, SIM_RUN_EINVAL, "compute model: error %d", rc);
     const char **lines = malloc((SIM_SCENARIO_EVENTS_MAX + 1) * sizeof *lines);
@@ -367,6 +378,8 @@ static int setup(runner *r)
         .order_stream = SIM_SALT_ORDER,
         .loss = sc->network.loss,
         .net = &nc,
+        .loop_frame_ns = (uint64_t)llround(sc->compute.loop_frame_us * 1000.0),
+        .loop_byte_ns = sc->compute.loop_byte_ns,
         .hooks = {.ctx = r,
                   .prepare = sim_agents_hook_prepare,
                   .after = sim_agents_hook_after,

@@ -45,7 +45,9 @@
 #include "sim/scenario.h"
 
 /* Host event kinds on the engine (timed mode). */
-enum { SIM_EV_STEP = SIM_EV_USER, SIM_EV_FAULT, SIM_EV_SAMPLE };
+/* SIM_EV_ROUND: the agent's event loop takes the round its trainer made
+ * due (timed mode with an event-loop cost: sim/engine.h). */
+enum { SIM_EV_STEP = SIM_EV_USER, SIM_EV_FAULT, SIM_EV_SAMPLE, SIM_EV_ROUND };
 
 /* Generator salts (streams) of the runner's own draws; agents use streams
  * 0..agents-1 of the seed. */
@@ -280,8 +282,11 @@ void sim_agents_view_change(runner *r);
  * agent i: the schedule applies a finished round (params += mixed - sent),
  * counts the step and, when a round is due, hands its vector to the mixer
  * (what the agent's event loop does, agent/runtime.c on_mixing). Returns 1
- * if a round started. */
+ * if a round started or, with an event-loop cost, was handed to the loop
+ * (it starts at SIM_EV_ROUND). */
 int sim_agents_host_step(runner *r, uint32_t i);
+/* SIM_EV_ROUND: agent i's loop takes its due round now. */
+void sim_agents_loop_round(runner *r, uint32_t i);
 /* Take agent i's mixing result if its round ended. */
 void sim_agents_check_done(runner *r, uint32_t i);
 void sim_agents_hook_prepare(void *ctx, uint32_t i);

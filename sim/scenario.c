@@ -234,6 +234,16 @@ static const common_option scenario_options[] = {
      .def = "0.5", .help = "lognormal model: sigma (mean fixed at 1)"},
     {"compute", "speed_sigma", F64, F(compute.speed_sigma), .min = 0, .max = 10, .def = "0",
      .help = "per-agent speed spread: speed = exp(speed_sigma * N(0,1))"},
+    {"compute", "agent_speeds", STR, F(compute.agent_speeds), .def = "",
+     .help = "speed factors of agents 0, 1, ... (commas; the others 1), times the speed_sigma "
+             "draw: a measured host's relative speeds (make calibrate)"},
+    {"compute", "loop_frame_us", F64, F(compute.loop_frame_us), .min = 0,
+     .max = 1e6 /* SIM_ENGINE_LOOP_FRAME_NS_MAX */, .def = "0",
+     .help = "timed mode: event-loop CPU time per frame, at the sender and at the receiver, one "
+             "frame at a time per agent (encode, seal; open, decode, mix)"},
+    {"compute", "loop_byte_ns", F64, F(compute.loop_byte_ns), .min = 0,
+     .max = 1e6 /* SIM_ENGINE_LOOP_BYTE_NS_MAX */, .def = "0",
+     .help = "timed mode: event-loop CPU time per byte of a frame, at each end"},
     {"compute", "availability_trace", STR, F(compute.availability_trace), .def = "",
      .help = "trace file of 'TIME_S FRACTION' lines: share of the CPU the agents in "
              "availability_trace_agents have over time, 0 = stopped (timed mode)"},

@@ -1,7 +1,8 @@
 /* sim/engine: the one event core. Frames arrive at send time + latency +
  * transfer time (timed) and in FIFO order per link; rounds mode delivers
  * every frame and every frame it causes, in a seeded order, FIFO per link;
- * loss, partitions, the filter and the delay hook apply; a down agent
+ * loss, partitions, the filter and the delay hook apply; an event loop's
+ * cost per frame delays frames one at a time per agent; a down agent
  * neither receives nor ticks and its stale timer never fires after a
  * restart; frames to unknown ids, to addresses and to oneself are routed
  * or counted; the same seed gives the same trace hash. */
@@ -165,6 +166,65 @@ static void timed_latency_bandwidth_fifo(void **state)
     assert_int_equal(sim_engine_bytes_recv(w.e, 0), 3000);
     assert_int_equal(sim_engine_now(w.e), 100000);
     sim_engine_destroy(w.e);
+}
+
+/* Event loops (engine.h): with a cost per frame, each agent's loop spends
+ * it on every frame it sends (before the link) and receives (before recv),
+ * one frame at a time, sending and receiving alike: 1000-byte frames at
+ * 100 us + 100 ns per byte = 200 us each end, 2 ms links, no bandwidth
+ * limit. Agent 0's three frames leave at 0.2, 0.4, 0.6 ms and arrive at
+ * 2.2, 2.4, 2.6; agent 1's loop takes them, and the echo of each, in turn:
+ * recv at 2.4, 2.6 and 3.0 ms (the first echo took 2.6-2.8), the echoes
+ * leave at 2.8, 3.2, 3.4 and agent 0 takes them at 5.0, 5.4 and 5.6. A
+ * frame the loop holds when its agent goes down is lost (dead). */
+static void timed_event_loop_cost(void **state)
+{
+    (void)state;
+    sim_net_config nc = {.agents = 2, .seed = 3, .latency_ms = 2};
+    sim_engine_config c = {.seed = 3,
+                           .mode = SIM_MODE_TIMED,
+                           .net = &nc,
+                           .loop_frame_ns = 100000,
+                           .loop_byte_ns = 100};
+    world w;
+    world_init(&w, 2, &c, 1000 - GOSSIP_HEADER_SIZE);
+    for (uint64_t k = 0; k < 3; k++)
+        probe_queue(&w.p[0], pid(1), 2 * k + 1);
+    sim_engine_drain(w.e, 0);
+    assert_true(sim_engine_run_until(w.e, 100000, NULL, NULL) > 0);
+    static const gossip_time_us at1[] = {2400, 2600, 3000}, at0[] = {5000, 5400, 5600};
+    assert_int_equal(w.p[1].nlog, 3);
+    assert_int_equal(w.p[0].nlog, 3);
+    for (uint32_t k = 0; k < 3; k++) {
+        assert_int_equal(w.p[1].log[k].round, 2 * k + 1);
+        assert_int_equal(w.p[1].log[k].at, at1[k]);
+        assert_int_equal(w.p[0].log[k].at, at0[k]);
+    }
+    uint64_t h = sim_engine_trace_hash(w.e);
+    /* down while its loop holds the frame: lost */
+    probe_queue(&w.p[0], pid(1), 2);
+    sim_engine_drain(w.e, 0);
+    sim_engine_down(w.e, 0);
+    sim_engine_run_until(w.e, 200000, NULL, NULL);
+    assert_int_equal(w.p[1].nlog, 3);
+    assert_int_equal(sim_engine_get_stats(w.e)->dead, 1);
+    sim_engine_destroy(w.e);
+    /* the same run again: the same hash; bad costs are refused */
+    world_init(&w, 2, &c, 1000 - GOSSIP_HEADER_SIZE);
+    for (uint64_t k = 0; k < 3; k++)
+        probe_queue(&w.p[0], pid(1), 2 * k + 1);
+    sim_engine_drain(w.e, 0);
+    sim_engine_run_until(w.e, 100000, NULL, NULL);
+    assert_int_equal(sim_engine_trace_hash(w.e), h);
+    sim_engine_destroy(w.e);
+    sim_engine *bad = NULL;
+    sim_engine_config b = c;
+    b.agents = 2;
+    b.loop_byte_ns = -1;
+    assert_int_equal(sim_engine_create(&bad, &b), SIM_ENGINE_EINVAL);
+    b.loop_byte_ns = 0;
+    b.loop_frame_ns = SIM_ENGINE_LOOP_FRAME_NS_MAX + 1;
+    assert_int_equal(sim_engine_create(&bad, &b), SIM_ENGINE_EINVAL);
 }
 
 /* Rounds mode: every frame and every echo it causes is delivered in one
@@ -534,6 +594,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(timed_latency_bandwidth_fifo),
+        cmocka_unit_test(timed_event_loop_cost),
         cmocka_unit_test(rounds_deliver_cascade_fifo),
         cmocka_unit_test(same_seed_same_hash),
         cmocka_unit_test(faults_and_routing),
