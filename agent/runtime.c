@@ -12,6 +12,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -878,6 +879,9 @@ static void agent_runtime_destroy(agent_runtime *a);
 static void *loop_main(void *arg)
 {
     agent_runtime *a = arg;
+    /* Named so that top -H, perf and make calibrate (which reads its
+     * scheduler statistics) can tell it from the trainer and BLAS threads. */
+    prctl(PR_SET_NAME, "murmur-loop", 0, 0, 0);
     uint64_t now = agent_mono_us();
     if (a->cfg.seed_count) {
         const char *seeds[AGENT_CONFIG_SEEDS_MAX];

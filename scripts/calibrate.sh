@@ -220,24 +220,18 @@ wait_line() {
     done
 }
 
-# sched_sample PIDS (variables ss_*: sh has no locals): one line per agent, "RUN WAIT SLICES LRUN LWAIT LSLICES":
-# the kernel's scheduler statistics (/proc/PID/task/TID/schedstat: ns on a
-# CPU, ns waiting on a run queue, times run) of its trainer (the main
-# thread) and of its event loop (the other thread named murmur that ran
-# most often; the metrics server and the others run a few times a second).
+# sched_sample PIDS (variables ss_*: sh has no locals): one line per agent,
+# "RUN WAIT SLICES LRUN LWAIT LSLICES": the kernel's scheduler statistics
+# (/proc/PID/task/TID/schedstat: ns on a CPU, ns waiting on a run queue,
+# times run) of its trainer (the main thread) and of its event loop (the
+# thread named murmur-loop).
 sched_sample() {
     for ss_p in "$@"; do
         ss_t=$(cat "/proc/$ss_p/task/$ss_p/schedstat" 2>/dev/null) || ss_t="0 0 0"
         ss_l="0 0 0"
-        ss_best=-1
         for ss_d in /proc/"$ss_p"/task/*; do
-            [ "${ss_d##*/}" != "$ss_p" ] && [ "$(cat "$ss_d/comm" 2>/dev/null)" = murmur ] || continue
-            ss_x=$(cat "$ss_d/schedstat" 2>/dev/null) || continue
-            ss_c=${ss_x##* }
-            if [ "$ss_c" -gt "$ss_best" ]; then
-                ss_best=$ss_c
-                ss_l=$ss_x
-            fi
+            [ "$(cat "$ss_d/comm" 2>/dev/null)" = murmur-loop ] || continue
+            ss_l=$(cat "$ss_d/schedstat" 2>/dev/null) || ss_l="0 0 0"
         done
         echo "$ss_t $ss_l"
     done
