@@ -221,19 +221,26 @@ wait_line() {
 }
 
 # sched_sample PIDS (variables ss_*: sh has no locals): one line per agent,
-# "RUN WAIT SLICES LRUN LWAIT LSLICES": the kernel's scheduler statistics
-# (/proc/PID/task/TID/schedstat: ns on a CPU, ns waiting on a run queue,
-# times run) of its trainer (the main thread) and of its event loop (the
-# thread named murmur-loop).
+# "RUN WAIT SLICES LRUN LWAIT LSLICES NRUN NWAIT NSLICES": the kernel's
+# scheduler statistics (/proc/PID/task/TID/schedstat: ns on a CPU, ns
+# waiting on a run queue, times run) of its trainer (the main thread), of
+# its event loop (the thread named murmur-loop) and, summed, of the
+# transport's I/O threads (NNG's poller and task threads, which move every
+# frame between the socket and the loop).
 sched_sample() {
     for ss_p in "$@"; do
         ss_t=$(cat "/proc/$ss_p/task/$ss_p/schedstat" 2>/dev/null) || ss_t="0 0 0"
         ss_l="0 0 0"
+        ss_n=""
         for ss_d in /proc/"$ss_p"/task/*; do
-            [ "$(cat "$ss_d/comm" 2>/dev/null)" = murmur-loop ] || continue
-            ss_l=$(cat "$ss_d/schedstat" 2>/dev/null) || ss_l="0 0 0"
+            case "$(cat "$ss_d/comm" 2>/dev/null)" in
+            murmur-loop) ss_l=$(cat "$ss_d/schedstat" 2>/dev/null) || ss_l="0 0 0" ;;
+            nng:task | nng:poll:epoll) ss_n="$ss_n $(cat "$ss_d/schedstat" 2>/dev/null)" ;;
+            esac
         done
-        echo "$ss_t $ss_l"
+        # shellcheck disable=SC2086
+        echo "$ss_t $ss_l $(echo $ss_n | awk '{ for (i = 1; i <= NF; i++) s[(i - 1) % 3] += $i }
+            END { printf "%.0f %.0f %.0f", s[0], s[1], s[2] }')"
     done
 }
 
@@ -374,18 +381,22 @@ round_ms() {
 # statistics of the window (sched0, sched1; see "The fit" above), as --set
 # options: the trainers' time-slicing as the random straggler model (a step
 # is c ms of CPU; a share c / S of steps, S the mean time on a CPU per
-# turn, also waits W, the mean wait on the run queue per turn), the event
-# loops' mean time per wake-up (on a CPU and waiting for one) as
-# compute.loop_frame_us, and the agents' relative speeds.
+# turn, also waits W, the mean wait on the run queue per turn); the time a
+# frame spends at each end between the wire and the protocol as
+# compute.loop_frame_us: one turn of the event loop plus one of the
+# transport's I/O threads (each turn: its mean time on a CPU and waiting
+# for one); and the agents' relative speeds.
 sched_fit() {
     paste "$1/sched0" "$1/sched1" | awk -v m="$2" -v sp="$3" '
-        { R += $7 - $1; W += $8 - $2; P += $9 - $3; LR += $10 - $4; LW += $11 - $5; LP += $12 - $6 }
+        { R += $10 - $1; W += $11 - $2; P += $12 - $3; LR += $13 - $4; LW += $14 - $5; LP += $15 - $6
+          NR_ += $16 - $7; NW += $17 - $8; NP += $18 - $9 }
         END {
             if (P <= 0 || R <= 0 || LP <= 0) { print ""; exit }
             c = m * R / (R + W); S = R / P / 1e6; w = W / P / 1e6
             p = c / S; if (p > 1) p = 1
             x = 1 + w / (S * p)
-            printf "--set compute.straggler_model=random --set compute.step_ms=%.6g --set compute.slow_prob=%.6g --set compute.slowdown=%.6g --set compute.loop_frame_us=%.6g", c, p, x, (LR + LW) / LP / 1000
+            loop = (LR + LW) / LP / 1000 + (NP > 0 ? (NR_ + NW) / NP / 1000 : 0)
+            printf "--set compute.straggler_model=random --set compute.step_ms=%.6g --set compute.slow_prob=%.6g --set compute.slowdown=%.6g --set compute.loop_frame_us=%.6g", c, p, x, loop
             if (sp != "-" && sp != "") printf " --set compute.agent_speeds=%s", sp
             printf "\n" }'
 }

@@ -174,13 +174,27 @@ static inline uint64_t hmix(uint64_t h, uint64_t v)
     return h ^ (h >> 29);
 }
 
+/* The little-endian word at p (a plain load on a little-endian host: the
+ * byte loop cost a sixth of a delivery in the 10^5-agent profile). */
+static inline uint64_t le64(const uint8_t *p)
+{
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    uint64_t w;
+    memcpy(&w, p, sizeof w);
+    return w;
+#else
+    uint64_t w = 0;
+    for (int k = 0; k < 8; k++)
+        w |= (uint64_t)p[k] << (8 * k);
+    return w;
+#endif
+}
+
 static uint64_t hbytes(uint64_t h, const uint8_t *p, size_t n)
 {
     h = hmix(h, n);
     while (n >= 8) {
-        uint64_t w = 0;
-        for (int k = 0; k < 8; k++)
-            w |= (uint64_t)p[k] << (8 * k);
+        uint64_t w = le64(p);
         h = hmix(h, w);
         p += 8;
         n -= 8;
