@@ -19,8 +19,8 @@
 # <!-- calibrate begin --> and <!-- calibrate end --> of CALIB_RECORD
 # (docs/SIMULATOR.md; empty = record nothing).
 #
-# The fit, per run, measured just before it (this host is shared, so its
-# speed drifts between runs):
+# The fit, per run, measured in it or just before it (this host is shared,
+# so its speed drifts between runs), also sched_fit below:
 #   compute.step_ms  the agents' own step time under the real contention,
 #                    1000 / (steps/s per agent): CALIB_FIT=own (default) from
 #                    the measured window of the real run itself (this shared
@@ -33,7 +33,11 @@
 #                    test samples every CALIB_EVAL_EVERY steps) and the agents'
 #                    sharing of the cores, which the simulator cannot know.
 #   (links)          tbf with a bucket of 1 ms at the rate, at least 4 KB
-#                    (the simulator's links are a plain rate, no bucket)
+#                    (the simulator's links are a plain rate, no bucket),
+#                    and a queue of CALIB_QUEUE_MS (500) ms at the rate: the
+#                    simulator's links lose nothing, and with tbf's 50 ms
+#                    two 51 KB frames on one 10 Mb/s uplink overflowed it
+#                    (3-4% of the packets dropped and sent again)
 #   bandwidth_mbps   the tbf rate times the TCP goodput of a full Ethernet
 #                    frame, 1448 / 1514 (tbf counts the whole frame: 14 B
 #                    Ethernet, 20 B IP, 32 B TCP with timestamps, 1448 B of
@@ -66,6 +70,10 @@
 #   CALIB_ALGOS "gossip allreduce"
 #   CALIB_AGENTS 4   CALIB_TARGET 0.78   CALIB_DURATION_S 15   CALIB_WARMUP_S 2
 #   CALIB_FIT own|idle  CALIB_FIT_S 8 (idle)  CALIB_NICE -10 (agents, sim)
+#   CALIB_QUEUE_MS 500 (tbf's queue bound)
+#   CALIB_SCHED 1 (fit the step-time distribution, the loops' cost and the
+#                    agents' speeds from the scheduler's statistics; 0: the
+#                    mean step only)
 #   CALIB_HIDDEN 64 (model mlp:H)  CALIB_BATCH 64  CALIB_LR 0.005
 #   CALIB_INTERVAL_STEPS 16  CALIB_BITS 8  CALIB_EVAL_EVERY 100
 #   CALIB_EVAL_SAMPLES 2000  CALIB_SIM_SEEDS 2  CALIB_RECORD docs/SIMULATOR.md
@@ -106,12 +114,14 @@ prio=${CALIB_NICE:--10}
 record=${CALIB_RECORD-docs/SIMULATOR.md}
 measured=${CALIB_MEASURED:-}
 sched=${CALIB_SCHED:-1}
+qlat=${CALIB_QUEUE_MS:-500}ms
 fitsets=""
 goodput=0.956407 # 1448 / 1514, see above
 cmdline="sh scripts/calibrate.sh $build"
 for v in CALIB_BANDWIDTHS CALIB_ALGOS CALIB_AGENTS CALIB_TARGET CALIB_DURATION_S CALIB_FIT_S \
     CALIB_HIDDEN CALIB_BATCH CALIB_LR CALIB_INTERVAL_STEPS CALIB_BITS CALIB_EVAL_EVERY \
-    CALIB_EVAL_SAMPLES CALIB_SIM_SEEDS CALIB_WARMUP_S CALIB_NICE CALIB_FIT CALIB_MEASURED CALIB_SCHED; do
+    CALIB_EVAL_SAMPLES CALIB_SIM_SEEDS CALIB_WARMUP_S CALIB_NICE CALIB_FIT CALIB_MEASURED CALIB_SCHED \
+    CALIB_QUEUE_MS; do
     eval "x=\${$v:-}"
     [ -z "$x" ] || cmdline="$v='$x' $cmdline"
 done
@@ -426,7 +436,7 @@ else
         burst=$(awk -v b="$bw" 'BEGIN { k = int(b * 1e6 / 8 / 1000 / 1024 + 0.999); print (k < 4 ? 4 : k) "kb" }')
         i=1
         while [ "$i" -le "$n" ]; do
-            netns_shape "$i" "${bw}mbit" "$burst"
+            netns_shape "$i" "${bw}mbit" "$burst" "$qlat"
             i=$((i + 1))
         done
         rtt=$(rtt_ms)
