@@ -112,20 +112,14 @@ static int scale(sim_scenario *sc, uint32_t max, uint32_t rounds)
         char agents[48], nrounds[48];
         snprintf(agents, sizeof agents, "run.agents=%u", n);
         snprintf(nrounds, sizeof nrounds, "run.rounds=%u", rounds);
-        const char *const sets[] = {agents,
-                                    "run.mode=rounds",
-                                    nrounds,
-                                    "model.kind=consensus",
-                                    "model.dim=16",
-                                    "mixing.algorithm=gossip",
-                                    "mixing.topology=random",
-                                    "output.every_rounds=1000",
+        const char *const sets[] = {agents, "run.mode=rounds", nrounds, "model.kind=consensus",
+                                    "model.dim=16", "mixing.algorithm=gossip",
+                                    "mixing.topology=random", "output.every_rounds=1000",
                                     /* the oracle's shards at every size (auto
                                      * runs the replicators up to 2048 agents:
                                      * 4 CPU s and 190 KB per agent at 1000,
                                      * which is not the mixing this measures) */
-                                    "shards.mode=oracle",
-                                    NULL};
+                                    "shards.mode=oracle", NULL};
         sim_summary s;
         double first = -1;
         /* progress every round: the first call gives the CPU time of setup
