@@ -167,16 +167,17 @@ static void apply(gossip_mix *m, uint32_t s, uint32_t c, float *data)
     chunk_range(m, seg_recv(m, s), c, &off, &cnt);
     float *w = m->work + off;
     /* Poisoned values (gossip/robust.h): a reduce-scatter partial sum of
-     * k = s + 1 contributions stays within sqrt(k) tau of k times our own
-     * values (the members' differences to us since the last round are
-     * their own steps, about independent, so their sum grows as sqrt(k));
-     * an allgather segment within tau / 2 of ours: it comes from its owner
-     * alone, nothing outvotes it, and at tau / 2 (half a local delta at the
-     * default factor) a lying owner moves its segment no faster than our
-     * training moves it back. The relayed bytes are the received ones: each
-     * member bounds them itself. A partial sum is laid at the door of the
-     * predecessor, who sent it and bounded what it got; a segment at its
-     * owner's, member seg - 1 (quarantine and its vote, robust.h). */
+     * k = s + 1 contributions stays within sqrt(k (k + 1)) tau of k times
+     * our own values (the members' differences to us since the last round
+     * are their steps d_j minus ours: sum_j d_j - k d_self, of norm
+     * sqrt(k + k^2) delta for independent steps; sqrt(k), the bound before,
+     * clipped honest sums of non-IID members beyond ~10 of them); an
+     * allgather segment within tau / 2 of ours (1.5 local deltas at the
+     * default factor; the mean differs from our values by about our own
+     * delta): it comes from its owner alone and nothing outvotes it. The
+     * relayed bytes are the received ones: each member bounds them itself.
+     * Who is answerable for what (the quarantine, ar_bound_of): the
+     * predecessor for its own contribution, an owner for its segment. */
     float k;
     double mult;
     int cut;

@@ -107,10 +107,12 @@ double gossip_robust_bound(const gossip_robust *r, uint32_t count, double mult)
  * segment, one chunk each.) */
 static void robust_peer_roll(const gossip_robust *r, gossip_robust_peer *p)
 {
+    assert(p->clipped <= p->seen);
+    assert(p->round <= r->round);
     if (p->round == r->round)
         return;
     if (p->seen)
-        p->streak = 2 * p->clipped >= p->seen ? p->streak + 1 : 0;
+        p->streak = 2 * p->clipped >= p->seen ? p->streak + (p->streak < UINT32_MAX) : 0;
     p->clipped = p->seen = 0;
     p->round = r->round;
 }
@@ -226,6 +228,7 @@ int gossip_robust_clip_around(gossip_robust *r, uint64_t peer, float *v, const f
         ss += d * d;
     }
     double norm = sqrt(ss);
+    assert(!(bound < 0));
     gossip_robust_peer *p = peer ? robust_peer_get(r, peer) : NULL;
     if (p)
         p->seen += count;
