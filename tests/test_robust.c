@@ -393,6 +393,67 @@ static double run_noniid(gossip_mix_algo algo, gossip_topology topo, gossip_robu
     return sum / 40;
 }
 
+/* Honest members within the bound are not touched at all: the default
+ * gives the very vectors no bound gives, bit for bit (allreduce: the fast
+ * path for 32-bit chunks within the bound adds the same sums), so the
+ * mixing rules keep their exact mean. Members train toward one optimum,
+ * 0.2 (3 - x) plus noise a round, from models 0.1 apart. */
+static float *run_honest(gossip_mix_algo algo, gossip_topology topo, gossip_robust_rule rule,
+                         uint64_t seed, uint64_t *clipped)
+{
+    const uint32_t n = 8, dim = 64, rounds = 40;
+    gossip_mix_config cfg = {
+        .algo = algo, .topology = topo, .algos = 1u << algo, .step_timeout_us = 5000};
+    cfg.robust.rule = rule;
+    cluster c;
+    cluster_init(&c, n, dim, &cfg,
+                 &(sim_driver_config){.seed = seed, .mode = SIM_MODE_ROUNDS, .round_us = 1000});
+    model_rng rng;
+    model_rng_seed(&rng, seed, 11);
+    for (uint32_t i = 0; i < n; i++)
+        for (uint32_t j = 0; j < dim; j++)
+            c.x[i][j] = (float)(3.0 + 0.1 * model_rng_normal(&rng));
+    for (uint32_t r = 0; r < rounds; r++) {
+        for (uint32_t i = 0; i < n; i++)
+            for (uint32_t j = 0; j < dim; j++)
+                c.x[i][j] += (float)(0.2 * (3.0 - c.x[i][j]) + 0.02 * model_rng_normal(&rng));
+        assert_int_equal(cluster_round(&c), n);
+    }
+    float *out = calloc((size_t)n * dim, sizeof *out);
+    *clipped = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        memcpy(out + (size_t)i * dim, c.x[i], dim * sizeof *out);
+        *clipped += gossip_mix_get_stats(c.m[i])->robust_clipped;
+    }
+    cluster_free(&c);
+    return out;
+}
+
+static void honest_rounds_untouched(void **state)
+{
+    (void)state;
+    uint64_t seed = test_seed(71);
+    const struct {
+        gossip_mix_algo algo;
+        gossip_topology topo;
+    } cases[] = {
+        {GOSSIP_MIX_GOSSIP, GOSSIP_TOPO_RANDOM},
+        {GOSSIP_MIX_DPSGD, GOSSIP_TOPO_EXPONENTIAL},
+        {GOSSIP_MIX_ALLREDUCE, GOSSIP_TOPO_RING},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        uint64_t c0, c1;
+        float *none = run_honest(cases[k].algo, cases[k].topo, GOSSIP_ROBUST_NONE, seed + k, &c0);
+        float *def = run_honest(cases[k].algo, cases[k].topo, GOSSIP_ROBUST_CLIP, seed + k, &c1);
+        if (c1 || memcmp(none, def, 8 * 64 * sizeof *none))
+            fail_msg("seed %llu %s: honest rounds changed by the default bound (%llu clipped)",
+                     (unsigned long long)seed + k, gossip_mix_algo_name(cases[k].algo),
+                     (unsigned long long)c1);
+        free(none);
+        free(def);
+    }
+}
+
 /* The default bound lets members whose data differ agree about as well as
  * no bound does (at factor 1 they stayed apart: the chaos suite's run). */
 static void noniid_members_converge(void **state)
@@ -485,6 +546,7 @@ int main(void)
         cmocka_unit_test(adopt_bounds),
         cmocka_unit_test(quarantine_cuts_persistent_liar),
         cmocka_unit_test(quarantine_table_keeps_liar),
+        cmocka_unit_test(honest_rounds_untouched),
         cmocka_unit_test(noniid_members_converge),
         cmocka_unit_test(poisoned_peer_bounded),
     };
