@@ -3,8 +3,9 @@
 # train` process, PyTorch alone and PyTorch DDP (gloo), interleaved rounds,
 # median ratios; then the throughput of 2 mixing agents against a lone one.
 # Then the alternatives the defaults were chosen against (every-step
-# exchanges, a clock of the cluster's samples, exact averaging by allreduce),
-# each against one `murmur train` process in the same rounds.
+# exchanges, a clock of the cluster's samples, exact averaging by allreduce,
+# the adaptive cadence), each against one `murmur train` process in the
+# same rounds, and the throughput with the adaptive cadence.
 # Every table is written into docs/BENCHMARKS.md (generated sections).
 #   BUILD=build sh bench/peers/tta.sh [ROUNDS]
 set -u
@@ -24,3 +25,8 @@ alt() {
 alt --agent-set mixing.interval_steps=1
 alt --agent-set model.schedule_unit=cluster-epochs --agent-set model.schedule=cosine:8
 alt --agent-set mixing.algorithm=allreduce
+# the adaptive cadence (mixing.cost_share, off by default): time to 0.88 and
+# the throughput of two agents with it on
+alt --agent-set mixing.cost_share=0.1
+"$py" bench/peers/tta.py "$build" --reps "$reps" --throughput --agent-set mixing.cost_share=0.1 \
+    --record docs/BENCHMARKS.md || exit 1
