@@ -275,6 +275,24 @@ typedef enum attack { ATTACK_SCALE, ATTACK_SIGN_FLIP } attack;
  * Member `byz` trains the same way but sends attack(x) and keeps its own
  * model (it ignores what it gets back). Returns the largest distance of an
  * honest member's value to t, or HUGE_VAL when one went non-finite. */
+/* One round of every member, delivered until each is done (a round that
+ * poisoned frames broke, refused as non-finite, ends at its deadline), then
+ * every result taken. */
+static void cluster_round_until_done(cluster *c)
+{
+    cluster_start_all(c);
+    sim_driver_run_round(c->d);
+    int all = 0;
+    for (int tries = 0; !all && tries < 100; tries++) {
+        all = 1;
+        for (uint32_t i = 0; i < c->n; i++)
+            all &= gossip_mix_get_state(c->m[i]) == GOSSIP_MIX_DONE;
+        if (!all)
+            sim_driver_run_round(c->d);
+    }
+    cluster_take_all(c);
+}
+
 static double run_attack(gossip_mix_algo algo, gossip_topology topo, gossip_robust_rule rule,
                          attack at, uint64_t seed, uint64_t *dropped)
 {
@@ -300,19 +318,7 @@ static double run_attack(gossip_mix_algo algo, gossip_topology topo, gossip_robu
         memcpy(own, c.x[byz], dim * sizeof *own);
         for (uint32_t j = 0; j < dim; j++)
             c.x[byz][j] = at == ATTACK_SCALE ? c.x[byz][j] * 1e29f : -c.x[byz][j];
-        cluster_start_all(&c);
-        sim_driver_run_round(c.d);
-        /* a round the poisoned frames broke (refused as non-finite) ends
-         * at its deadline */
-        int all = 0;
-        for (int tries = 0; !all && tries < 100; tries++) {
-            all = 1;
-            for (uint32_t i = 0; i < n; i++)
-                all &= gossip_mix_get_state(c.m[i]) == GOSSIP_MIX_DONE;
-            if (!all)
-                sim_driver_run_round(c.d);
-        }
-        cluster_take_all(&c);
+        cluster_round_until_done(&c);
         memcpy(c.x[byz], own, dim * sizeof *own);
     }
     double worst = 0;
@@ -368,17 +374,7 @@ static double run_noniid(gossip_mix_algo algo, gossip_topology topo, gossip_robu
             for (uint32_t j = 0; j < dim; j++)
                 c.x[i][j] +=
                     (float)(0.2 * (b[i * dim + j] - c.x[i][j]) + 0.02 * model_rng_normal(&rng));
-        cluster_start_all(&c);
-        sim_driver_run_round(c.d);
-        int all = 0;
-        for (int tries = 0; !all && tries < 100; tries++) {
-            all = 1;
-            for (uint32_t i = 0; i < n; i++)
-                all &= gossip_mix_get_state(c.m[i]) == GOSSIP_MIX_DONE;
-            if (!all)
-                sim_driver_run_round(c.d);
-        }
-        cluster_take_all(&c);
+        cluster_round_until_done(&c);
         if (r >= rounds - 40)
             sum += cluster_distance(&c);
     }
