@@ -23,7 +23,10 @@
 # EXPERIMENTS_DOC (docs/experiments.md) the page whose results block is
 # rewritten (tests/integration/experiments_subset.sh points it at a scratch
 # copy); EXPERIMENTS_OUT (BUILD/experiments) where the runs and the tables
-# are written.
+# are written; EXPERIMENTS_REUSE=1 takes a run or sweep already in
+# EXPERIMENTS_OUT (its summary.json or sweep.csv, not interrupted) instead
+# of running it again (a long experiment stopped by a later step, or by a
+# table-writing bug, need not be repeated).
 set -eu
 build=${1:-build}
 [ $# -gt 0 ] && shift
@@ -43,6 +46,11 @@ nice_cmd=${EXPERIMENT_NICE-nice}
 sim() { # scenario outdir args...
     scen=$1 o=$2
     shift 2
+    if [ -n "${EXPERIMENTS_REUSE:-}" ] && { [ -s "$o/sweep.csv" ] || [ -s "$o/summary.json" ]; } &&
+        ! grep -q 'interrupted' "$o.log" 2>/dev/null; then
+        echo "experiments: reusing $o (EXPERIMENTS_REUSE)"
+        return 0
+    fi
     $nice_cmd "$bin" sim "$dir/$scen" --out "$o" --quiet "$@" >"$o.log" 2>&1 ||
         { cat "$o.log" >&2; echo "experiments: murmur sim $scen failed" >&2; exit 1; }
 }
@@ -345,10 +353,12 @@ if want 8; then
     p ""
     p "Mean over $seeds seeds with the 95% Student t interval of the mean; times as in experiment 4 (first crossing, and sustained to the end of the 40 s run), over the seeds that reached 0.80 (n of $seeds)."
     p ""
-    p "| mixing | bits | bytes per agent | x 32-bit run | final accuracy | time to 0.80, first crossing (s) | time to 0.80, sustained (s) |"
-    p "|---|---:|---:|---:|---:|---:|---:|"
+    p "| mixing | bits | bytes per agent | x 32-bit run | final accuracy | time to 0.80, first crossing (s) | time to 0.80, sustained (s) | diverged runs |"
+    p "|---|---:|---:|---:|---:|---:|---:|---:|"
     o="$out/e8"
-    sim exp8_bits.ini "$o" --seeds "$seeds" --sweep mixing.algorithm=gossip,choco --sweep mixing.bits=32,8,4,2,1
+    # a diverged run is a result here (1-bit choco can blow up), not a failure
+    sim exp8_bits.ini "$o" --seeds "$seeds" --sweep mixing.algorithm=gossip,choco --sweep mixing.bits=32,8,4,2,1 \
+        --allow-divergence
     awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; next }
         function ci(m,   mean, lo, hi, n) {
             mean = $col[m]; lo = $col[m "_ci_low"]; hi = $col[m "_ci_high"]; n = $col[m "_n"]
@@ -357,9 +367,9 @@ if want 8; then
             return sprintf("%.1f ± %.1f (n = %d)", mean, (hi - lo) / 2, n) }
         { alg = $col["mixing.algorithm"]; b = $col["mixing.bits"]; by = $col["bytes_total"] / 16
           if (b == 32) ref[alg] = by
-          printf "| %s | %d | %.0f | %.3f | %.4f ± %.4f | %s | %s |\n", alg, b, by, by / ref[alg],
+          printf "| %s | %d | %.0f | %.3f | %.4f ± %.4f | %s | %s | %d |\n", alg, b, by, by / ref[alg],
               $col["final_accuracy"], ($col["final_accuracy_ci_high"] - $col["final_accuracy_ci_low"]) / 2,
-              ci("time_to_target_s"), ci("time_to_target_sustained_s") }' "$o/sweep.csv" >>"$res"
+              ci("time_to_target_s"), ci("time_to_target_sustained_s"), $col["runs_diverged"] }' "$o/sweep.csv" >>"$res"
     p ""
 fi
 
