@@ -89,9 +89,9 @@ static void on_view(agent_runtime *a)
 {
     gossip_view v;
     gossip_node_view(a->node, &v);
-    if (v.epoch == a->epoch)
+    if (v.epoch == atomic_load(&a->epoch))
         return;
-    a->epoch = v.epoch;
+    atomic_store(&a->epoch, v.epoch);
     gossip_swim *sw = gossip_node_swim(a->node);
     /* joined: in v, not in the previous view */
     for (uint32_t i = 0; i < v.n; i++) {
@@ -276,7 +276,7 @@ static void on_shards(agent_runtime *a)
         agent_log_str(&l, "train", gossip_shards_train_source_name(info.source));
         agent_log_u64(&l, "train_shards", np);
         agent_log_str(&l, "reason", gossip_shards_train_reason_name(info.reason));
-        agent_log_u64(&l, "epoch", a->epoch);
+        agent_log_u64(&l, "epoch", atomic_load(&a->epoch));
         agent_log_end(&l);
     }
 }
@@ -960,7 +960,7 @@ int agent_runtime_checkpoint(agent_runtime *a, const float *params, const float 
                            .dim = a->dim,
                            .step = step,
                            .round = atomic_load(&a->round),
-                           .epoch = a->epoch,
+                           .epoch = atomic_load(&a->epoch),
                            .params = params,
                            .momentum = momentum};
     char err[256] = "";

@@ -81,7 +81,9 @@ struct murmur_agent {
     uint64_t cad_until_us, cad_t_us, cad_cpu_ns, cad_rounds, cad_answered, cad_run_ns, cad_wait_ns,
         cad_steps;
     int cad_tid;
-    uint64_t epoch;
+    /* view epoch: written by the loop (on_view), read by the host thread
+     * (agent_runtime_checkpoint); ThreadSanitizer reported the plain field */
+    _Atomic uint64_t epoch;
     uint64_t *view_ids;
     uint32_t view_n;
     _Atomic uint32_t live_n; /* members of the view (self included), for the trainer */
