@@ -425,14 +425,17 @@ static float *run_honest(gossip_mix_algo algo, gossip_topology topo, gossip_robu
     return out;
 }
 
+/* One mixing rule on one topology, for the tests that loop over them. */
+typedef struct mix_case {
+    gossip_mix_algo algo;
+    gossip_topology topo;
+} mix_case;
+
 static void honest_rounds_untouched(void **state)
 {
     (void)state;
     uint64_t seed = test_seed(71);
-    const struct {
-        gossip_mix_algo algo;
-        gossip_topology topo;
-    } cases[] = {
+    const mix_case cases[] = {
         {GOSSIP_MIX_GOSSIP, GOSSIP_TOPO_RANDOM},
         {GOSSIP_MIX_DPSGD, GOSSIP_TOPO_EXPONENTIAL},
         {GOSSIP_MIX_ALLREDUCE, GOSSIP_TOPO_RING},
@@ -456,10 +459,7 @@ static void noniid_members_converge(void **state)
 {
     (void)state;
     uint64_t seed = test_seed(67);
-    const struct {
-        gossip_mix_algo algo;
-        gossip_topology topo;
-    } cases[] = {
+    const mix_case cases[] = {
         {GOSSIP_MIX_GOSSIP, GOSSIP_TOPO_RANDOM},
         {GOSSIP_MIX_DPSGD, GOSSIP_TOPO_EXPONENTIAL},
         {GOSSIP_MIX_DPSGD, GOSSIP_TOPO_RING},
