@@ -46,7 +46,15 @@
  * issue 13 item 14.)
  * - Per-link deadline: LINK_TIMEOUT_MULT x the link's time, at least
  *   LINK_TIMEOUT_MIN_US and at most the configured step timeout; a link
- *   never measured gets min(step timeout, GOSSIP_MIX_STEP_TIMEOUT_DEFAULT_US).
+ *   never measured is taken to be typical (LINK_TIMEOUT_MULT x the typical
+ *   time, same floor), or, before any link is measured, gets
+ *   min(step timeout, GOSSIP_MIX_STEP_TIMEOUT_DEFAULT_US).
+ * - A member that leaves the view loses its link entry: its samples are of
+ *   a path that failed (a partition: the exchanges that ran out of time
+ *   before the death was known made the link look 500 ms slow, so the first
+ *   exchange after the heal had a 4 s deadline and, unanswered, stalled
+ *   the member's mixing for 4 s: CI's fault_partition) or of an earlier
+ *   incarnation. It comes back unmeasured.
  *   8x: an exchange's time on a healthy link varies by 2-3x with load; an
  *   abort costs nothing but the round (late answers are still applied), so
  *   the factor only has to clear that spread. 500 ms floor: a scheduling
@@ -87,7 +95,7 @@ typedef struct mix_link {
     uint32_t nsamples;          /* samples taken (the ring's next slot: % LINK_SAMPLES) */
     gossip_time_us avoid_until; /* unreachable: not drawn before this */
     gossip_time_us last_used;   /* eviction order */
-    gossip_time_us probed;      /* last drawn while slow */
+    gossip_time_us probed;      /* last drawn while slow, or measured */
 } mix_link;
 
 typedef struct mix_pending {
@@ -241,6 +249,8 @@ static void link_measured(gossip_state *g, const mix_pending *e, gossip_time_us 
     if (now < e->started)
         return;
     mix_link *l = link_get(g, e->peer, now);
+    if (e->started > l->probed)
+        l->probed = e->started; /* drawn then: a slow link's next turn counts from it */
     gossip_time_us dt = now - e->started;
     l->samples[l->nsamples++ % LINK_SAMPLES] =
         dt > UINT32_MAX ? UINT32_MAX : (dt ? (uint32_t)dt : 1u);
@@ -252,15 +262,32 @@ static void link_measured(gossip_state *g, const mix_pending *e, gossip_time_us 
     g->typical_us = link_typical(g);
 }
 
-static gossip_time_us link_timeout(const gossip_mix *m, const mix_link *l)
+static gossip_time_us link_timeout(const gossip_mix *m, const gossip_state *g, const mix_link *l)
 {
     gossip_time_us t = GOSSIP_MIX_STEP_TIMEOUT_DEFAULT_US;
-    if (l && l->time_us) {
-        t = (gossip_time_us)l->time_us * LINK_TIMEOUT_MULT;
+    uint32_t time_us = l && l->time_us ? l->time_us : g->typical_us;
+    if (time_us) {
+        t = (gossip_time_us)time_us * LINK_TIMEOUT_MULT;
         if (t < LINK_TIMEOUT_MIN_US)
             t = LINK_TIMEOUT_MIN_US;
     }
     return t < m->step_timeout ? t : m->step_timeout;
+}
+
+/* Forget the links of members no longer in the view (see the top). */
+static void link_forget_absent(gossip_mix *m, gossip_state *g)
+{
+    gossip_view v = mix_view(m);
+    int changed = 0;
+    for (uint32_t k = 0; k < g->links_cap; k++) {
+        mix_link *l = &g->links[k];
+        if (l->id && gossip_view_index(&v, l->id) == UINT32_MAX) {
+            changed |= l->time_us != 0;
+            *l = (mix_link){0};
+        }
+    }
+    if (changed)
+        g->typical_us = link_typical(g);
 }
 
 /* 1 if peer still owes the answer to an earlier exchange. */
@@ -475,7 +502,7 @@ static void gossip_push(gossip_mix *m, gossip_state *g)
     uint32_t e = g->pend_next;
     g->pend_next = (g->pend_next + 1) % GOSSIP_MIX_PENDING_MAX;
     g->pend[e] = (mix_pending){.used = 1, .peer = m->ids[j], .round = r, .got = 0, .started = now};
-    m->deadline = now + link_timeout(m, link_find(g, m->ids[j]));
+    m->deadline = now + link_timeout(m, g, link_find(g, m->ids[j]));
     memset(g->pend_bits + (size_t)e * g->pend_bytes, 0, g->pend_bytes);
     g->pend_cur = e;
     g->pushing = 1;
@@ -503,6 +530,7 @@ static void gossip_on_view(gossip_mix *m, void *st)
 {
     gossip_state *g = st;
     held_prune(m, g, g->now, 1);
+    link_forget_absent(m, g);
     if (m->algo != GOSSIP_MIX_GOSSIP || m->state != GOSSIP_MIX_RUNNING || !g->pushing)
         return;
     const mix_pending *p = &g->pend[g->pend_cur];
