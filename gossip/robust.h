@@ -29,8 +29,12 @@
  *   clip           (the default) a peer's difference to the receiver's own
  *                  vector, v - x, is clipped to L2 norm tau before it is
  *                  used. For dpsgd this is one step of centered clipping
- *                  around x; for pairwise gossip both the push and the
- *                  answer are clipped; for allreduce a partial sum of k
+ *                  around x; for pairwise gossip the push is clipped and
+ *                  an answer beyond the bound is ignored (an answer is
+ *                  the answerer's choice alone: clipped, a sign-flipping
+ *                  answerer still pulled its pusher tau the wrong way in
+ *                  every exchange, a 1.03-point gap in experiment 9); for
+ *                  allreduce a partial sum of k
  *                  contributions is clipped around k times the receiver's
  *                  own values to sqrt(k (k + 1)) tau, an allgather segment
  *                  around the receiver's own to tau / 2. Chunks of a vector
@@ -209,6 +213,13 @@ double gossip_robust_bound(const gossip_robust *r, uint32_t count, double mult);
  * quarantined peer (GOSSIP_ROBUST_QUARANTINE_ROUNDS) sets v := k * c
  * instead. Returns 0 (v untouched), 1 (clipped) or 2 (ignored). */
 int gossip_robust_clip_around(gossip_robust *r, uint64_t peer, float *v, const float *c, float k,
+                              const float *own, uint32_t count, double mult);
+/* As gossip_robust_clip_around, but a difference beyond the bound is
+ * ignored (v := k * c, counted as clipped and dropped) rather than clipped,
+ * from any peer. For values that are the sender's choice alone, with
+ * nothing of ours to check them against: the answer to our gossip push
+ * (mix_gossip.c). Returns 0 (v untouched) or 2 (ignored). */
+int gossip_robust_drop_beyond(gossip_robust *r, uint64_t peer, float *v, const float *c, float k,
                               const float *own, uint32_t count, double mult);
 /* The bound gossip_robust_clip_around applies to `count` values (HUGE_VAL:
  * none), for a caller that measures the difference itself (allreduce's

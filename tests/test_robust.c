@@ -96,6 +96,36 @@ static void clip_around_bounds_difference(void **state)
     assert_int_equal((int)r.clipped, 3);
 }
 
+/* An answer to our gossip push beyond the bound is ignored, not clipped:
+ * clipped, a sign-flipped answer still moved us tau the wrong way. */
+static void drop_beyond_ignores_difference(void **state)
+{
+    (void)state;
+    const uint32_t dim = 4;
+    gossip_robust r = make_robust(GOSSIP_ROBUST_CLIP, dim); /* factor 8 */
+    feed(&r, dim, 0.25f, 5);                                /* tau = 2 */
+    float own[4] = {1, 1, 1, 1};
+    float d[4] = {-1.5f, -1.5f, -1.5f, -1.5f}; /* a flipped answer: norm 3 */
+    assert_int_equal(gossip_robust_drop_beyond(&r, 7, d, NULL, 0.0f, own, dim, 1.0), 2);
+    for (int i = 0; i < 4; i++)
+        assert_true(d[i] == 0.0f);
+    float e[4] = {0.5f, -0.5f, 0.5f, 0.5f}; /* norm 1, within tau: untouched */
+    assert_int_equal(gossip_robust_drop_beyond(&r, 7, e, NULL, 0.0f, own, dim, 1.0), 0);
+    assert_true(e[0] == 0.5f && e[1] == -0.5f);
+    /* around a center: v := k c */
+    float c[4] = {1, 2, 3, 4}, v[4] = {100, 2, 3, 4};
+    assert_int_equal(gossip_robust_drop_beyond(&r, 7, v, c, 1.0f, c, dim, 1.0), 2);
+    for (int i = 0; i < 4; i++)
+        assert_true(v[i] == c[i]);
+    assert_int_equal((int)r.clipped, 2);
+    assert_int_equal((int)r.dropped, 2);
+    /* and without a scale or anything to scale by: no bound */
+    gossip_robust n = make_robust(GOSSIP_ROBUST_NONE, dim);
+    float f[4] = {1e29f, 0, 0, 0};
+    assert_int_equal(gossip_robust_drop_beyond(&n, 7, f, NULL, 0.0f, own, dim, 1.0), 0);
+    assert_true(f[0] == 1e29f);
+}
+
 static void trimmed_mean_drops_extremes(void **state)
 {
     (void)state;
@@ -537,6 +567,7 @@ int main(void)
         cmocka_unit_test(config_and_names),
         cmocka_unit_test(scale_from_own_deltas),
         cmocka_unit_test(clip_around_bounds_difference),
+        cmocka_unit_test(drop_beyond_ignores_difference),
         cmocka_unit_test(trimmed_mean_drops_extremes),
         cmocka_unit_test(centered_clip_resists_outlier),
         cmocka_unit_test(adopt_bounds),
