@@ -701,6 +701,26 @@ int agent_metrics_std_register(agent_metrics *m, agent_metrics_std *s)
                                         "duplicate key), by cause.",
                                         "cause", refusals[i], &c)))
             return rc;
+    static const char *const outcomes[] = {AGENT_METRICS_EXCHANGE_OUTCOMES};
+    _Static_assert(sizeof outcomes / sizeof outcomes[0] ==
+                       sizeof s->exchanges / sizeof s->exchanges[0],
+                   "one series per outcome");
+    for (size_t i = 0; i < sizeof outcomes / sizeof outcomes[0]; i++)
+        if ((rc = agent_metrics_counter(
+                 m, "murmur_gossip_exchanges_total",
+                 "Pairwise gossip exchanges by outcome: peers' pushes held, refused or "
+                 "answered; our pushes retried or cancelled.",
+                 "outcome", outcomes[i], &s->exchanges[i])))
+            return rc;
+    static const char *const actions[] = {AGENT_METRICS_ROBUST_ACTIONS};
+    _Static_assert(sizeof actions / sizeof actions[0] == sizeof s->robust / sizeof s->robust[0],
+                   "one series per action");
+    for (size_t i = 0; i < sizeof actions / sizeof actions[0]; i++)
+        if ((rc = agent_metrics_counter(m, "murmur_robust_total",
+                                        "Peers' contributions beyond the bound of mixing.robust, "
+                                        "clipped to it or ignored.",
+                                        "action", actions[i], &s->robust[i])))
+            return rc;
     agent_metrics_process(m, true);
     return 0;
 }

@@ -159,7 +159,15 @@ typedef struct agent_metrics_std {
     agent_metric *bytes_sent[AGENT_METRICS_MSG_TYPES], *bytes_received[AGENT_METRICS_MSG_TYPES];
     agent_metric *messages_sent[AGENT_METRICS_MSG_TYPES];
     agent_metric *messages_received[AGENT_METRICS_MSG_TYPES];
+    /* murmur_gossip_exchanges_total by AGENT_METRICS_EXCHANGE_OUTCOMES,
+     * murmur_robust_total by AGENT_METRICS_ROBUST_ACTIONS (gossip_mix_stats) */
+    agent_metric *exchanges[5], *robust[2];
 } agent_metrics_std;
+
+/* The outcome labels of murmur_gossip_exchanges_total and the action labels
+ * of murmur_robust_total, in the order of agent_metrics_std's arrays. */
+#define AGENT_METRICS_EXCHANGE_OUTCOMES "held", "refused", "answered", "retried", "cancelled"
+#define AGENT_METRICS_ROBUST_ACTIONS    "clipped", "ignored"
 
 /* Register the standard set (and turn the process_* collectors on).
  * Errors: as agent_metrics_counter. */

@@ -580,6 +580,19 @@ static void sync_metrics(agent_runtime *a)
         agent_metric_add(a->rejections_core[e], d);
         a->last_core[e] = ns->rejected[e];
     }
+    /* gossip's exchanges and the bounds' actions, in the order of
+     * AGENT_METRICS_EXCHANGE_OUTCOMES then AGENT_METRICS_ROBUST_ACTIONS */
+    const gossip_mix_stats *xs = gossip_mix_get_stats(gossip_node_mix(a->node));
+    const uint64_t mix[7] = {xs->exchanges_held,      xs->exchanges_refused,
+                             xs->exchanges_answered,  xs->exchanges_retried,
+                             xs->exchanges_cancelled, xs->robust_clipped - xs->robust_dropped,
+                             xs->robust_dropped};
+    for (int k = 0; k < 7; k++) {
+        if (mix[k] > a->last_mix[k])
+            agent_metric_add(k < 5 ? a->ms.exchanges[k] : a->ms.robust[k - 5],
+                             mix[k] - a->last_mix[k]);
+        a->last_mix[k] = mix[k];
+    }
     uint64_t now = agent_mono_us();
     agent_metric_set(a->ms.uptime_seconds, (double)(now - a->start_us) / 1e6);
     agent_metrics_server_members_from_swim(a->srv, gossip_node_swim(a->node));

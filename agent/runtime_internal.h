@@ -60,6 +60,7 @@ struct murmur_agent {
     agent_metrics_std ms;
     agent_metrics_server *srv;
     agent_metric *rejections_net[NET_REJECT_COUNT], *rejections_core[GOSSIP_ERR_COUNT];
+    uint64_t last_mix[7]; /* gossip_mix_stats behind ms.exchanges and ms.robust (sync_metrics) */
     uint64_t last_net[NET_REJECT_COUNT], last_core[GOSSIP_ERR_COUNT];
     uint64_t start_us;
 

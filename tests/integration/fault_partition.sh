@@ -38,13 +38,24 @@ t1=$(now_ms)
 netns_heal
 wait_for 60 all 3 || fail "views not whole 60 s after the heal: $(fnum 1 peers) $(fnum 2 peers) $(fnum 3 peers) $(fnum 4 peers)"
 healed=$(($(now_ms) - t1))
-r=""
-for i in 1 2 3 4; do r="$r $(fnum "$i" mixing_rounds)"; done
+r="" ans=""
+answered='murmur_gossip_exchanges_total{outcome="answered"}'
+for i in 1 2 3 4; do
+    r="$r $(fnum "$i" mixing_rounds)"
+    ans="$ans $(fault_metric "$i" "$answered")"
+done
 sleep 3
 wait_for 20 all 3 || fail "views did not stay whole after the heal"
 k=1
 for v in $r; do
-    [ "$(fnum "$k" mixing_rounds)" -gt "$v" ] || fail "agent $k does not mix after the heal"
+    [ "$(fnum "$k" mixing_rounds)" -gt "$v" ] ||
+        fail "agent $k does not mix after the heal: $(fault_metrics "$k" | grep '^murmur_gossip_exchanges_total' | tr '\n' ' ')"
+    k=$((k + 1))
+done
+# every agent answers its peers' pushes too (the exchanges its peers start)
+k=1
+for v in $ans; do
+    [ "$(fault_metric "$k" "$answered")" -gt "$v" ] || fail "agent $k answers no push after the heal"
     k=$((k + 1))
 done
 echo "$NAME: ok: split seen in ${took} ms (bound ${bound} ms + 10 s), views whole ${healed} ms after the heal"
