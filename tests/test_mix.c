@@ -699,6 +699,29 @@ static void async_rounds_keep_mean(void **state)
     }
 }
 
+/* n gossip mixers (random peers, 5 s step timeout) of dim values on the
+ * timed driver with 1 ms links, filled with N(0, 1) values from seed. */
+static void timed_gossip_cluster(cluster *c, uint32_t n, uint32_t dim, uint64_t seed)
+{
+    gossip_mix_config cfg = base_config(GOSSIP_MIX_GOSSIP, GOSSIP_TOPO_RANDOM);
+    cfg.step_timeout_us = 5000000;
+    cluster_init(c, n, dim, &cfg,
+                 &(sim_driver_config){.seed = seed, .mode = SIM_MODE_TIMED, .latency_us = 1000});
+    model_rng rng;
+    model_rng_seed(&rng, seed, 1);
+    cluster_fill(c, &rng, 0);
+}
+
+/* 6 rounds of every member, each completed: every link measured. */
+static void measure_links(cluster *c)
+{
+    for (int r = 0; r < 6; r++) {
+        cluster_start_all(c);
+        sim_driver_run_until(c->d, sim_driver_now(c->d) + 50000, NULL, NULL);
+        assert_int_equal(cluster_take_all(c), c->n);
+    }
+}
+
 /* An exchange with a peer that leaves the view (declared dead) ends when the
  * view is installed, not a step timeout later; answers it may still send
  * are applied, so the mean is kept. (fault_partition: an agent whose push
@@ -708,14 +731,8 @@ static void gossip_cancels_exchange_with_dead_peer(void **state)
 {
     (void)state;
     uint64_t seed = test_seed(31);
-    gossip_mix_config cfg = base_config(GOSSIP_MIX_GOSSIP, GOSSIP_TOPO_RANDOM);
-    cfg.step_timeout_us = 5000000;
     cluster c;
-    cluster_init(&c, 2, 6, &cfg,
-                 &(sim_driver_config){.seed = seed, .mode = SIM_MODE_TIMED, .latency_us = 1000});
-    model_rng rng;
-    model_rng_seed(&rng, seed, 1);
-    cluster_fill(&c, &rng, 0);
+    timed_gossip_cluster(&c, 2, 6, seed);
     assert_int_equal(sim_driver_crash(c.d, 1, sim_driver_now(c.d)), 0);
     cluster_start(&c, 0);
     gossip_time_us t0 = sim_driver_now(c.d);
@@ -838,14 +855,8 @@ static void gossip_deadline_follows_link(void **state)
 {
     (void)state;
     uint64_t seed = test_seed(51);
-    gossip_mix_config cfg = base_config(GOSSIP_MIX_GOSSIP, GOSSIP_TOPO_RANDOM);
-    cfg.step_timeout_us = 5000000;
     cluster c;
-    cluster_init(&c, 2, 4, &cfg,
-                 &(sim_driver_config){.seed = seed, .mode = SIM_MODE_TIMED, .latency_us = 1000});
-    model_rng rng;
-    model_rng_seed(&rng, seed, 1);
-    cluster_fill(&c, &rng, 0);
+    timed_gossip_cluster(&c, 2, 4, seed);
     /* Agent 1 answers only once it holds a vector (it refuses before). */
     cluster_start(&c, 1);
     sim_driver_run_until(c.d, sim_driver_now(c.d) + 50000, NULL, NULL);
@@ -1220,20 +1231,9 @@ static void gossip_refuses_behind_late_exchange(void **state)
 {
     (void)state;
     uint64_t seed = test_seed(97);
-    gossip_mix_config cfg = base_config(GOSSIP_MIX_GOSSIP, GOSSIP_TOPO_RANDOM);
-    cfg.step_timeout_us = 5000000;
     cluster c;
-    cluster_init(&c, 3, 4, &cfg,
-                 &(sim_driver_config){.seed = seed, .mode = SIM_MODE_TIMED, .latency_us = 1000});
-    model_rng rng;
-    model_rng_seed(&rng, seed, 1);
-    cluster_fill(&c, &rng, 0);
-    /* measured exchanges: about 2 ms each */
-    for (int r = 0; r < 6; r++) {
-        cluster_start_all(&c);
-        sim_driver_run_until(c.d, sim_driver_now(c.d) + 50000, NULL, NULL);
-        assert_int_equal(cluster_take_all(&c), 3);
-    }
+    timed_gossip_cluster(&c, 3, 4, seed);
+    measure_links(&c); /* measured exchanges: about 2 ms each */
     sim_driver_set_filter(c.d, drop_to_2, NULL);
     /* agent 0 pushes until its push goes to the paused agent 2 */
     int stalled = 0;
@@ -1304,19 +1304,9 @@ static void gossip_forgets_departed_link(void **state)
 {
     (void)state;
     uint64_t seed = test_seed(211);
-    gossip_mix_config cfg = base_config(GOSSIP_MIX_GOSSIP, GOSSIP_TOPO_RANDOM);
-    cfg.step_timeout_us = 5000000;
     cluster c;
-    cluster_init(&c, 3, 4, &cfg,
-                 &(sim_driver_config){.seed = seed, .mode = SIM_MODE_TIMED, .latency_us = 1000});
-    model_rng rng;
-    model_rng_seed(&rng, seed, 1);
-    cluster_fill(&c, &rng, 0);
-    for (int r = 0; r < 6; r++) { /* measured exchanges: about 2 ms each */
-        cluster_start_all(&c);
-        sim_driver_run_until(c.d, sim_driver_now(c.d) + 50000, NULL, NULL);
-        assert_int_equal(cluster_take_all(&c), 3);
-    }
+    timed_gossip_cluster(&c, 3, 4, seed);
+    measure_links(&c); /* measured exchanges: about 2 ms each */
     int cut = 1;
     sim_driver_set_filter(c.d, cut_2, &cut);
     /* the partition, not yet known: agent 0's exchanges with agent 2 run
