@@ -286,8 +286,11 @@ static void link_forget_absent(gossip_mix *m, gossip_state *g)
             *l = (mix_link){0};
         }
     }
-    if (changed)
-        g->typical_us = link_typical(g);
+    /* the typical time describes the network and the model's size, not
+     * one peer: a member cut off from every peer keeps it */
+    uint32_t t = changed ? link_typical(g) : 0;
+    if (t)
+        g->typical_us = t;
 }
 
 /* 1 if peer still owes the answer to an earlier exchange. */
@@ -774,7 +777,7 @@ static int gossip_recv_reply(gossip_mix *m, gossip_state *g, const mix_frame *f,
             rc = mix_values_ok(m->scratch, ph->count);
         if (rc)
             return rc;
-        /* beyond the bound: ignored, not clipped (robust.h, rule clip) */
+        /* far beyond the bound: ignored, not clipped (robust.h, rule clip) */
         gossip_robust_drop_beyond(&m->robust, f->from, m->scratch, NULL, 0.0f, m->work + ph->offset,
                                   ph->count, 1.0);
         mix_apply_delta(m, ph->offset, ph->count, m->scratch, -1.0f);

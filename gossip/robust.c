@@ -213,10 +213,12 @@ void gossip_robust_ignore(gossip_robust *r, float *v, const float *c, float k, u
     r->inputs++;
     r->clipped++;
     r->dropped++;
+    r->cut++;
 }
 
+/* drop_mult > 0: a difference beyond drop_mult x the bound is ignored. */
 static int clip_or_drop(gossip_robust *r, uint64_t peer, float *v, const float *c, float k,
-                        const float *own, uint32_t count, double mult, int drop)
+                        const float *own, uint32_t count, double mult, double drop_mult)
 {
     double bound = gossip_robust_limit(r, count, mult, own);
     if (bound == HUGE_VAL)
@@ -239,7 +241,13 @@ static int clip_or_drop(gossip_robust *r, uint64_t peer, float *v, const float *
     r->clipped++;
     /* norm > bound > 0 and finite inputs (|v| <= 1e30, so ss <= dim * 4e60
      * fits a double): the scale is in (0, 1); 0 for a quarantined peer. */
-    double s = drop || (p && robust_peer_cut(r, p)) ? 0.0 : bound / norm;
+    double s = bound / norm;
+    if (p && robust_peer_cut(r, p)) {
+        s = 0.0;
+        r->cut++;
+    } else if (drop_mult > 0 && norm > drop_mult * bound) {
+        s = 0.0;
+    }
     for (uint32_t i = 0; i < count; i++) {
         double base = c ? (double)k * c[i] : 0.0;
         v[i] = (float)(base + ((double)v[i] - base) * s);
@@ -253,13 +261,13 @@ static int clip_or_drop(gossip_robust *r, uint64_t peer, float *v, const float *
 int gossip_robust_clip_around(gossip_robust *r, uint64_t peer, float *v, const float *c, float k,
                               const float *own, uint32_t count, double mult)
 {
-    return clip_or_drop(r, peer, v, c, k, own, count, mult, 0);
+    return clip_or_drop(r, peer, v, c, k, own, count, mult, 0.0);
 }
 
 int gossip_robust_drop_beyond(gossip_robust *r, uint64_t peer, float *v, const float *c, float k,
                               const float *own, uint32_t count, double mult)
 {
-    return clip_or_drop(r, peer, v, c, k, own, count, mult, 1);
+    return clip_or_drop(r, peer, v, c, k, own, count, mult, GOSSIP_ROBUST_ANSWER_DROP_MULT);
 }
 
 void gossip_robust_trimmed_mean(const float *const *in, uint32_t nin, uint32_t trim, uint32_t n,
