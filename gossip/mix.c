@@ -424,7 +424,6 @@ static void check_done(gossip_mix *m)
         m->ops->check(m, m->st[m->algo]);
     m->stats.robust_clipped = m->robust.clipped;
     m->stats.robust_dropped = m->robust.dropped;
-    m->stats.robust_cut = m->robust.cut;
 }
 
 /* Install a checked view whose ids live at `ids` (the mixer's copy or a
@@ -733,7 +732,6 @@ int gossip_mix_recv(gossip_mix *m, uint64_t from, const gossip_header *h, const 
     int rc = recv_frame(m, from, h, payload, len, now);
     m->stats.robust_clipped = m->robust.clipped;
     m->stats.robust_dropped = m->robust.dropped;
-    m->stats.robust_cut = m->robust.cut;
     if ((rc == GOSSIP_ESTALE || rc == GOSSIP_ENOTFOUND) && h && h->epoch != m->view_id)
         stash_put(m, from, h, payload, len);
     if (rc)

@@ -160,8 +160,7 @@ typedef struct gossip_mix_stats {
     uint64_t stash_replayed; /* frames of a view installed late, replayed (GOSSIP_MIX_STASH_MAX) */
     uint64_t exchanges_cancelled; /* gossip: exchanges ended early, their peer left the view */
     uint64_t robust_clipped;      /* peers' contributions clipped (gossip/robust.h) */
-    uint64_t robust_dropped;      /* ...of them ignored (quarantined peer, or a lying answer) */
-    uint64_t robust_cut;          /* ...of those because their peer is quarantined */
+    uint64_t robust_dropped;      /* ...of them ignored: their peer is quarantined */
     uint64_t exchanges_held;      /* gossip: pushes held until our own exchange ended */
     uint64_t exchanges_refused;   /* gossip: pushes answered busy (mid-exchange, full, no vector) */
     uint64_t exchanges_retried;   /* gossip: pushes sent again after a busy answer */

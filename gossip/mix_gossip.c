@@ -777,8 +777,7 @@ static int gossip_recv_reply(gossip_mix *m, gossip_state *g, const mix_frame *f,
             rc = mix_values_ok(m->scratch, ph->count);
         if (rc)
             return rc;
-        /* far beyond the bound: ignored, not clipped (robust.h, rule clip) */
-        gossip_robust_drop_beyond(&m->robust, f->from, m->scratch, NULL, 0.0f, m->work + ph->offset,
+        gossip_robust_clip_around(&m->robust, f->from, m->scratch, NULL, 0.0f, m->work + ph->offset,
                                   ph->count, 1.0);
         mix_apply_delta(m, ph->offset, ph->count, m->scratch, -1.0f);
     }

@@ -213,12 +213,10 @@ void gossip_robust_ignore(gossip_robust *r, float *v, const float *c, float k, u
     r->inputs++;
     r->clipped++;
     r->dropped++;
-    r->cut++;
 }
 
-/* drop_mult > 0: a difference beyond drop_mult x the bound is ignored. */
-static int clip_or_drop(gossip_robust *r, uint64_t peer, float *v, const float *c, float k,
-                        const float *own, uint32_t count, double mult, double drop_mult)
+int gossip_robust_clip_around(gossip_robust *r, uint64_t peer, float *v, const float *c, float k,
+                              const float *own, uint32_t count, double mult)
 {
     double bound = gossip_robust_limit(r, count, mult, own);
     if (bound == HUGE_VAL)
@@ -241,13 +239,7 @@ static int clip_or_drop(gossip_robust *r, uint64_t peer, float *v, const float *
     r->clipped++;
     /* norm > bound > 0 and finite inputs (|v| <= 1e30, so ss <= dim * 4e60
      * fits a double): the scale is in (0, 1); 0 for a quarantined peer. */
-    double s = bound / norm;
-    if (p && robust_peer_cut(r, p)) {
-        s = 0.0;
-        r->cut++;
-    } else if (drop_mult > 0 && norm > drop_mult * bound) {
-        s = 0.0;
-    }
+    double s = p && robust_peer_cut(r, p) ? 0.0 : bound / norm;
     for (uint32_t i = 0; i < count; i++) {
         double base = c ? (double)k * c[i] : 0.0;
         v[i] = (float)(base + ((double)v[i] - base) * s);
@@ -256,18 +248,6 @@ static int clip_or_drop(gossip_robust *r, uint64_t peer, float *v, const float *
         return 1;
     r->dropped++;
     return 2;
-}
-
-int gossip_robust_clip_around(gossip_robust *r, uint64_t peer, float *v, const float *c, float k,
-                              const float *own, uint32_t count, double mult)
-{
-    return clip_or_drop(r, peer, v, c, k, own, count, mult, 0.0);
-}
-
-int gossip_robust_drop_beyond(gossip_robust *r, uint64_t peer, float *v, const float *c, float k,
-                              const float *own, uint32_t count, double mult)
-{
-    return clip_or_drop(r, peer, v, c, k, own, count, mult, GOSSIP_ROBUST_ANSWER_DROP_MULT);
 }
 
 void gossip_robust_trimmed_mean(const float *const *in, uint32_t nin, uint32_t trim, uint32_t n,

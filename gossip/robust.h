@@ -29,12 +29,8 @@
  *   clip           (the default) a peer's difference to the receiver's own
  *                  vector, v - x, is clipped to L2 norm tau before it is
  *                  used. For dpsgd this is one step of centered clipping
- *                  around x; for pairwise gossip the push is clipped and
- *                  an answer beyond 2 tau is ignored, one beyond tau
- *                  clipped (an answer is the answerer's choice alone:
- *                  clipped, a sign-flipping answerer still pulled its
- *                  pusher tau the wrong way in every exchange, a
- *                  1.03-point gap in experiment 9); for allreduce a partial sum of k
+ *                  around x; for pairwise gossip both the push and the
+ *                  answer are clipped; for allreduce a partial sum of k
  *                  contributions is clipped around k times the receiver's
  *                  own values to sqrt(k (k + 1)) tau, an allgather segment
  *                  around the receiver's own to tau / 2. Chunks of a vector
@@ -186,9 +182,7 @@ typedef struct gossip_robust {
     uint64_t clipped; /* contributions (chunks) clipped */
     uint64_t inputs;  /* contributions (chunks) checked */
     uint64_t trimmed; /* rounds combined by trimmed-mean or centered-clip */
-    uint64_t dropped; /* contributions (chunks) ignored: a quarantined peer's, or an
-                       * answer beyond GOSSIP_ROBUST_ANSWER_DROP_MULT x the bound */
-    uint64_t cut;     /* ...of them because their peer was quarantined */
+    uint64_t dropped; /* contributions (chunks) of quarantined peers ignored */
     uint64_t round;   /* our rounds (gossip_robust_note_local calls) */
     gossip_robust_peer peer[GOSSIP_ROBUST_PEERS_MAX];
 } gossip_robust;
@@ -216,23 +210,6 @@ double gossip_robust_bound(const gossip_robust *r, uint32_t count, double mult);
  * instead. Returns 0 (v untouched), 1 (clipped) or 2 (ignored). */
 int gossip_robust_clip_around(gossip_robust *r, uint64_t peer, float *v, const float *c, float k,
                               const float *own, uint32_t count, double mult);
-/* As gossip_robust_clip_around, but a difference beyond
- * GOSSIP_ROBUST_ANSWER_DROP_MULT x the bound is ignored (v := k * c,
- * counted as clipped and dropped) rather than clipped, from any peer. For
- * values that are the sender's choice alone, with nothing of ours to check
- * them against: the answer to our gossip push (mix_gossip.c). Returns 0
- * (v untouched), 1 (clipped) or 2 (ignored). */
-/* An honest answer to a gossip push is half the difference of two models,
- * the push already clipped to the answerer's bound: at most half a bound,
- * plus the codec's error (at 1 bit a block's values all decode to +-its
- * largest magnitude: about 2.7x the norm of a Gaussian difference). Beyond
- * 2 bounds it is a lie (a scaled or sign-flipped model: its difference is
- * the model's norm, not a delta's); between 1 and 2 it is clipped as any
- * contribution is, so low-bit codecs and members whose bounds differ
- * (other step counts or data) lose nothing they had. */
-#define GOSSIP_ROBUST_ANSWER_DROP_MULT 2.0
-int gossip_robust_drop_beyond(gossip_robust *r, uint64_t peer, float *v, const float *c, float k,
-                              const float *own, uint32_t count, double mult);
 /* The bound gossip_robust_clip_around applies to `count` values (HUGE_VAL:
  * none), for a caller that measures the difference itself (allreduce's
  * fast path)... */
@@ -240,8 +217,8 @@ double gossip_robust_limit(const gossip_robust *r, uint32_t count, double mult, 
 /* ...and then records a contribution found within it, as
  * gossip_robust_clip_around would have. */
 void gossip_robust_accepted(gossip_robust *r, uint64_t peer, uint32_t count);
-/* v := k * c (0 when c is NULL), counted as ignored and cut: values that
- * hold a quarantined peer's mixed with others' (allreduce's partial sums). */
+/* v := k * c (0 when c is NULL), counted as ignored: values that hold a
+ * quarantined peer's mixed with others' (allreduce's partial sums). */
 void gossip_robust_ignore(gossip_robust *r, float *v, const float *c, float k, uint32_t count);
 /* 1 if `peer` is quarantined now. */
 int gossip_robust_quarantined(const gossip_robust *r, uint64_t peer);
