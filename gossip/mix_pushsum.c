@@ -354,8 +354,20 @@ static int pushsum_recv(gossip_mix *m, void *st, const mix_frame *f, gossip_time
         return GOSSIP_EFULL;
     /* The weight's running sum only grows (the sender adds halves), so the
      * weight never shrinks on receipt; and no value may leave the estimate
-     * s / w above GOSSIP_MIX_VALUE_MAX. Either would be a bogus frame. */
+     * s / w above GOSSIP_MIX_VALUE_MAX. Either would be a bogus frame. The
+     * estimate is judged with the weight after this frame when it carries
+     * the weight (the last chunk): judged with the weight before it, a
+     * member whose weight had drained (its pushes lost in a loss burst, to
+     * a crashed peer) refused every push for good, since any incoming mass
+     * over a weight near 0 looks huge, and halved its weight every round
+     * while its estimate stood still (soak seeds 5514 and 7004: the
+     * consensus distance flat for 700 rounds, every weight down to 1e-250). */
     double w = ps->ps[m->dim];
+    if (!baseline && off + cnt > m->dim) {
+        double dw = get_f64(d, m->dim - off) - l->v[m->dim];
+        if (dw > 0)
+            w += dw;
+    }
     for (uint32_t i = 0; i < cnt && !baseline; i++) {
         double sigma = get_f64(d, i);
         double next = ps->ps[off + i] + (sigma - l->v[off + i]);

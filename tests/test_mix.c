@@ -328,6 +328,55 @@ static void pushsum_random_beyond_link_tables(void **state)
     }
 }
 
+/* A member whose weight drained (its pushes went to a peer that crashed:
+ * that mass is gone) still takes pushes in. Judged against the weight
+ * before the push, any incoming mass over a weight near 0 made the
+ * estimate look beyond GOSSIP_MIX_VALUE_MAX: the member refused every push
+ * for good and halved its weight each round, its estimate frozen (soak
+ * seeds 5514 and 7004). */
+static void pushsum_drained_weight_recovers(void **state)
+{
+    (void)state;
+    uint64_t seed = test_seed(131);
+    const uint32_t dim = 4;
+    gossip_mix_config cfg = base_config(GOSSIP_MIX_PUSHSUM, GOSSIP_TOPO_RANDOM);
+    cluster c;
+    cluster_init(&c, 3, dim, &cfg, &(sim_driver_config){.seed = seed, .mode = SIM_MODE_ROUNDS});
+    for (uint32_t j = 0; j < dim; j++) {
+        c.x[0][j] = 1.0f;
+        c.x[1][j] = 3.0f;
+        c.x[2][j] = 5.0f;
+    }
+    /* member 1 crashed; member 0 pushes 130 times (to 1: lost, to 2: kept
+     * there), halving its weight each time */
+    assert_int_equal(sim_driver_crash(c.d, 1, sim_driver_now(c.d)), 0);
+    for (int r = 0; r < 130; r++) {
+        cluster_start(&c, 0);
+        sim_driver_run_round(c.d);
+        assert_int_equal(gossip_mix_take(c.m[0], c.x[0], NULL), GOSSIP_OK);
+    }
+    /* member 2 pushes until a push of it lands at member 0 */
+    for (int r = 0; r < 40; r++) {
+        cluster_start(&c, 2);
+        sim_driver_run_round(c.d);
+        assert_int_equal(gossip_mix_take(c.m[2], c.x[2], NULL), GOSSIP_OK);
+        if (gossip_mix_get_stats(c.m[0])->frames_received > 0)
+            break;
+    }
+    const gossip_mix_stats *st = gossip_mix_get_stats(c.m[0]);
+    assert_true(st->frames_received > 0);
+    cluster_start(&c, 0); /* its estimate, taken */
+    sim_driver_run_round(c.d);
+    assert_int_equal(gossip_mix_take(c.m[0], c.x[0], NULL), GOSSIP_OK);
+    print_message("member 0 (weight 2^-130 of its own): estimate %.4f after member 2's push, "
+                  "member 2's %.4f (%llu pushes refused as non-finite)\n",
+                  c.x[0][0], c.x[2][0], (unsigned long long)st->rejected_by[GOSSIP_ENONFINITE]);
+    assert_int_equal(st->rejected_by[GOSSIP_ENONFINITE], 0);
+    for (uint32_t j = 0; j < dim; j++)
+        assert_true(fabs(c.x[0][j] - c.x[2][j]) < 1e-3);
+    cluster_free(&c);
+}
+
 /* ---- dpsgd contraction rate = SLEM ------------------------------------- */
 
 /* Second-largest eigenvalue modulus of the dpsgd matrix W (uniform weights
@@ -1523,6 +1572,7 @@ int main(void)
         cmocka_unit_test(gossip_contracts_like_atomic_pushpull),
         cmocka_unit_test(gossip_refuses_behind_late_exchange),
         cmocka_unit_test(gossip_forgets_departed_link),
+        cmocka_unit_test(pushsum_drained_weight_recovers),
         cmocka_unit_test(driver_same_seed_same_trace),
         cmocka_unit_test(random_bytes_never_crash),
     };
