@@ -159,6 +159,7 @@ struct gossip_swim {
     int claim_refuted;                /* we refuted a claim of our id at another address */
     char claim_addr[GOSSIP_ADDR_MAX]; /* the address of the latest claim */
     uint32_t foreign_answers;         /* ACK/NACKs for sequence numbers we never used */
+    gossip_time_us foreign_at;        /* when the last of them was counted (0: never) */
     gossip_time_us next_stranger_sync;
     char notice_addr[GOSSIP_SWIM_NOTICES_MAX][GOSSIP_ADDR_MAX]; /* by-address destinations */
     uint8_t notice_busy[GOSSIP_SWIM_NOTICES_MAX];               /* a frame waits for it */
@@ -668,15 +669,23 @@ static int claim_heard(gossip_swim *s, const record *r, gossip_time_us now)
 
 /* An ACK or NACK for a sequence number we never used: the answer to a probe
  * of another process with our id, handed to us by a transport that holds a
- * connection to each (it routes by id). Only a live twin causes it (a
- * restarted process starts with no connections, so answers to its older
- * life cannot reach it). A newcomer that sees GOSSIP_SWIM_FOREIGN_ANSWERS of
- * them yields, as at a second claim; an incumbent counts a duplicate. */
+ * connection to each (it routes by id). A live twin causes them in every
+ * probe period. So can an older life of ours, but only once: the answers a
+ * peer still owed it when it crashed, if that peer was paused meanwhile and
+ * answers on waking, by dialing our address afresh (soak seed 5881: a
+ * member restarted while a peer was paused took its older life's answers
+ * for a twin's, yielded, and stayed out of every view). So foreign answers
+ * count once per probe period: a newcomer that sees them in
+ * GOSSIP_SWIM_FOREIGN_ANSWERS periods yields, as at a second claim; an
+ * incumbent counts a duplicate. */
 #define GOSSIP_SWIM_FOREIGN_ANSWERS 3u
 static void foreign_answer(gossip_swim *s, uint32_t seq, gossip_time_us now)
 {
     if ((int32_t)(seq - s->seq) <= 0)
         return; /* one of ours (or older than our counter: ambiguous) */
+    if (s->foreign_at && now >= s->foreign_at && now - s->foreign_at < period_us(s))
+        return; /* a burst: the backlog of one peer, counted once */
+    s->foreign_at = now ? now : 1;
     if (++s->foreign_answers < GOSSIP_SWIM_FOREIGN_ANSWERS)
         return;
     s->foreign_answers = 0;

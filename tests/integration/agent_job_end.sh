@@ -116,8 +116,10 @@ done
 i=1
 for p in $apids; do
     st=0
-    for _ in $(seq 1 300); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
-    if kill -0 "$p" 2>/dev/null; then kill -9 "$p"; fail "agent $i still runs 30 s after the start"; fi
+    # a bound on liveness, not a speed figure: generous for a loaded host
+    # (CI failed once at 30 s while the machine also built and ran sims)
+    for _ in $(seq 1 900); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+    if kill -0 "$p" 2>/dev/null; then kill -9 "$p"; fail "agent $i still runs 90 s after the start"; fi
     wait "$p" || st=$?
     [ "$st" -eq 5 ] || { tail -n 5 "$tmp/c5/a$i.log"; fail "agent $i exited $st, not 5"; }
     i=$((i + 1))
