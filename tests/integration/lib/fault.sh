@@ -38,6 +38,7 @@ fault_start_in() {
     seeds=""
     [ "$i" -eq 1 ] || seeds="--seed 10.77.0.1:$FAULT_PORT"
     [ "$i" -le 2 ] || seeds="$seeds --seed 10.77.0.2:$FAULT_PORT"
+    n0=$(cat "$tmp/a$i.log" 2>/dev/null | wc -l)
     # shellcheck disable=SC2086
     netns_spawn "$ns" "$tmp/a$i.log" "$bin" agent --data-dir "$tmp/a$i" \
         --listen "10.77.0.$ns:$((FAULT_PORT + i - ns))" \
@@ -49,6 +50,15 @@ fault_start_in() {
         --set membership.suspicion_mult=$SUSPICION_MULT \
         --set log.progress_interval_ms=250 --set shards.replication=2 "$@"
     eval "pid$agent=$netns_pid"
+    # The seed listens before the others start: a joiner that dials it
+    # first is refused (nothing listens yet), backs off, and may pair up
+    # with the other joiners without it for a long time (CI, fault_pause
+    # under AddressSanitizer: agent 1, slow to load its checkpoint, stayed
+    # alone for 40 s while 2 and 3 mixed).
+    if [ "$i" -eq 1 ]; then
+        started() { sed -n "$((n0 + 1)),\$p" "$tmp/a1.log" | grep -q 'event=agent_started'; }
+        wait_for 30 started || fail "agent 1 did not start listening in 30 s"
+    fi
 }
 
 # fault_wait_exit I SECONDS: wait for agent I to exit; its status in $fault_rc
