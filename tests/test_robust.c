@@ -293,23 +293,38 @@ static void cluster_round_until_done(cluster *c)
     cluster_take_all(c);
 }
 
+/* n mixers of dim values with `algo` on `topo` and robust rule `rule` at
+ * clip factor `factor` (0: the default), rounds mode. */
+static void robust_cluster(cluster *c, uint32_t n, uint32_t dim, gossip_mix_algo algo,
+                           gossip_topology topo, gossip_robust_rule rule, double factor,
+                           uint64_t seed)
+{
+    gossip_mix_config cfg = {
+        .algo = algo, .topology = topo, .algos = 1u << algo, .step_timeout_us = 5000};
+    cfg.robust.rule = rule;
+    cfg.robust.clip_factor = factor;
+    cluster_init(c, n, dim, &cfg,
+                 &(sim_driver_config){.seed = seed, .mode = SIM_MODE_ROUNDS, .round_us = 1000});
+}
+
+/* Every member's values 3 + N(0, 0.1^2). */
+static void fill_near_three(cluster *c, model_rng *rng)
+{
+    for (uint32_t i = 0; i < c->n; i++)
+        for (uint32_t j = 0; j < c->dim; j++)
+            c->x[i][j] = (float)(3.0 + 0.1 * model_rng_normal(rng));
+}
+
 static double run_attack(gossip_mix_algo algo, gossip_topology topo, gossip_robust_rule rule,
                          attack at, uint64_t seed, uint64_t *dropped)
 {
     const uint32_t n = 8, dim = 32, byz = 3, rounds = 80;
-    gossip_mix_config cfg = {
-        .algo = algo, .topology = topo, .algos = 1u << algo, .step_timeout_us = 5000};
-    cfg.robust.rule = rule;
-    if (getenv("ROBUST_C"))
-        cfg.robust.clip_factor = atof(getenv("ROBUST_C"));
     cluster c;
-    cluster_init(&c, n, dim, &cfg,
-                 &(sim_driver_config){.seed = seed, .mode = SIM_MODE_ROUNDS, .round_us = 1000});
+    robust_cluster(&c, n, dim, algo, topo, rule, getenv("ROBUST_C") ? atof(getenv("ROBUST_C")) : 0,
+                   seed);
     model_rng rng;
     model_rng_seed(&rng, seed, 7);
-    for (uint32_t i = 0; i < n; i++)
-        for (uint32_t j = 0; j < dim; j++)
-            c.x[i][j] = (float)(3.0 + 0.1 * model_rng_normal(&rng));
+    fill_near_three(&c, &rng);
     float *own = calloc(dim, sizeof *own);
     for (uint32_t r = 0; r < rounds; r++) {
         for (uint32_t i = 0; i < n; i++)
@@ -353,13 +368,8 @@ static double run_noniid(gossip_mix_algo algo, gossip_topology topo, gossip_robu
                          double factor, uint64_t seed)
 {
     const uint32_t n = 8, dim = 32, rounds = 160;
-    gossip_mix_config cfg = {
-        .algo = algo, .topology = topo, .algos = 1u << algo, .step_timeout_us = 5000};
-    cfg.robust.rule = rule;
-    cfg.robust.clip_factor = factor;
     cluster c;
-    cluster_init(&c, n, dim, &cfg,
-                 &(sim_driver_config){.seed = seed, .mode = SIM_MODE_ROUNDS, .round_us = 1000});
+    robust_cluster(&c, n, dim, algo, topo, rule, factor, seed);
     model_rng rng;
     model_rng_seed(&rng, seed, 9);
     float *b = calloc((size_t)n * dim, sizeof *b);
@@ -398,17 +408,11 @@ static float *run_honest(gossip_mix_algo algo, gossip_topology topo, gossip_robu
                          uint64_t seed, uint64_t *clipped)
 {
     const uint32_t n = 8, dim = 64, rounds = 40;
-    gossip_mix_config cfg = {
-        .algo = algo, .topology = topo, .algos = 1u << algo, .step_timeout_us = 5000};
-    cfg.robust.rule = rule;
     cluster c;
-    cluster_init(&c, n, dim, &cfg,
-                 &(sim_driver_config){.seed = seed, .mode = SIM_MODE_ROUNDS, .round_us = 1000});
+    robust_cluster(&c, n, dim, algo, topo, rule, 0, seed);
     model_rng rng;
     model_rng_seed(&rng, seed, 11);
-    for (uint32_t i = 0; i < n; i++)
-        for (uint32_t j = 0; j < dim; j++)
-            c.x[i][j] = (float)(3.0 + 0.1 * model_rng_normal(&rng));
+    fill_near_three(&c, &rng);
     for (uint32_t r = 0; r < rounds; r++) {
         for (uint32_t i = 0; i < n; i++)
             for (uint32_t j = 0; j < dim; j++)
