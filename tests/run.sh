@@ -4,9 +4,11 @@
 # Suites: each cmocka binary $BUILD/tests/test_* (its own pass/fail counts) and
 # each tests/integration/*.sh script (one test each; it gets BUILD and
 # must exit 0). A suite that crashes or times out counts as one failure more.
-# A script that cannot run here (e.g. network namespaces without root)
-# prints exactly one line "skipped: why" and exits 0: it is listed as
-# "skip" and counted as skipped, neither passed nor failed.
+# A script that cannot run here (e.g. network namespaces without root, or no
+# python3) prints exactly one line and exits 0, the line starting with
+# "skipped: " or with "NAME: skipped: " (NAME one word, as the scripts name
+# themselves): it is listed as "skip" and counted as skipped, neither passed
+# nor failed. Any other output with status 0 is a pass.
 set -u
 build=${1:-build}
 only=${2:-}
@@ -55,9 +57,11 @@ for script in tests/integration/*.sh; do
     BUILD="$build" timeout "$timeout_s" sh "$script" >"$log" 2>&1
     rc=$?
     secs=$(($(date +%s) - start))
-    if [ "$rc" -eq 0 ] && [ "$(wc -l <"$log")" -eq 1 ] && grep -q '^skipped: ' "$log"; then
+    if [ "$rc" -eq 0 ] && [ "$(wc -l <"$log")" -eq 1 ] &&
+        grep -q '^\([A-Za-z0-9_.-]\{1,\}: \)\{0,1\}skipped: ' "$log"; then
         skipped=$((skipped + 1))
-        echo "skip $name: $(sed 's/^skipped: //' "$log")"
+        # "skip NAME: why", whichever of the two forms the script printed
+        echo "skip $name: $(sed 's/^\([A-Za-z0-9_.-]\{1,\}: \)\{0,1\}skipped: //; s/^'"$name"': //' "$log")"
     elif [ "$rc" -eq 0 ]; then
         passed=$((passed + 1))
         echo "ok   $name (${secs}s)"

@@ -4,13 +4,13 @@
 # its committed seed corpus,
 # so every seed and regression input is replayed and a few thousand new
 # inputs are tried; any crash or broken property fails the test
-# (docs/FUZZING.md). Prints one "skipped" line where clang or libFuzzer is
-# missing. Long runs: make fuzz FUZZ_S=600.
+# (docs/FUZZING.md). Prints one "fuzz_smoke: skipped: ..." line where clang
+# or libFuzzer is missing. Long runs: make fuzz FUZZ_S=600.
 set -u
 cd "$(dirname "$0")/../.."
 cc=${FUZZ_CC:-clang}
 if ! sh tests/fuzz/have_libfuzzer.sh "$cc"; then
-    echo "fuzz_smoke: skipped ($cc with libFuzzer not found: apt-get install clang libclang-rt-14-dev)"
+    echo "fuzz_smoke: skipped: $cc with libFuzzer not found (apt-get install clang libclang-rt-14-dev)"
     exit 0
 fi
 work=$(mktemp -d) || exit 1
