@@ -1,7 +1,8 @@
 /* murmur sim — run a simulation scenario (sim/run.h) from the command line.
  *
  *   murmur sim SCENARIO --out DIR [--set k=v]... [--sweep k=v1,v2,...]...
- *              [--seeds N] [--jobs J] [--plot] [--trace FILE] [--allow-divergence]
+ *              [--seeds N] [--jobs J] [--plot] [--trace FILE] [--schedule FILE]
+ *              [--allow-divergence]
  *   murmur sim plot DIR... [--out OUT]     (the runs compared, sim/plot.h)
  *
  * One run writes DIR/series.csv and DIR/summary.json. A sweep runs every
@@ -81,10 +82,13 @@ static void sim_usage(FILE *out)
             "  --seeds N            N replications per point, seeds run.seed .. run.seed+N-1,\n"
             "                       in DIR/seed-S/; summary.json and sweep.csv get mean, sd\n"
             "                       and 95%% Student t interval per metric\n"
-            "  --jobs J             worker processes (default: the online cores)\n"
+            "  -j, --jobs J         worker processes (default: the online cores)\n"
             "  --plot               also draw the figures (accuracy, loss, consensus, bytes)\n"
             "                       in PNG, SVG and PDF; mean and 95%% band over seeds\n"
             "  --trace FILE         write every event of the trace hash, one per line (one run)\n"
+            "  --schedule FILE      add the faults of a murmur chaos schedule (members are\n"
+            "                       agents by index) and judge the run as murmur chaos does\n"
+            "                       (docs/CHAOS.md)\n"
             "  --allow-divergence   exit 0 when a run diverges (it is still marked)\n"
             "  --quiet              no progress lines\n"
             "\n"
@@ -104,7 +108,7 @@ static void sim_usage(FILE *out)
             "  --soak N             number of seeds, 1..1000000\n"
             "  --soak-seed S        first seed [1]\n"
             "  --verbose            print every drawn scenario and its figures\n"
-            "  --help               this text\n"
+            "  -h, --help           this text\n"
             "\n"
             "       murmur sim plot DIR... [--out OUT] [--log-x] [--log-y] [--format F,..]\n"
             "\n"
