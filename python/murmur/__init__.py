@@ -4,19 +4,26 @@ Python training loop, through ctypes. Standard library only; NumPy arrays
 
     import numpy as np, murmur
     w = np.zeros(1000, dtype=np.float32)
-    with murmur.Agent(w, node_data_dir="/var/lib/h1",
+    with murmur.Agent(config="agent.conf", node_data_dir="/var/lib/h1",
                       seeds_seed="10.0.0.1:7000") as agent:
-        agent.wait_ready()                   # checkpoint, a peer's model, or w
         for step in range(10000):
-            w -= agent.lr * grad(w)          # your training step, in place
-            if agent.mix(samples=64) == "replaced":
-                reset_optimizer()
+            w -= lr * grad(w)                # your training step, in place
+            if agent.mix(w, samples=64) == "replaced":
+                reset_optimizer()            # w is a checkpoint's or a peer's model
     # leaving the block: graceful leave, final checkpoint
 
 Settings are those of `murmur agent` (docs/CONFIG.md): a config file
 (`config=`), a dict of "section.key" -> value (`settings=`), or keyword
 arguments where the first underscore separates the section from the key
 (`mixing_bits=8` is mixing.bits, `node_data_dir=...` is node.data_dir).
+
+The agent opens (murmur_open: keys, port, joining the seeds) when it first
+gets the model, a float32 buffer: `Agent(..., model=w)` opens at once;
+otherwise the first `mix(w)` or `wait_ready(w)` opens it and joins (waits
+until the agent holds a model: its checkpoint, a peer's, or w), and that
+first mix returns "replaced" when w was replaced. Before that, status(),
+shards() and lr raise MurmurError: open with wait_ready(w) to read the
+shard assignment before the first step.
 
 The shared library is found from $MURMUR_LIB, then the build directory of
 the source tree this package sits in (build/libmurmur.so), then the
@@ -33,6 +40,10 @@ import os
 __all__ = ["Agent", "MurmurError", "library", "version"]
 
 MIX_RESULTS = {0: "none", 1: "mixed", 2: "replaced"}
+EINVAL, ECONFIG, ETIMEDOUT = -1, -2, -5  # murmur_err (include/murmur.h)
+# Joining waits in slices of this many ms, so that Ctrl-C (KeyboardInterrupt)
+# is seen within half a second rather than when the join ends.
+_WAIT_SLICE_MS = 500
 SOURCES = {0: "own", 1: "checkpoint", 2: "transfer"}
 
 
@@ -160,59 +171,123 @@ def _text(v):
     return str(v)
 
 
-class Agent:
-    """One murmur agent (murmur_open) for a model of float32 values: give
-    the model's buffer (a NumPy float32 array, ...: then mix(), wait_ready()
-    and close() use it when called without one) or its length."""
+def _is_model(x):
+    """A model (float32 buffer or length), as opposed to a config path."""
+    return x is not None and not isinstance(x, (str, bytes, os.PathLike, dict))
 
-    def __init__(self, model, config=None, settings=None, **kwargs):
-        lib = library()
+
+class Agent:
+    """One murmur agent (murmur_open) for a model of float32 values.
+
+    Agent(config=None, settings=None, *, model=None, **settings_kw):
+    config a config file, settings a dict of "section.key" -> value,
+    settings_kw keywords such as mixing_bits=8 (applied in that order, after
+    the environment's MURMUR_* variables). model is the model's buffer (a
+    NumPy float32 array, array.array("f"), ...: mix(), wait_ready() and
+    close() use it when called without one) or its length; without it the
+    agent opens at the first mix(array) or wait_ready(array). The old form
+    Agent(model, config=None, ...) with the model first is still accepted.
+    """
+
+    def __init__(self, config=None, settings=None, *, model=None, **kwargs):
+        if _is_model(config):  # the old form: Agent(model, [config], settings=...)
+            if model is not None:
+                raise TypeError("Agent: the model given twice (first argument and model=)")
+            model, config = config, None
+            if isinstance(settings, (str, bytes, os.PathLike)):
+                config, settings = settings, None
         self._h = None
+        self._lib = library()
+        self.dim, self.params = None, None
+        self._config = os.fsencode(config) if config is not None else None
+        if self._config is not None:
+            with open(self._config, "rb"):  # a missing file is reported here, not at open
+                pass
+        self._items = _settings(settings, kwargs)  # bad keywords: TypeError now
+        self._need_join = False  # opened by mix(array): that mix joins first
+        if model is not None:
+            self._open(model)
+
+    def _open(self, model):
+        """murmur_open for this model (buffer or length)."""
         if isinstance(model, int):
-            self.dim, self.params = model, None
+            dim, params = model, None
         else:
-            self.dim = memoryview(model).nbytes // 4
-            self.params = model
-            _floats(model, self.dim, "model")
-        items = _settings(settings, kwargs)
-        arr = (ctypes.c_char_p * (len(items) + 1))(*[s.encode() for s in items], None)
+            dim, params = memoryview(model).nbytes // 4, model
+            _floats(model, dim, "model")
+        arr = (ctypes.c_char_p * (len(self._items) + 1))(*[s.encode() for s in self._items],
+                                                         None)
         err = ctypes.create_string_buffer(1024)
         handle = ctypes.c_void_p()
-        rc = lib.murmur_open(ctypes.byref(handle), config.encode() if config else None, arr,
-                             self.dim, err, len(err))
+        rc = self._lib.murmur_open(ctypes.byref(handle), self._config, arr, dim, err, len(err))
         if rc:
             raise MurmurError(rc, err.value.decode() or _strerror(rc))
-        self._h = handle
-        self._lib = lib
+        self._h, self.dim, self.params = handle, dim, params
+
+    @property
+    def opened(self):
+        """True once the agent has been opened (and until close())."""
+        return self._h is not None
 
     # -- lifecycle --
     def _handle(self):
         if self._h is None:
+            if self.dim is None:
+                raise MurmurError(EINVAL, "the agent is not open yet: it opens at the first "
+                                  "mix(array) or wait_ready(array), or give Agent(model=...)")
             raise MurmurError(-6, "the agent is closed")
         return self._h
+
+    def _open_for(self, params, what):
+        """Lazy open: the first call that hands over the model opens the agent."""
+        if self._h is not None or self.dim is not None:
+            return
+        if params is None or isinstance(params, int):
+            raise TypeError(f"{what}: the agent is not open yet: give the model, "
+                            f"{what}(array), to open it")
+        self._open(params)
+        self._need_join = True
 
     def wait_ready(self, params=None, momentum=None, timeout=None):
         """Wait until the agent holds a model; params holds the host's initial
         model and receives the agent's. Returns "own", "checkpoint" or
-        "transfer". timeout in seconds (None = forever)."""
+        "transfer". timeout in seconds (None = forever). Opens the agent
+        if it is not open yet (params then required)."""
+        self._open_for(params, "wait_ready")
         params = self.params if params is None else params
         src = ctypes.c_int(0)
-        ms = -1 if timeout is None else int(timeout * 1000)
-        rc = self._lib.murmur_wait_ready(self._handle(), _floats(params, self.dim, "params"),
-                                         _floats(momentum, self.dim, "momentum"), ms,
-                                         ctypes.byref(src))
+        p = _floats(params, self.dim, "params")
+        m = _floats(momentum, self.dim, "momentum")
+        left = None if timeout is None else max(0, int(timeout * 1000))
+        while True:  # in slices, so Ctrl-C is not held until the join ends
+            ms = _WAIT_SLICE_MS if left is None else min(left, _WAIT_SLICE_MS)
+            rc = self._lib.murmur_wait_ready(self._handle(), p, m, ms, ctypes.byref(src))
+            if rc != ETIMEDOUT or (left is not None and left <= ms):
+                break
+            if left is not None:
+                left -= ms
         if rc:
             raise MurmurError(rc, _strerror(rc))
+        self._need_join = False
         return SOURCES.get(src.value, "own")
 
     def mix(self, params=None, steps=1, samples=0):
         """After local steps: apply a finished round in place, start one when
-        due. Returns "none", "mixed" or "replaced" (reset your optimizer)."""
+        due. Returns "none", "mixed" or "replaced" (reset your optimizer).
+        The first mix(array) of an agent not yet open opens it and joins
+        (wait_ready): "replaced" if the array became a checkpoint's or a
+        peer's model."""
+        joined = None
+        self._open_for(params, "mix")
+        if self._need_join:
+            joined = self.wait_ready(params)
         params = self.params if params is None else params
         rc = self._lib.murmur_mix(self._handle(), _floats(params, self.dim, "params"),
                                   int(steps), int(samples))
         if rc < 0:
             raise MurmurError(rc, _strerror(rc))
+        if joined is not None and joined != "own":
+            return "replaced"
         return MIX_RESULTS[rc]
 
     @property
@@ -278,7 +353,7 @@ class Agent:
         """Leave gracefully, apply pending mixing changes to params, write the
         final checkpoint. Returns the agent's exit status (0 = normal)."""
         if self._h is None:
-            return 0
+            return 0  # never opened, or closed already
         params = self.params if params is None else params
         h, self._h = self._h, None
         return self._lib.murmur_close(h, _floats(params, self.dim, "params"),

@@ -46,7 +46,7 @@ class Mixer:
         self.module, self.optimizer, self.every = module, optimizer, max(1, int(every))
         self.flat = flat
         self.array = flat.numpy()  # shares memory with flat and the parameters
-        self.agent = agent or Agent(self.array, config, settings, **kwargs)
+        self.agent = agent or Agent(config, settings, model=self.array, **kwargs)
         self._steps = 0
         self._samples = 0
         self.replaced = 0

@@ -3,8 +3,11 @@ tests/integration/python_binding.sh with MURMUR_LIB, MURMUR_BIN and a
 temporary directory. Two agents in this process mix NumPy arrays (and an
 array.array without NumPy), the status and shard calls work, errors raise
 MurmurError with libmurmur's message, the context manager leaves and
-checkpoints, a restart resumes from that checkpoint; with PyTorch, the
-Mixer shares one flat buffer with the module's parameters.
+checkpoints, a restart resumes from that checkpoint; a third agent made as
+the issue writes it, Agent(config=FILE, **settings) with no model, opens at
+its first mix(array), joins (its array replaced by the cluster's model) and
+mixes; with PyTorch, the Mixer shares one flat buffer with the module's
+parameters.
 """
 import array
 import math
@@ -57,6 +60,41 @@ try:
 except TypeError:
     check(True, "")
 
+# Agent(config=FILE, **settings): the settings of COMMON in a config file
+CONF = os.path.join(TMP, "agent.conf")
+with open(CONF, "w") as fh:
+    sections = {}
+    for k, v in COMMON.items():
+        section, key = k.split(".", 1)
+        sections.setdefault(section, []).append(f"{key} = {v}")
+    for section, lines in sections.items():
+        fh.write(f"[{section}]\n" + "\n".join(lines) + "\n")
+# no model: nothing opens (no port, no keys read) until the first mix(array)
+lazy = murmur.Agent(config=CONF, mixing_bits=3, node_data_dir=keys("lazy"),
+                    node_listen=f"127.0.0.1:{PORT + 9}")
+check(not lazy.opened and lazy.dim is None, "no model: not open")
+try:
+    lazy.status()
+    check(False, "status of an agent not open")
+except murmur.MurmurError as e:
+    check(e.code == -1 and "not open yet" in str(e), f"status before open: {e}")
+try:
+    lazy.mix()
+    check(False, "mix() with no array opened the agent")
+except TypeError as e:
+    check("mix(array)" in str(e), f"mix() before open: {e}")
+try:  # the configuration is checked when the agent opens: at this mix
+    lazy.mix(array.array("f", [0.0] * 10))
+    check(False, "bad bits accepted at open")
+except murmur.MurmurError as e:
+    check(e.code == -2 and "mixing.bits" in str(e) and not lazy.opened, f"open error: {e}")
+check(lazy.close() == 0, "close of an agent never opened")
+try:
+    murmur.Agent(config=os.path.join(TMP, "no-such.conf"))
+    check(False, "missing config file accepted")
+except FileNotFoundError:
+    check(True, "")
+
 try:
     import numpy as np
 except ImportError:
@@ -66,8 +104,9 @@ if np is not None:
     DIM = 2048
     a_w = np.full(DIM, 3.0, dtype=np.float32)
     b_w = np.full(DIM, 7.0, dtype=np.float32)
-    a = murmur.Agent(a_w, settings=COMMON, node_data_dir=keys("a"),
+    a = murmur.Agent(model=a_w, settings=COMMON, node_data_dir=keys("a"),
                      node_listen=f"127.0.0.1:{PORT}")
+    check(a.opened and a.dim == DIM, "model= opens at once")
     check(a.wait_ready(timeout=10) == "own", "a own")
     b = murmur.Agent(b_w, settings=COMMON, node_data_dir=keys("b"),
                      node_listen=f"127.0.0.1:{PORT + 1}", seeds_seed=f"127.0.0.1:{PORT}")
@@ -86,6 +125,33 @@ if np is not None:
     check(st["steps"] == 300 and st["samples"] == 300 * 64, f"counted {st}")
     check(st["peers"] == 1 and st["state"] == "training", f"status {st}")
     check(st["mixing_rounds"] >= 10 and a.lr > 0, "rounds and lr")
+    # the issue's form: Agent(config=FILE, **settings); the model at the first mix
+    c_w = np.full(DIM, -50.0, dtype=np.float32)
+    with murmur.Agent(config=CONF, node_data_dir=keys("c"), node_listen=f"127.0.0.1:{PORT + 3}",
+                      seeds_seed=f"127.0.0.1:{PORT}") as c:
+        check(not c.opened, "c: not open before its first mix")
+        check(c.mix(c_w, samples=64) == "replaced", "c: the first mix joins by transfer")
+        check(c.opened and c.dim == DIM, "c: opened for the array's length")
+        check(abs(float(c_w.mean()) - float(a_w.mean())) < 1.0,
+              f"c: took the cluster's model in place: {c_w.mean()} vs {a_w.mean()}")
+        for step in range(100):
+            c_w -= 0.01
+            check(c.mix(samples=64) in ("none", "mixed"), "c mix (the array remembered)")
+            a.mix(samples=64)
+            b.mix(samples=64)
+            time.sleep(0.002)
+        deadline = time.time() + 20  # status() is a snapshot the runtime refreshes
+        while True:
+            cst = c.status()
+            if cst["peers"] == 2 and cst["mixing_rounds"] >= 1 or time.time() > deadline:
+                break
+            c.mix(steps=0)
+            a.mix(steps=0)
+            b.mix(steps=0)
+            time.sleep(0.05)
+        check(cst["steps"] == 101 and cst["mixing_rounds"] >= 1 and cst["peers"] == 2 and
+              cst["state"] == "training", f"c status {cst}")
+    check(not c.opened, "c: closed by the with block")
     gen, paths, reason = a.shards()
     check(paths == [], "no catalog: no shards")
     out = np.zeros(DIM, dtype=np.float32)
@@ -123,7 +189,7 @@ if np is not None:
                       node_listen=f"127.0.0.1:{PORT}") as again:
         check(again.wait_ready(timeout=10) == "checkpoint", "resumed from checkpoint")
         check(max(abs(w[i] - float(final[i])) for i in range(DIM)) == 0.0, "checkpoint bits")
-        check(again.status()["steps"] == 300 + calls, "steps resumed")
+        check(again.status()["steps"] == 300 + 100 + calls, "steps resumed")
 
 if np is not None:
     # murmur.data reads shard files with the C loader's checks
