@@ -176,6 +176,49 @@ static size_t plot_linear_ticks(double lo, double hi, sim_plot_tick *out, size_t
     return n;
 }
 
+/* Whether the labels of the major ticks that are not decades read back as
+ * their values (to tol) and all labelled ticks print differently from
+ * their labelled neighbours. */
+static int plot_labels_good(const sim_plot_tick *t, size_t n, double tol)
+{
+    const char *prev = NULL;
+    for (size_t i = 0; i < n; i++) {
+        if (!t[i].label[0])
+            continue;
+        if (prev && !strcmp(prev, t[i].label))
+            return 0;
+        if (!t[i].decade && fabs(strtod(t[i].label, NULL) - t[i].v) > tol)
+            return 0;
+        prev = t[i].label;
+    }
+    return 1;
+}
+
+/* Label the major ticks that are not decades: as linear labels of step
+ * (or %g for step 0), then, while a label does not read back as its value
+ * or two neighbours print alike (a narrow range far from zero), with more
+ * significant digits. */
+static void plot_label_majors(sim_plot_tick *t, size_t n, double step)
+{
+    if (!n)
+        return;
+    double tol = 1e-6 * (step > 0 ? step : t[n - 1].v * 1e-3);
+    for (int prec = 0; prec <= 17; prec = prec ? prec + 1 : 6) {
+        for (size_t i = 0; i < n; i++) {
+            if (!t[i].major || t[i].decade)
+                continue;
+            if (prec)
+                snprintf(t[i].label, sizeof t[i].label, "%.*g", prec, t[i].v);
+            else if (step > 0)
+                plot_linear_label(t[i].v, step, t[i].label, sizeof t[i].label);
+            else
+                snprintf(t[i].label, sizeof t[i].label, "%g", t[i].v);
+        }
+        if (plot_labels_good(t, n, tol))
+            return;
+    }
+}
+
 static size_t plot_log_ticks(double lo, double hi, sim_plot_tick *out, size_t max)
 {
     int k0 = (int)floor(log10(lo) + 1e-9), k1 = (int)ceil(log10(hi) - 1e-9);
@@ -202,13 +245,39 @@ static size_t plot_log_ticks(double lo, double hi, sim_plot_tick *out, size_t ma
             }
         }
     }
-    /* fewer than two decades labelled: label 2 and 5 x 10^k as numbers */
-    if (labelled < 2)
+    if (labelled >= 2)
+        return n;
+    /* A narrow range (fewer than two decades labelled): label 1, 2 and 5 x
+     * 10^k; if that labels fewer than two ticks, every m x 10^k (the range
+     * is then within about two neighbouring multiples); if still fewer,
+     * nice linear steps inside the range. At least two labelled ticks. */
+    for (int all = 0; all <= 1; all++) {
+        size_t count = 0;
         for (size_t i = 0; i < n; i++) {
             double m = out[i].v / pow(10, floor(log10(out[i].v) + 1e-9));
-            if (!out[i].decade && (fabs(m - 2) < 1e-6 || fabs(m - 5) < 1e-6))
-                snprintf(out[i].label, sizeof out[i].label, "%g", out[i].v);
+            count += out[i].decade || all || fabs(m - 2) < 1e-6 || fabs(m - 5) < 1e-6;
         }
+        if (count < 2)
+            continue;
+        for (size_t i = 0; i < n; i++) {
+            double m = out[i].v / pow(10, floor(log10(out[i].v) + 1e-9));
+            out[i].major |= all || fabs(m - 2) < 1e-6 || fabs(m - 5) < 1e-6;
+        }
+        plot_label_majors(out, n, 0);
+        return n;
+    }
+    double step = plot_nice_step(hi - lo, 5);
+    n = 0;
+    for (double k = ceil(lo / step - 1e-9); n < max; k++) {
+        double v = k * step;
+        if (v > hi + step * 1e-9)
+            break;
+        sim_plot_tick *t = &out[n++];
+        memset(t, 0, sizeof *t);
+        t->v = v;
+        t->major = 1;
+    }
+    plot_label_majors(out, n, step);
     return n;
 }
 

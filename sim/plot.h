@@ -18,8 +18,12 @@
  * Titles name the scenario (summary.json "scenario"), the sweep point
  * ("label") and the seed or seeds. Axes: ticks at 1-2-5 steps on linear
  * axes; on log axes a major tick at every decade labelled 10^k (every
- * second or third decade past 8 decades) with minor ticks at 2..9 x 10^k,
- * and, when fewer than two decades are labelled, 2 and 5 labelled too.
+ * second or third decade past 8 decades) with minor ticks at 2..9 x 10^k;
+ * when fewer than two decades are labelled (a narrow range), 2 and 5 x
+ * 10^k labelled too, or if that still labels fewer than two ticks every
+ * m x 10^k, or else nice linear steps inside the range: a log axis always
+ * has at least two labelled ticks, labels printed with the digits that
+ * tell them apart.
  * Lines break at undefined points (NaN, or <= 0 on a log axis).
  *
  * Drawing: cairo's vector surfaces in points (1/72 in); the PNG is the

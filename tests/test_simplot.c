@@ -132,6 +132,31 @@ static void linear_ticks(void **state)
     assert_int_equal(sim_plot_axis_ticks(0, NAN, 0, t, SIM_PLOT_TICKS_MAX), 0);
 }
 
+/* The ticks of a log axis over [lo, hi]: increasing, inside the range, at
+ * least two labelled, the labelled ones major and all labels distinct.
+ * Returns the number labelled. */
+static size_t check_log_labels(double lo, double hi, sim_plot_tick *t, size_t *n)
+{
+    *n = sim_plot_axis_ticks(lo, hi, 1, t, SIM_PLOT_TICKS_MAX);
+    size_t labelled = 0;
+    for (size_t i = 0; i < *n; i++) {
+        if (i)
+            assert_true(t[i].v > t[i - 1].v);
+        assert_true(t[i].v >= lo * (1 - 1e-9) && t[i].v <= hi * (1 + 1e-9));
+        if (!t[i].label[0])
+            continue;
+        labelled++;
+        assert_true(t[i].major);
+        for (size_t j = 0; j < i; j++)
+            if (t[j].label[0] && !strcmp(t[j].label, t[i].label))
+                fail_msg("[%g, %g]: ticks %g and %g both labelled %s", lo, hi, t[j].v, t[i].v,
+                         t[i].label);
+    }
+    if (labelled < 2)
+        fail_msg("[%g, %g]: %zu labelled ticks", lo, hi, labelled);
+    return labelled;
+}
+
 static void log_ticks(void **state)
 {
     (void)state;
@@ -164,6 +189,32 @@ static void log_ticks(void **state)
             assert_true(!strcmp(t[i].label, "0.002") || !strcmp(t[i].label, "0.005"));
         }
     assert_int_equal(labelled, 2);
+    /* within one decade and between its multiples (consensus distance
+     * 0.144..0.178): nice linear steps, 0.145 to 0.175 by 0.005 */
+    n = 0;
+    assert_int_equal(check_log_labels(0.144, 0.178, t, &n), 7);
+    assert_int_equal(n, 7);
+    assert_string_equal(t[0].label, "0.145");
+    assert_string_equal(t[1].label, "0.150");
+    assert_string_equal(t[6].label, "0.175");
+    assert_true(!t[0].decade && fabs(t[1].v - 0.15) < 1e-12);
+    /* across a decade with 1 x 10^0 the only 1-2-5 tick: every multiple,
+     * 0.8, 0.9 and the decade 10^0 */
+    assert_int_equal(check_log_labels(0.75, 1.3, t, &n), 3);
+    assert_int_equal(n, 3);
+    assert_string_equal(t[0].label, "0.8");
+    assert_string_equal(t[1].label, "0.9");
+    assert_true(t[2].decade && t[2].exp == 0);
+    /* across a decade with no other multiple inside: linear steps by 0.02 */
+    assert_int_equal(check_log_labels(0.95, 1.08, t, &n), 7);
+    assert_string_equal(t[0].label, "0.96");
+    assert_string_equal(t[2].label, "1.00");
+    assert_true(!t[2].decade);
+    /* far from zero: labels get the digits that tell them apart */
+    check_log_labels(1234561, 1234579, t, &n);
+    assert_string_equal(t[0].label, "1234565");
+    /* a range that spans decades keeps its decade ticks only */
+    assert_int_equal(check_log_labels(0.05, 20, t, &n), 3);
     /* 25 decades: every third labelled, no minors */
     n = sim_plot_axis_ticks(1e-20, 1e5, 1, t, SIM_PLOT_TICKS_MAX);
     assert_int_equal(n, 26);
