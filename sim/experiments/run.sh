@@ -26,7 +26,12 @@
 # are written; EXPERIMENTS_REUSE=1 takes a run or sweep already in
 # EXPERIMENTS_OUT (its summary.json or sweep.csv, not interrupted) instead
 # of running it again (a long experiment stopped by a later step, or by a
-# table-writing bug, need not be repeated).
+# table-writing bug, need not be repeated); EXPERIMENT4_PART (all) runs
+# both parts of experiment 4, or only its MLP table (mlp) or only its CNN
+# table (cnn), the other part kept as the page has it (the CNN runs train
+# 16 real CNNs each: `EXPERIMENT4_PART=cnn sh sim/experiments/run.sh build 4`
+# refreshes them alone); EXPERIMENT4_CNN_S (20) the simulated seconds of a
+# CNN run.
 set -eu
 build=${1:-build}
 [ $# -gt 0 ] && shift
@@ -68,24 +73,40 @@ want() {
     return 1
 }
 
-# cnn_table DIR STEP_MS BENCH: experiment 4's CNN rows from DIR/sweep.csv
-# (one seed; sweep.csv: run,mixing.algorithm,seed,trace_hash,events,wall_s,
-# sim_time_s,rounds,steps_total,bytes_total,bytes_per_agent_max,
-# final_accuracy,time_to_target_s,...; the parameter count from a run's
-# summary.json)
-cnn_table() {
-    printf '%s\n\n' "The same network on the default CNN (\`model.kind = cnn\`, batch 64, one seed): its step, $2 ms, is measured by \`$3 3 30 cnn\` (CPU time per step at batch 64, one thread) in this run."
-    printf '%s\n%s\n' "| model | parameters | step (ms) | mixing | time to 0.80 (simulated s) | final accuracy | bytes per agent | steps per agent |" \
-        "|---|---:|---:|---|---:|---:|---:|---:|"
-    awk -F, -v params="$(jget "$1/run-0000/summary.json" params)" -v step="$2" '
-        NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; next }
-        { alg = $col["mixing.algorithm"]; t[alg] = $col["time_to_target_s"]
-          printf "| CNN (`cnn`) | %d | %s | %s | %s | %.4f | %.0f | %.0f |\n", params, step, alg,
-              t[alg] == "" ? "not reached" : t[alg], $col["final_accuracy"],
+# e4_table SWEEP_CSV SUBJECT: an experiment 4 table (MLP or CNN) from a
+# sweep.csv of --seeds runs (run,mixing.algorithm,seeds,runs_interrupted,
+# runs_diverged, then per metric NAME (mean),NAME_sd,NAME_ci_low,
+# NAME_ci_high,NAME_n): mean ± the 95% Student t half width, first crossing
+# and sustained; SUBJECT starts the closing sentence ("Gossip", "CNN: gossip").
+e4_table() {
+    printf '%s\n%s\n' "| mixing | time to 0.80, first crossing (s) | time to 0.80, sustained (s) | final accuracy | bytes per agent | steps per agent |" \
+        "|---|---:|---:|---:|---:|---:|"
+    awk -F, -v seeds="$seeds" -v subject="$2" 'NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; next }
+        function ci(m,   mean, lo, hi, n) {
+            mean = $col[m]; lo = $col[m "_ci_low"]; hi = $col[m "_ci_high"]; n = $col[m "_n"]
+            if (n == 0) return "not reached"
+            if (lo == "") return sprintf("%.1f (n = %d)", mean, n)
+            return sprintf("%.1f ± %.1f (n = %d)", mean, (hi - lo) / 2, n) }
+        { alg = $col["mixing.algorithm"]; t[alg] = $col["time_to_target_s"]; tn[alg] = $col["time_to_target_s_n"]
+          printf "| %s | %s | %s | %.4f ± %.4f | %.0f | %.0f |\n", alg, ci("time_to_target_s"),
+              ci("time_to_target_sustained_s"), $col["final_accuracy"],
+              ($col["final_accuracy_ci_high"] - $col["final_accuracy_ci_low"]) / 2,
               $col["bytes_total"] / 16, $col["steps_total"] / 16 }
-        END { if (t["allreduce"] != "" && t["gossip"] != "")
-                  printf "\nCNN: gossip reaches the target %.1f times sooner than allreduce.\n\n", t["allreduce"] / t["gossip"]
-              else printf "\n" }' "$1/sweep.csv"
+        END { if (tn["allreduce"] == seeds && tn["gossip"] == seeds)
+                  printf "\n%s reaches the target (first crossing, mean over seeds) %.1f times sooner than allreduce.\n", subject, t["allreduce"] / t["gossip"] }' \
+        "$1"
+}
+# The CNN part of experiment 4's section starts with this line's words; a
+# run of one part keeps the other as the page has it (e4_page mlp|cnn).
+e4_cnn_mark="The same network on the default CNN"
+e4_page() {
+    [ -f "$doc" ] || { echo "experiments: EXPERIMENT4_PART needs $doc for the part not run" >&2; exit 1; }
+    awk -v part="$1" -v mark="$e4_cnn_mark" '/^<!-- results:begin -->$/ { inb = 1; next } /^<!-- results:end -->$/ { inb = 0 }
+        inb && /^### / { on = index($0, "### 4. ") == 1 }
+        inb && on && index($0, mark) == 1 { cnn = 1 }
+        inb && on && (part == "cnn") == cnn { print }' "$doc" >"$out/e4-page-$1.md"
+    [ -s "$out/e4-page-$1.md" ] || { echo "experiments: $doc has no $1 part of experiment 4 to keep" >&2; exit 1; }
+    cat "$out/e4-page-$1.md" >>"$res"
 }
 
 if want 1; then
@@ -221,47 +242,46 @@ if want 3; then
 fi
 
 if want 4; then
-    echo "experiments: 4 (slow network: time to accuracy, $seeds seeds)"
-    p "### 4. Slow network (100 Mb/s, 10 ms): time to 0.80 accuracy, Fashion-MNIST MLP, 16 agents"
-    p ""
-    p "Mean over $seeds seeds (run.seed 1..$seeds) with the 95% Student t interval of the mean (mean ± half width). First crossing: the first sample (every simulated second) at or above 0.80; sustained: the first sample from which accuracy stays at or above 0.80 to the end (180 s). A time is averaged over the seeds that reached the target (n of $seeds)."
-    p ""
-    p "| mixing | time to 0.80, first crossing (s) | time to 0.80, sustained (s) | final accuracy | bytes per agent | steps per agent |"
-    p "|---|---:|---:|---:|---:|---:|"
-    o="$out/e4"
-    sim exp4_slownet.ini "$o" --seeds "$seeds" --sweep mixing.algorithm=allreduce,gossip
-    # sweep.csv (--seeds): run,mixing.algorithm,seeds,runs_interrupted,runs_diverged, then per
-    # metric NAME (mean),NAME_sd,NAME_ci_low,NAME_ci_high,NAME_n
-    awk -F, -v seeds="$seeds" 'NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; next }
-        function ci(m,   mean, lo, hi, n) {
-            mean = $col[m]; lo = $col[m "_ci_low"]; hi = $col[m "_ci_high"]; n = $col[m "_n"]
-            if (n == 0) return "not reached"
-            if (lo == "") return sprintf("%.1f (n = %d)", mean, n)
-            return sprintf("%.1f ± %.1f (n = %d)", mean, (hi - lo) / 2, n) }
-        { alg = $col["mixing.algorithm"]; t[alg] = $col["time_to_target_s"]; tn[alg] = $col["time_to_target_s_n"]
-          printf "| %s | %s | %s | %.4f ± %.4f | %.0f | %.0f |\n", alg, ci("time_to_target_s"),
-              ci("time_to_target_sustained_s"), $col["final_accuracy"],
-              ($col["final_accuracy_ci_high"] - $col["final_accuracy_ci_low"]) / 2,
-              $col["bytes_total"] / 16, $col["steps_total"] / 16 }
-        END { if (tn["allreduce"] == seeds && tn["gossip"] == seeds)
-                  printf "\nGossip reaches the target (first crossing, mean over seeds) %.1f times sooner than allreduce.\n", t["allreduce"] / t["gossip"] }' \
-        "$o/sweep.csv" >>"$res"
-    p ""
-    # The CNN rows: the default CNN (model/spec.h; its parameter count comes
-    # from the net) on the same network, batch 64, with the step time measured
-    # here, bench_train's CPU time per step at batch 64 on one thread (median
-    # of 3 runs of 30 steps). One seed: each run trains 16 real CNNs.
-    bt="$build/bench/bench_train"
-    [ -x "$bt" ] || make --no-print-directory BUILD="$build" "$bt" >/dev/null ||
-        { echo "experiments: $bt is missing (make $bt)" >&2; exit 1; }
-    cnn_us=$(nice "$bt" 3 30 cnn | sed -n 's/.*cpu_step_us=\([0-9.]*\).*/\1/p')
-    [ -n "$cnn_us" ] || { echo "experiments: $bt printed no cpu_step_us" >&2; exit 1; }
-    cnn_ms=$(awk -v u="$cnn_us" 'BEGIN { printf "%.1f", u / 1000 }')
-    e4c="$out/e4-cnn"
-    sim exp4_slownet.ini "$e4c" --set model.kind=cnn --set model.spec=cnn --set model.batch=64 \
-        --set compute.step_ms="$cnn_ms" --set run.duration_s=120 --set output.every_s=4 \
-        --sweep mixing.algorithm=allreduce,gossip
-    cnn_table "$e4c" "$cnn_ms" "$bt" >>"$res"
+    e4_part=${EXPERIMENT4_PART:-all}
+    case $e4_part in all | mlp | cnn) ;; *) echo "experiments: EXPERIMENT4_PART is all, mlp or cnn" >&2; exit 1 ;; esac
+    echo "experiments: 4 (slow network: time to accuracy, $seeds seeds, $e4_part)"
+    if [ "$e4_part" = cnn ]; then
+        e4_page mlp
+    else
+        p "### 4. Slow network (100 Mb/s, 10 ms): time to 0.80 accuracy, Fashion-MNIST MLP, 16 agents"
+        p ""
+        p "Mean over $seeds seeds (run.seed 1..$seeds) with the 95% Student t interval of the mean (mean ± half width). First crossing: the first sample (every simulated second) at or above 0.80; sustained: the first sample from which accuracy stays at or above 0.80 to the end (180 s). A time is averaged over the seeds that reached the target (n of $seeds)."
+        p ""
+        o="$out/e4"
+        sim exp4_slownet.ini "$o" --seeds "$seeds" --sweep mixing.algorithm=allreduce,gossip
+        e4_table "$o/sweep.csv" Gossip >>"$res"
+        p ""
+    fi
+    if [ "$e4_part" = mlp ]; then
+        e4_page cnn
+    else
+        # The CNN rows: the default CNN (model/spec.h; its parameter count comes
+        # from the net) on the same network, batch 64, with the step time measured
+        # here, bench_train's CPU time per step at batch 64 on one thread (median
+        # of 3 runs of 30 steps). Each run trains 16 real CNNs on the simulated
+        # clock, so the runs are short (EXPERIMENT4_CNN_S): the target is first
+        # crossed within about 10 simulated s, and the rest shows whether it holds.
+        bt="$build/bench/bench_train"
+        [ -x "$bt" ] || make --no-print-directory BUILD="$build" "$bt" >/dev/null ||
+            { echo "experiments: $bt is missing (make $bt)" >&2; exit 1; }
+        cnn_us=$(nice "$bt" 3 30 cnn | sed -n 's/.*cpu_step_us=\([0-9.]*\).*/\1/p')
+        [ -n "$cnn_us" ] || { echo "experiments: $bt printed no cpu_step_us" >&2; exit 1; }
+        cnn_ms=$(awk -v u="$cnn_us" 'BEGIN { printf "%.1f", u / 1000 }')
+        cnn_s=${EXPERIMENT4_CNN_S:-20}
+        e4c="$out/e4-cnn"
+        sim exp4_slownet.ini "$e4c" --seeds "$seeds" --set model.kind=cnn --set model.spec=cnn \
+            --set model.batch=64 --set compute.step_ms="$cnn_ms" --set run.duration_s="$cnn_s" \
+            --set output.every_s=2 --sweep mixing.algorithm=allreduce,gossip
+        p "$e4_cnn_mark (\`model.kind = cnn\`, $(jget "$e4c/run-0000/seed-1/summary.json" params) parameters, batch 64), in runs of $cnn_s simulated s, not 180 s: every run trains 16 real CNNs. Its step, $cnn_ms ms, is measured by \`$bt 3 30 cnn\` (CPU time per step at batch 64, one thread) in this run. Mean over $seeds seeds (run.seed 1..$seeds) with the 95% Student t interval of the mean; first crossing: the first sample (every 2 simulated s) at or above 0.80; sustained: the first sample from which accuracy stays at or above 0.80 to the end ($cnn_s s); a time over the seeds that reached the target (n of $seeds)."
+        p ""
+        e4_table "$e4c/sweep.csv" "CNN: gossip" >>"$res"
+        p ""
+    fi
 fi
 
 if want 5; then
