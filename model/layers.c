@@ -5,19 +5,12 @@
 #include <math.h>
 #include <string.h>
 
+#include "common/simd.h"
+
 /* The pooling and normalisation loops run over the channels of one pixel
  * (NHWC), element-wise or into one accumulator per channel, so the vector
- * width changes no result (and -std=c11 forbids contracting into FMA):
- * they are compiled for AVX-512 and AVX2 too and the loader picks the
- * widest the CPU has, as model/winograd.c does; the rest of murmur is
- * built for x86-64-v2. */
-/* Not under ThreadSanitizer: it instruments the ifunc resolver, which the
- * loader runs before the sanitizer's runtime is up (a crash at start-up). */
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(__SANITIZE_THREAD__)
-#define LAYER_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define LAYER_CLONES
-#endif
+ * width changes no result: they are SIMD_CLONES (common/simd.h), as the
+ * Winograd transforms are. */
 
 /* ---- convolution by im2col and sgemm ----
  *
@@ -284,8 +277,8 @@ maxpool_pixel(const float *restrict x, const size_t *restrict off, uint32_t nw, 
     }
 }
 
-LAYER_CLONES static void maxpool_forward(const model_pool *p, const float *x, uint32_t n, int relu,
-                                         float *y, uint32_t *arg)
+SIMD_CLONES static void maxpool_forward(const model_pool *p, const float *x, uint32_t n, int relu,
+                                        float *y, uint32_t *arg)
 {
     const uint32_t C = p->in.c, K = p->k;
     const size_t in_size = model_shape_size(p->in);
@@ -318,9 +311,9 @@ void model_maxpool_forward(const model_pool *p, const float *x, uint32_t n, int 
  * dx is written once, dy where the window's maximum was and 0 elsewhere,
  * instead of clearing all of dx and scattering dy onto it (the same
  * values: one term per input either way). */
-LAYER_CLONES static void maxpool_backward_tiled(const model_pool *p, uint32_t n,
-                                                const float *restrict dy,
-                                                const uint32_t *restrict arg, float *restrict dx)
+SIMD_CLONES static void maxpool_backward_tiled(const model_pool *p, uint32_t n,
+                                               const float *restrict dy,
+                                               const uint32_t *restrict arg, float *restrict dx)
 {
     const uint32_t C = p->in.c, K = p->k;
     const size_t in_size = model_shape_size(p->in);
@@ -413,8 +406,8 @@ size_t model_groupnorm_stats_floats(model_shape s, uint32_t groups, uint32_t bat
 
 /* s1[c] = sum over the pixels of x[p][c] (and s2[c] of (x - mean[c])^2
  * when mean is not NULL). */
-LAYER_CLONES static void gn_channel_sums(const float *restrict x, size_t hw, uint32_t C,
-                                         const float *restrict mean, float *restrict s1)
+SIMD_CLONES static void gn_channel_sums(const float *restrict x, size_t hw, uint32_t C,
+                                        const float *restrict mean, float *restrict s1)
 {
     memset(s1, 0, C * sizeof *s1);
     for (size_t p = 0; p < hw; p++) {
@@ -431,9 +424,9 @@ LAYER_CLONES static void gn_channel_sums(const float *restrict x, size_t hw, uin
 }
 
 /* y = x * scale[c] + shift[c] (then ReLU) over hw pixels of C channels */
-LAYER_CLONES static void gn_affine(const float *restrict x, size_t hw, uint32_t C,
-                                   const float *restrict scale, const float *restrict shift,
-                                   int relu, float *restrict y)
+SIMD_CLONES static void gn_affine(const float *restrict x, size_t hw, uint32_t C,
+                                  const float *restrict scale, const float *restrict shift,
+                                  int relu, float *restrict y)
 {
     for (size_t p = 0; p < hw; p++) {
         const float *xp = x + p * C;
@@ -447,8 +440,8 @@ LAYER_CLONES static void gn_affine(const float *restrict x, size_t hw, uint32_t 
 }
 
 /* sdy[c] = sum over pixels of dy, sdyx[c] of dy x */
-LAYER_CLONES static void gn_grad_sums(const float *restrict x, const float *restrict dy, size_t hw,
-                                      uint32_t C, float *restrict sdy, float *restrict sdyx)
+SIMD_CLONES static void gn_grad_sums(const float *restrict x, const float *restrict dy, size_t hw,
+                                     uint32_t C, float *restrict sdy, float *restrict sdyx)
 {
     memset(sdy, 0, C * sizeof *sdy);
     memset(sdyx, 0, C * sizeof *sdyx);
@@ -460,9 +453,9 @@ LAYER_CLONES static void gn_grad_sums(const float *restrict x, const float *rest
 }
 
 /* dx = a[c] dy + b[c] x + k[c] */
-LAYER_CLONES static void gn_grad_input(const float *restrict x, const float *restrict dy, size_t hw,
-                                       uint32_t C, const float *restrict a, const float *restrict b,
-                                       const float *restrict k, float *restrict dx)
+SIMD_CLONES static void gn_grad_input(const float *restrict x, const float *restrict dy, size_t hw,
+                                      uint32_t C, const float *restrict a, const float *restrict b,
+                                      const float *restrict k, float *restrict dx)
 {
     for (size_t p = 0; p < hw; p++)
         for (uint32_t c = 0; c < C; c++)

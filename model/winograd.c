@@ -4,6 +4,7 @@
 #include <cblas.h>
 #include <string.h>
 
+#include "common/simd.h"
 #include "model/layers.h"
 
 /* Tiles are transformed and multiplied in chunks of WINO_CHUNK_FLOATS of
@@ -105,16 +106,7 @@ size_t model_wino_scratch_floats(const model_conv *cv, uint32_t batch)
 }
 
 /* The transforms are element-wise over channels, so the vector width does
- * not change a single result: they are compiled for AVX-512 and AVX2 too
- * and the loader picks the widest the CPU has (the rest of murmur is built
- * for x86-64-v2). GCC's target_clones; elsewhere the portable loop. */
-/* Not under ThreadSanitizer: it instruments the ifunc resolver, which the
- * loader runs before the sanitizer's runtime is up (a crash at start-up). */
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(__SANITIZE_THREAD__)
-#define WINO_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define WINO_CLONES
-#endif
+ * not change a single result: they are SIMD_CLONES (common/simd.h). */
 
 /* A linear combination o[e] = sum_k c_k s_k[e] of at most LC_TERMS_MAX
  * vectors with nonzero coefficients: the building block of every
@@ -247,7 +239,7 @@ static inline __attribute__((always_inline)) void lc_run(const wino_lc *l, float
 /* ---- transforms ---- */
 
 /* U[a][b][co][:] = (G g G^T)[a][b] for every filter co. */
-WINO_CLONES static void wino_weights(const model_conv *cv, const wino_dims *d, const float *w,
+SIMD_CLONES static void wino_weights(const model_conv *cv, const wino_dims *d, const float *w,
                                      float *u, float *tmp)
 {
     const model_wino *wn = &cv->wino;
@@ -272,7 +264,7 @@ WINO_CLONES static void wino_weights(const model_conv *cv, const wino_dims *d, c
 }
 
 /* dW[co] = G^T dU[.][.][co] G, the adjoint of wino_weights. */
-WINO_CLONES static void wino_weights_adjoint(const model_conv *cv, const wino_dims *d,
+SIMD_CLONES static void wino_weights_adjoint(const model_conv *cv, const wino_dims *d,
                                              const float *du, float *dw, float *tmp)
 {
     const model_wino *wn = &cv->wino;
@@ -309,7 +301,7 @@ static void wino_tile(const model_conv *cv, const wino_dims *d, size_t t, size_t
  * image). Rows of the tile that lie inside the image horizontally are read
  * in place; a tile cut by the left or right border is first copied into
  * dt with zeros. dt and tmp: alpha^2 x Cin each. */
-WINO_CLONES static void wino_input(const model_conv *cv, const wino_dims *d, const float *x,
+SIMD_CLONES static void wino_input(const model_conv *cv, const wino_dims *d, const float *x,
                                    size_t t, float *v, float *dt, float *tmp)
 {
     const model_wino *wn = &cv->wino;
@@ -355,7 +347,7 @@ WINO_CLONES static void wino_input(const model_conv *cv, const wino_dims *d, con
 
 /* dx += B dv B^T of tile t, the adjoint of wino_input (positions outside
  * the image dropped). tmp: alpha^2 x Cin. */
-WINO_CLONES static void wino_input_adjoint(const model_conv *cv, const wino_dims *d,
+SIMD_CLONES static void wino_input_adjoint(const model_conv *cv, const wino_dims *d,
                                            const float *dv, size_t t, float *dx, float *tmp)
 {
     const model_wino *wn = &cv->wino;
@@ -389,7 +381,7 @@ WINO_CLONES static void wino_input_adjoint(const model_conv *cv, const wino_dims
 
 /* y tile t = A^T M A (+ b, ReLU), cropped to the output. M: alpha^2 x
  * Cout; tmp: m x alpha x Cout. */
-WINO_CLONES static void wino_output(const model_conv *cv, const wino_dims *d, const float *mt,
+SIMD_CLONES static void wino_output(const model_conv *cv, const wino_dims *d, const float *mt,
                                     size_t t, const float *bias, int relu, float *y, float *tmp)
 {
     const model_wino *wn = &cv->wino;
@@ -419,7 +411,7 @@ WINO_CLONES static void wino_output(const model_conv *cv, const wino_dims *d, co
 
 /* dM of tile t = A dY A^T, the adjoint of wino_output (outputs beyond the
  * image count as 0). tmp: alpha x m x Cout. */
-WINO_CLONES static void wino_output_adjoint(const model_conv *cv, const wino_dims *d,
+SIMD_CLONES static void wino_output_adjoint(const model_conv *cv, const wino_dims *d,
                                             const float *dy, size_t t, float *dm, float *tmp)
 {
     const model_wino *wn = &cv->wino;
