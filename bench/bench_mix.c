@@ -8,7 +8,9 @@
  * member, with the exact bytes each member sent per round (frames with
  * headers, from the mixer's own counters) against the vector's 4 * dim.
  *
- *   make bench  or  build/bench/bench_mix [dim] [runs]
+ *   make bench  or  build/bench/bench_mix [dim] [runs] [only]
+ *
+ * only: run just the cases whose name contains it (for a profile of one).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,6 +48,7 @@ typedef struct bench_case {
     gossip_mix_algo algo;
     gossip_topology topo;
     unsigned bits;
+    gossip_robust_rule robust; /* the agent's default is clip */
 } bench_case;
 
 static int run_case(const bench_case *bc, uint32_t dim, int runs)
@@ -67,6 +70,7 @@ static int run_case(const bench_case *bc, uint32_t dim, int runs)
                                  .algo = bc->algo,
                                  .topology = bc->topo,
                                  .bits = bc->bits,
+                                 .robust = {.rule = bc->robust},
                                  .links_max = 4};
         if (gossip_mix_create(&m[i], sim_driver_env(d, i), &cfg) != GOSSIP_OK)
             return -1;
@@ -82,6 +86,11 @@ static int run_case(const bench_case *bc, uint32_t dim, int runs)
     uint64_t bytes0 = 0, bytes1 = 0;
     int completed = 0;
     for (int r = 0; r < runs + 1; r++) { /* run 0 warms up */
+        /* a local step's drift between rounds (untimed): the bounds of
+         * robust = clip are measured against it, as in the agent */
+        for (uint32_t i = 0; i < N; i++)
+            for (uint32_t j = 0; j < dim; j++)
+                x[i][j] += 1e-3f * (float)model_rng_normal(&rng);
         if (r == 1)
             for (uint32_t i = 0; i < N; i++)
                 bytes0 += gossip_mix_get_stats(m[i])->bytes_sent;
@@ -119,8 +128,9 @@ int main(int argc, char **argv)
 {
     uint32_t dim = argc > 1 ? (uint32_t)strtoul(argv[1], NULL, 0) : 256u * 1024u;
     int runs = argc > 2 ? atoi(argv[2]) : 9;
+    const char *only = argc > 3 ? argv[3] : NULL;
     if (dim == 0 || dim > GOSSIP_CODEC_DIM_MAX || runs < 1 || runs > RUNS_MAX) {
-        fprintf(stderr, "usage: bench_mix [dim 1..%u] [runs 1..%d]\n", GOSSIP_CODEC_DIM_MAX,
+        fprintf(stderr, "usage: bench_mix [dim 1..%u] [runs 1..%d] [only]\n", GOSSIP_CODEC_DIM_MAX,
                 RUNS_MAX);
         return 2;
     }
@@ -130,18 +140,22 @@ int main(int argc, char **argv)
     printf("| algorithm | wall ms | cpu ms | bytes sent | x vector | rounds ok |\n");
     printf("|---|---:|---:|---:|---:|---:|\n");
     const bench_case cases[] = {
-        {"allreduce, 32 bits", GOSSIP_MIX_ALLREDUCE, GOSSIP_TOPO_RING, 32},
-        {"allreduce, 8 bits", GOSSIP_MIX_ALLREDUCE, GOSSIP_TOPO_RING, 8},
-        {"dpsgd, ring, 32 bits", GOSSIP_MIX_DPSGD, GOSSIP_TOPO_RING, 32},
-        {"dpsgd, exponential, 32 bits", GOSSIP_MIX_DPSGD, GOSSIP_TOPO_EXPONENTIAL, 32},
-        {"gossip, random, 32 bits", GOSSIP_MIX_GOSSIP, GOSSIP_TOPO_RANDOM, 32},
-        {"gossip, random, 8 bits", GOSSIP_MIX_GOSSIP, GOSSIP_TOPO_RANDOM, 8},
-        {"push-sum, ring (float64 sums)", GOSSIP_MIX_PUSHSUM, GOSSIP_TOPO_RING, 32},
-        {"choco, ring, 4 bits", GOSSIP_MIX_CHOCO, GOSSIP_TOPO_RING, 4},
-        {"choco, ring, 1 bit", GOSSIP_MIX_CHOCO, GOSSIP_TOPO_RING, 1},
+        {"allreduce, 32 bits", GOSSIP_MIX_ALLREDUCE, GOSSIP_TOPO_RING, 32, GOSSIP_ROBUST_NONE},
+        {"allreduce, 8 bits", GOSSIP_MIX_ALLREDUCE, GOSSIP_TOPO_RING, 8, GOSSIP_ROBUST_NONE},
+        {"dpsgd, ring, 32 bits", GOSSIP_MIX_DPSGD, GOSSIP_TOPO_RING, 32, GOSSIP_ROBUST_NONE},
+        {"dpsgd, exponential, 32 bits", GOSSIP_MIX_DPSGD, GOSSIP_TOPO_EXPONENTIAL, 32,
+         GOSSIP_ROBUST_NONE},
+        {"gossip, random, 32 bits", GOSSIP_MIX_GOSSIP, GOSSIP_TOPO_RANDOM, 32, GOSSIP_ROBUST_NONE},
+        {"gossip, random, 8 bits", GOSSIP_MIX_GOSSIP, GOSSIP_TOPO_RANDOM, 8, GOSSIP_ROBUST_NONE},
+        {"gossip, random, 8 bits, clip (defaults)", GOSSIP_MIX_GOSSIP, GOSSIP_TOPO_RANDOM, 8,
+         GOSSIP_ROBUST_CLIP},
+        {"push-sum, ring (float64 sums)", GOSSIP_MIX_PUSHSUM, GOSSIP_TOPO_RING, 32,
+         GOSSIP_ROBUST_NONE},
+        {"choco, ring, 4 bits", GOSSIP_MIX_CHOCO, GOSSIP_TOPO_RING, 4, GOSSIP_ROBUST_NONE},
+        {"choco, ring, 1 bit", GOSSIP_MIX_CHOCO, GOSSIP_TOPO_RING, 1, GOSSIP_ROBUST_NONE},
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++)
-        if (run_case(&cases[k], dim, runs) != 0) {
+        if ((!only || strstr(cases[k].name, only)) && run_case(&cases[k], dim, runs) != 0) {
             fprintf(stderr, "bench_mix: %s: setup failed\n", cases[k].name);
             return 1;
         }
