@@ -6,6 +6,8 @@
 #include <math.h>
 #include <string.h>
 
+#include "common/simd.h"
+
 const char *const gossip_robust_rule_names[GOSSIP_ROBUST_RULE_COUNT + 1] = {
     "none", "clip", "trimmed-mean", "centered-clip", NULL};
 
@@ -38,6 +40,76 @@ void gossip_robust_init(gossip_robust *r, const gossip_robust_config *c, uint32_
     r->dim = dim;
 }
 
+/* ---- sums of squares ------------------------------------------------------ */
+
+/* The bounds measure the norm of a whole vector (or chunk) on every round
+ * and every received chunk: one of the event loop's largest costs (perf of
+ * an agent, docs/BENCHMARKS.md). A double accumulator summed value by value
+ * cannot be vectorized (the compiler must keep the order of the adds), so
+ * the sums run in SQ_LANES float lanes over blocks of SQ_BLOCK values,
+ * each block's lanes added into a double: a fixed order, the same result
+ * whatever the vector width (common/simd.h). A block's float sum of squares overflows only for
+ * values near 1e19 and above: such a sum is done again in double, the
+ * exact rule of before for inputs up to GOSSIP_MIX_VALUE_MAX. */
+#define SQ_LANES 16u
+#define SQ_BLOCK 1024u
+
+/* sum over i of (a[i] - k b[i] + c[i])^2 in double, b and c optional. */
+static double sq_sum_slow(const float *a, const float *b, float k, const float *c, uint32_t n)
+{
+    double ss = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        double d = (double)a[i] - (b ? (double)k * b[i] : 0.0) + (c ? (double)c[i] : 0.0);
+        ss += d * d;
+    }
+    return ss;
+}
+
+SIMD_CLONES static float sq_block(const float *restrict a, const float *restrict b, float k,
+                                  const float *restrict c, uint32_t n)
+{
+    float acc[SQ_LANES] = {0};
+    size_t i = 0; /* size_t: the lanes' loads are then contiguous (no wrap) */
+    assert(b || !c);
+    if (b && c) {
+        for (; i + SQ_LANES <= n; i += SQ_LANES)
+            for (size_t j = 0; j < SQ_LANES; j++) {
+                float d = a[i + j] - k * b[i + j] + c[i + j];
+                acc[j] += d * d;
+            }
+    } else if (b) {
+        for (; i + SQ_LANES <= n; i += SQ_LANES)
+            for (size_t j = 0; j < SQ_LANES; j++) {
+                float d = a[i + j] - k * b[i + j];
+                acc[j] += d * d;
+            }
+    } else {
+        for (; i + SQ_LANES <= n; i += SQ_LANES)
+            for (size_t j = 0; j < SQ_LANES; j++)
+                acc[j] += a[i + j] * a[i + j];
+    }
+    for (; i < n; i++) {
+        float d = a[i] - (b ? k * b[i] : 0.0f) + (c ? c[i] : 0.0f);
+        acc[i % SQ_LANES] += d * d;
+    }
+    float t = 0;
+    for (size_t j = 0; j < SQ_LANES; j++)
+        t += acc[j];
+    return t;
+}
+
+static double sq_sum(const float *a, const float *b, float k, const float *c, uint32_t n)
+{
+    double ss = 0;
+    for (uint32_t o = 0; o < n; o += SQ_BLOCK) {
+        uint32_t e = n - o < SQ_BLOCK ? n - o : SQ_BLOCK;
+        float t = sq_block(a + o, b ? b + o : NULL, k, c ? c + o : NULL, e);
+        ss +=
+            isfinite(t) ? (double)t : sq_sum_slow(a + o, b ? b + o : NULL, k, c ? c + o : NULL, e);
+    }
+    return ss;
+}
+
 static float median_of(const float *v, uint32_t n)
 {
     float s[GOSSIP_ROBUST_HISTORY];
@@ -57,16 +129,12 @@ void gossip_robust_note_local(gossip_robust *r, const float *x_now, const float 
     double ss = 0;
     r->round++; /* one call per round of ours: the peers' rounds are counted in it */
     if (!last_result) {
-        for (uint32_t i = 0; i < dim; i++)
-            ss += (double)x_now[i] * x_now[i];
+        ss = sq_sum(x_now, NULL, 0.0f, NULL, dim);
         if (!(r->anchor > 0) && isfinite(ss))
             r->anchor = sqrt(ss);
         return;
     }
-    for (uint32_t i = 0; i < dim; i++) {
-        double d = (double)x_now[i] - last_result[i] + (pending ? pending[i] : 0.0f);
-        ss += d * d;
-    }
+    ss = sq_sum(x_now, last_result, 1.0f, pending, dim);
     double norm = sqrt(ss);
     if (!(norm > 0) || !isfinite(norm) || norm > 3e38)
         return;
@@ -189,9 +257,7 @@ double gossip_robust_limit(const gossip_robust *r, uint32_t count, double mult, 
     if (bound == HUGE_VAL && r->anchor > 0 && r->dim) {
         bound = GOSSIP_ROBUST_NOSCALE_FACTOR * mult * r->anchor * robust_share(r, count);
     } else if (bound == HUGE_VAL && own) {
-        double ss = 0;
-        for (uint32_t i = 0; i < count; i++)
-            ss += (double)own[i] * own[i];
+        double ss = sq_sum(own, NULL, 0.0f, NULL, count);
         bound = GOSSIP_ROBUST_NOSCALE_FACTOR * mult * sqrt(ss);
     }
     return bound;
@@ -222,12 +288,7 @@ int gossip_robust_clip_around(gossip_robust *r, uint64_t peer, float *v, const f
     if (bound == HUGE_VAL)
         return 0;
     r->inputs++;
-    double ss = 0;
-    for (uint32_t i = 0; i < count; i++) {
-        double d = (double)v[i] - (c ? (double)k * c[i] : 0.0);
-        ss += d * d;
-    }
-    double norm = sqrt(ss);
+    double norm = sqrt(sq_sum(v, c, k, NULL, count));
     assert(!(bound < 0));
     gossip_robust_peer *p = peer ? robust_peer_get(r, peer) : NULL;
     if (p)
@@ -240,10 +301,14 @@ int gossip_robust_clip_around(gossip_robust *r, uint64_t peer, float *v, const f
     /* norm > bound > 0 and finite inputs (|v| <= 1e30, so ss <= dim * 4e60
      * fits a double): the scale is in (0, 1); 0 for a quarantined peer. */
     double s = p && robust_peer_cut(r, p) ? 0.0 : bound / norm;
-    for (uint32_t i = 0; i < count; i++) {
-        double base = c ? (double)k * c[i] : 0.0;
-        v[i] = (float)(base + ((double)v[i] - base) * s);
-    }
+    if (c)
+        for (uint32_t i = 0; i < count; i++) {
+            double base = (double)k * c[i];
+            v[i] = (float)(base + ((double)v[i] - base) * s);
+        }
+    else
+        for (uint32_t i = 0; i < count; i++)
+            v[i] = (float)((double)v[i] * s);
     if (s > 0)
         return 1;
     r->dropped++;
