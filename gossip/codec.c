@@ -13,6 +13,9 @@
  *   quantizer is unbiased to 2^-17 of a quantum (exactly unbiased whenever
  *   frac is a multiple of 2^-16). At 8 bits that is s * 6e-8, below the
  *   float32 rounding of s itself.
+ * - The loops that touch every value are SIMD_CLONES (common/simd.h): the
+ *   same integer and float operations at every vector width, so the bytes
+ *   and the decoded values do not depend on the CPU.
  * - Encoder and decoder compute a decoded value with the very same float
  *   operations ((float)q * step, step = s / L), so the encoder's `decoded`
  *   output is bit-identical to what the receiver decodes.
@@ -31,6 +34,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "common/simd.h"
 #include "gossip/wire.h"
 
 /* Values per tile: 256 keeps the two stack arrays at 1.5 KiB, long enough for
@@ -104,7 +108,7 @@ size_t gossip_codec_size(uint32_t n, unsigned bits, uint32_t block)
  * integer order is the float order, and any NaN or infinity maps to a value
  * >= F32_INF_BITS, so one integer max (pmaxud) gives both the block scale and
  * the finiteness check. */
-static uint32_t max_abs_bits(const float *restrict x, uint32_t n)
+SIMD_CLONES static uint32_t max_abs_bits(const float *restrict x, uint32_t n)
 {
     uint32_t m = 0;
     for (uint32_t i = 0; i < n; i++) {
@@ -131,8 +135,8 @@ static void fill_random(const gossip_env *env, uint16_t *r, uint32_t nt)
 
 /* Stochastic rounding of y = x * inv to an integer in [-lim, lim]:
  * floor(y) + 1 with probability ~ frac(y) (see the header comment). */
-static void quantize_tile(const float *restrict x, const uint16_t *restrict rnd, uint32_t nt,
-                          float inv, int32_t lim, int32_t *restrict q)
+SIMD_CLONES static void quantize_tile(const float *restrict x, const uint16_t *restrict rnd,
+                                      uint32_t nt, float inv, int32_t lim, int32_t *restrict q)
 {
     for (uint32_t i = 0; i < nt; i++) {
         float y = x[i] * inv;
@@ -147,8 +151,8 @@ static void quantize_tile(const float *restrict x, const uint16_t *restrict rnd,
 }
 
 /* 1 bit: bit 1 (+s) with probability (1 + x/s) / 2; inv2 = 0.5 / s. */
-static void quantize_tile_sign(const float *restrict x, const uint16_t *restrict rnd, uint32_t nt,
-                               float inv2, int32_t *restrict q)
+SIMD_CLONES static void quantize_tile_sign(const float *restrict x, const uint16_t *restrict rnd,
+                                           uint32_t nt, float inv2, int32_t *restrict q)
 {
     for (uint32_t i = 0; i < nt; i++) {
         float p = x[i] * inv2 + 0.5f;
@@ -156,14 +160,16 @@ static void quantize_tile_sign(const float *restrict x, const uint16_t *restrict
     }
 }
 
-static void decoded_tile(const int32_t *restrict q, uint32_t nt, float step, float *restrict d)
+SIMD_CLONES static void decoded_tile(const int32_t *restrict q, uint32_t nt, float step,
+                                     float *restrict d)
 {
     for (uint32_t i = 0; i < nt; i++)
         d[i] = (float)q[i] * step;
 }
 
 /* 1 bit: (2b - 1) * s is exactly +s or -s. */
-static void decoded_tile_sign(const int32_t *restrict q, uint32_t nt, float s, float *restrict d)
+SIMD_CLONES static void decoded_tile_sign(const int32_t *restrict q, uint32_t nt, float s,
+                                          float *restrict d)
 {
     for (uint32_t i = 0; i < nt; i++)
         d[i] = (float)(2 * q[i] - 1) * s;
@@ -172,7 +178,8 @@ static void decoded_tile_sign(const int32_t *restrict q, uint32_t nt, float s, f
 /* Pack nt codes of `bits` bits, two's complement (low `bits` bits of q),
  * bit i of the stream = bit i % 8 of byte i / 8. Writes ceil(nt*bits/8)
  * bytes, padding bits zero. */
-static void pack_tile(const int32_t *restrict q, uint32_t nt, unsigned bits, uint8_t *restrict p)
+SIMD_CLONES static void pack_tile(const int32_t *restrict q, uint32_t nt, unsigned bits,
+                                  uint8_t *restrict p)
 {
     uint32_t i, j;
     switch (bits) {
@@ -229,7 +236,7 @@ static void pack_tile(const int32_t *restrict q, uint32_t nt, unsigned bits, uin
 #define CODEC_LE_BSWAP 0
 #endif
 
-static void put_be32(uint8_t *restrict p, const float *restrict x, uint32_t n)
+SIMD_CLONES static void put_be32(uint8_t *restrict p, const float *restrict x, uint32_t n)
 {
 #if CODEC_LE_BSWAP
     for (uint32_t i = 0; i < n; i++) {
@@ -245,7 +252,7 @@ static void put_be32(uint8_t *restrict p, const float *restrict x, uint32_t n)
 /* put_be32 that also returns max_abs_bits(x, n): one pass instead of two
  * (a 32-bit chunk is checked and stored at once; out is unspecified when
  * the result is >= F32_INF_BITS). */
-static uint32_t put_be32_max(uint8_t *restrict p, const float *restrict x, uint32_t n)
+SIMD_CLONES static uint32_t put_be32_max(uint8_t *restrict p, const float *restrict x, uint32_t n)
 {
     uint32_t m = 0;
     for (uint32_t i = 0; i < n; i++) {
@@ -263,8 +270,8 @@ static uint32_t put_be32_max(uint8_t *restrict p, const float *restrict x, uint3
 }
 
 /* Encode one quantized block of nb values (bits 1..16) at p. */
-static void encode_block(const gossip_env *env, const float *x, uint32_t nb, unsigned bits, float s,
-                         uint8_t *p, float *decoded)
+SIMD_CLONES static void encode_block(const gossip_env *env, const float *x, uint32_t nb,
+                                     unsigned bits, float s, uint8_t *p, float *decoded)
 {
     uint16_t rnd[CODEC_TILE];
     int32_t q[CODEC_TILE];
@@ -338,8 +345,8 @@ int gossip_codec_encode(const gossip_env *env, const float *x, uint32_t n, unsig
 
 /* Decode nb codes of `bits` bits (2..16) at p with step; returns nonzero if
  * a code equals -2^(bits-1), which the encoder never produces. */
-static uint32_t decode_codes(const uint8_t *restrict p, uint32_t nb, unsigned bits, float step,
-                             float *restrict out)
+SIMD_CLONES static uint32_t decode_codes(const uint8_t *restrict p, uint32_t nb, unsigned bits,
+                                         float step, float *restrict out)
 {
     uint32_t bad = 0, i, j;
     switch (bits) {
@@ -397,7 +404,8 @@ static uint32_t decode_codes(const uint8_t *restrict p, uint32_t nb, unsigned bi
 }
 
 /* 1 bit: (2b - 1) * s. Whole bytes first, spelled out for SLP. */
-static void decode_signs(const uint8_t *restrict p, uint32_t nb, float s, float *restrict out)
+SIMD_CLONES static void decode_signs(const uint8_t *restrict p, uint32_t nb, float s,
+                                     float *restrict out)
 {
     uint32_t j;
     for (j = 0; j < nb / 8; j++) {
@@ -419,7 +427,7 @@ static void decode_signs(const uint8_t *restrict p, uint32_t nb, float s, float 
 }
 
 /* Returns the max over i of |bits of out[i]| after a big-endian load. */
-static uint32_t get_be32(const uint8_t *restrict p, uint32_t n, float *restrict out)
+SIMD_CLONES static uint32_t get_be32(const uint8_t *restrict p, uint32_t n, float *restrict out)
 {
     uint32_t m = 0;
     for (uint32_t i = 0; i < n; i++) {

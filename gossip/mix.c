@@ -7,6 +7,8 @@
 #include <math.h>
 #include <string.h>
 
+#include "common/simd.h"
+
 /* The mixing rules, indexed by gossip_mix_algo. */
 static const mix_ops *const mix_rules[GOSSIP_MIX_ALGO_COUNT] = {
     [GOSSIP_MIX_DPSGD] = &mix_dpsgd_ops,         [GOSSIP_MIX_GOSSIP] = &mix_gossip_ops,
@@ -51,12 +53,12 @@ int gossip_mix_combination_valid(gossip_mix_algo a, gossip_topology t)
  * iteration: 3% of an allreduce's cycles at 16 MiB). */
 #define MIX_CHECK_BLOCK 1024u
 
-int mix_values_ok(const float *v, uint32_t n)
+SIMD_CLONES int mix_values_ok(const float *v, uint32_t n)
 {
-    for (uint32_t b = 0; b < n; b += MIX_CHECK_BLOCK) {
-        uint32_t e = n - b < MIX_CHECK_BLOCK ? n - b : MIX_CHECK_BLOCK;
+    for (size_t b = 0; b < n; b += MIX_CHECK_BLOCK) {
+        size_t e = n - b < MIX_CHECK_BLOCK ? n - b : MIX_CHECK_BLOCK;
         int bad = 0;
-        for (uint32_t i = 0; i < e; i++)
+        for (size_t i = 0; i < e; i++)
             bad |= !(fabsf(v[b + i]) <= GOSSIP_MIX_VALUE_MAX);
         if (bad)
             return GOSSIP_ENONFINITE;
@@ -66,8 +68,8 @@ int mix_values_ok(const float *v, uint32_t n)
 
 /* dst = x (+ add, unless NULL) in one pass that also checks x; nonzero if a
  * value of x fails mix_values_ok (dst is then partly written). */
-static int copy_checked(float *restrict dst, const float *restrict x, const float *restrict add,
-                        uint32_t n)
+SIMD_CLONES static int copy_checked(float *restrict dst, const float *restrict x,
+                                    const float *restrict add, uint32_t n)
 {
     int bad = 0;
     if (add) {
@@ -127,15 +129,18 @@ void mix_finish(gossip_mix *m, int outcome)
         m->stats.rounds_aborted++;
 }
 
-void mix_apply_delta(gossip_mix *m, uint32_t off, uint32_t n, const float *d, float sign)
+SIMD_CLONES static void add_scaled(float *restrict w, const float *restrict d, float sign,
+                                   uint32_t n)
 {
-    float *w = m->work + off;
     for (uint32_t i = 0; i < n; i++)
         w[i] += sign * d[i];
+}
+
+void mix_apply_delta(gossip_mix *m, uint32_t off, uint32_t n, const float *d, float sign)
+{
+    add_scaled(m->work + off, d, sign, n);
     if (m->state == GOSSIP_MIX_IDLE) {
-        float *p = m->pending + off;
-        for (uint32_t i = 0; i < n; i++)
-            p[i] += sign * d[i];
+        add_scaled(m->pending + off, d, sign, n);
         m->pending_dirty = 1;
     }
 }
