@@ -44,8 +44,14 @@
 #define VERIFY_PERIODS 2u
 /* Live-set changes that bring the next push-pull forward. */
 #define CHURN_SYNC_MIN 8u
-/* A lone joiner resends JOIN every JOIN_RETRY_PERIODS periods. */
-#define JOIN_RETRY_PERIODS 2u
+/* A lone joiner resends JOIN every JOIN_RETRY_PERIODS periods. A member
+ * that is not alone but has a seed whose address no live member has (a
+ * seed that was not listening yet when the others met, or is down) sends
+ * that seed a JOIN too, at intervals doubling up to
+ * JOIN_MISSING_MAX_PERIODS: two groups that formed apart, one round the
+ * seed and one without it, merge without waiting for a sync to a seed. */
+#define JOIN_RETRY_PERIODS       2u
+#define JOIN_MISSING_MAX_PERIODS 64u
 
 typedef struct member {
     uint64_t id;
@@ -145,6 +151,7 @@ struct gossip_swim {
     uint32_t seq;
     int started, left;
     gossip_time_us next_probe, next_sync, next_reconnect, next_join, next_suspect;
+    uint32_t join_every; /* periods to the next JOIN to a missing seed */
 
     uint8_t *frame;
     size_t frame_cap;
@@ -1093,6 +1100,29 @@ static void send_joins(gossip_swim *s)
     }
 }
 
+/* JOIN to every seed whose address no live member has; returns how many. */
+static uint32_t send_joins_missing(gossip_swim *s)
+{
+    uint32_t sent = 0;
+    for (uint32_t i = 0; i < s->n_seeds; i++) {
+        size_t len = strlen(s->seeds[i]);
+        int known = 0;
+        for (uint32_t k = 0; k < s->hw && !known; k++) {
+            const member *m = &s->members[k];
+            known =
+                is_live(m->state) && m->addr_len == len && memcmp(m->addr, s->seeds[i], len) == 0;
+        }
+        if (known)
+            continue;
+        outmsg *o = out_push(s, GOSSIP_MSG_JOIN, 0);
+        if (o) {
+            o->seed = (uint8_t)i;
+            sent++;
+        }
+    }
+    return sent;
+}
+
 static void start_sync(gossip_swim *s, uint64_t dest)
 {
     out_push(s, GOSSIP_MSG_SYNC, dest);
@@ -1296,7 +1326,12 @@ static void run_timers(gossip_swim *s, gossip_time_us now)
         rebuild_view(s);
         if (s->view_n <= 1 && s->n_seeds) {
             send_joins(s);
+            s->join_every = JOIN_RETRY_PERIODS;
             s->next_join = now + JOIN_RETRY_PERIODS * period_us(s);
+        } else if (send_joins_missing(s)) {
+            s->join_every = s->join_every < JOIN_MISSING_MAX_PERIODS / 2 ? 2 * s->join_every
+                                                                         : JOIN_MISSING_MAX_PERIODS;
+            s->next_join = now + (gossip_time_us)s->join_every * period_us(s);
         } else {
             s->next_join = GOSSIP_TIME_NEVER;
         }
@@ -1358,6 +1393,7 @@ int gossip_swim_join(gossip_swim *s, const char *const *seeds, size_t n, gossip_
         return GOSSIP_OK;
     send_joins(s);
     s->next_join = now + JOIN_RETRY_PERIODS * period_us(s);
+    s->join_every = JOIN_RETRY_PERIODS;
     return GOSSIP_OK;
 }
 
