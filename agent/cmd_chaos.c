@@ -819,7 +819,8 @@ enum {
     C_NO_KILL,
     C_STALL,
     C_SETTLE,
-    C_REPLICATION
+    C_REPLICATION,
+    C_MEMBERS
 };
 
 static const common_flag flags[] = {
@@ -832,6 +833,8 @@ static const common_flag flags[] = {
     {"rate", 0, true, C_RATE, "N", "random faults per minute (default 4)", NULL},
     {"no-kill", 0, false, C_NO_KILL, "", "random schedule without kills", NULL},
     {"print-schedule", 0, false, C_PRINT, "", "print the schedule and exit", NULL},
+    {"members", 0, true, C_MEMBERS, "N",
+     "with --print-schedule and no --seed: the member count to draw or check it for", NULL},
     {"data-dir", 0, true, C_DATA_DIR, "DIR", "the admin's murmur.key and network.key", NULL},
     {"key", 0, true, C_KEY, "FILE", "admin secret key (default DIR/murmur.key)", NULL},
     {"network-key", 0, true, C_NETKEY, "FILE", "network key (default DIR/network.key)", NULL},
@@ -866,7 +869,7 @@ int cmd_chaos(int argc, char **argv)
     c.replication = 3;
     const char *seeds[16], *sched_file = NULL, *dir = "murmur-data";
     const char *key = NULL, *netkey = NULL;
-    int n_seeds = 0, print = 0, random = 0, no_kill = 0;
+    int n_seeds = 0, print = 0, random = 0, no_kill = 0, members = 0;
     uint64_t rseed = 0;
     double duration = 120, rate = 4, port = 0, tmp;
     common_cli cli;
@@ -940,6 +943,11 @@ int cmd_chaos(int argc, char **argv)
             if (num_arg("settle", cli.arg, 1, 3600, &c.settle_s))
                 return 2;
             break;
+        case C_MEMBERS:
+            if (num_arg("members", cli.arg, 1, CHAOS_MEMBERS_MAX, &tmp))
+                return 2;
+            members = (int)tmp;
+            break;
         case C_REPLICATION:
             if (num_arg("replication", cli.arg, 1, 16, &tmp))
                 return 2;
@@ -958,15 +966,22 @@ int cmd_chaos(int argc, char **argv)
         return 2;
     }
     char err[512] = "";
-    if (!n_seeds) {
-        if (print && random) { /* printing a random schedule needs the member count only */
-            fprintf(stderr, "murmur chaos: --seed is needed to count the members\n");
-            return 2;
-        }
-        fprintf(stderr, "murmur chaos: which cluster? (--seed HOST:PORT, a metrics address)\n");
+    if (members && (!print || n_seeds)) {
+        fprintf(stderr, "murmur chaos: --members is for --print-schedule without --seed (a live "
+                        "cluster is counted)\n");
         return 2;
     }
-    int found = 0;
+    if (!n_seeds && !(print && members)) {
+        if (print) /* a schedule is drawn, or checked, for a member count */
+            fprintf(stderr,
+                    "murmur chaos: --print-schedule needs --seed HOST:PORT or --members N\n");
+        else
+            fprintf(stderr, "murmur chaos: which cluster? (--seed HOST:PORT, a metrics address)\n");
+        return 2;
+    }
+    int found = members > 0;
+    if (members)
+        c.n = members;
     for (int i = 0; i < n_seeds && !found; i++)
         found = !discover(&c, seeds[i], (long)port, err, sizeof err);
     if (!found) {
@@ -982,7 +997,7 @@ int cmd_chaos(int argc, char **argv)
     if (random)
         printf("SEED=%" PRIu64 "\n", rseed);
     printf("members=%d", c.n);
-    for (int i = 0; i < c.n; i++)
+    for (int i = 0; i < c.n && !members; i++)
         printf(" m%d=%016" PRIx64 "@%s", i, c.m[i].id, c.m[i].addr);
     printf("\n# schedule\n");
     chaos_sched_write(&s, stdout);

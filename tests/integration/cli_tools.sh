@@ -76,4 +76,13 @@ mkdir "$tmp/t"
 cp "$tmp/s/shard-000-of-004.msh" "$tmp/t/"
 expect 1 "already holds shard files" "$bin" shard --data "$tmp/d.csv" --shards 2 --out "$tmp/t"
 expect 0 "^catalog shards=2" "$bin" shard --data "$tmp/d.csv" --shards 2 --out "$tmp/new/deep"
+
+# chaos: a random schedule printed without a cluster, for a member count
+expect 0 "^members=4" "$bin" chaos --random 7 --print-schedule --members 4
+"$bin" chaos --random 7 --print-schedule --members 4 >"$tmp/s7a"
+"$bin" chaos --random 7 --print-schedule --members 4 >"$tmp/s7b"
+cmp -s "$tmp/s7a" "$tmp/s7b" || fail "one seed printed two schedules"
+grep -q " kill on=" "$tmp/s7a" || fail "the random schedule of seed 7 has no kill"
+expect 2 "needs --seed HOST:PORT or --members N" "$bin" chaos --random 7 --print-schedule
+expect 2 "is for --print-schedule" "$bin" chaos --random 7 --members 4
 echo "cli_tools: ok"
