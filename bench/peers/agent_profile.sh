@@ -49,10 +49,13 @@ profile() {
     # per thread: "share tid:comm"
     perf report -i "$tmp/$label.data" --no-children --sort pid --stdio 2>/dev/null |
         grep -E '^ +[0-9.]+%' >"$tmp/$label.threads"
-    # the training thread does the most work; the event loop (mixing,
-    # membership, shards) comes second; both are named after the program
+    # the training thread is named after the program and does the most
+    # work; the event loop (mixing, membership, shards) is murmur-loop
+    # (before it was named, the second thread called murmur)
     train_tid=$(awk '{ split($2, a, ":"); if (a[2] == "murmur") { print a[1]; exit } }' "$tmp/$label.threads")
-    main_tid=$(awk '{ split($2, a, ":"); if (a[2] == "murmur" && ++n == 2) { print a[1]; exit } }' "$tmp/$label.threads")
+    main_tid=$(awk '{ split($2, a, ":"); if (a[2] == "murmur-loop") { print a[1]; exit } }' "$tmp/$label.threads")
+    [ -n "$main_tid" ] ||
+        main_tid=$(awk '{ split($2, a, ":"); if (a[2] == "murmur" && ++n == 2) { print a[1]; exit } }' "$tmp/$label.threads")
     share() { awk -v t="$1" '{ split($2, a, ":"); if (a[1] == t) s += $1 } END { printf "%.1f", s }' "$tmp/$label.threads"; }
     nng=$(awk '{ split($2, a, ":"); if (a[2] ~ /^nng/) s += $1 } END { printf "%.1f", s }' "$tmp/$label.threads")
     ts=$(share "$train_tid")
