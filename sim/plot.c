@@ -159,7 +159,10 @@ static void plot_linear_label(double v, double step, char *buf, size_t len)
         snprintf(buf, len, "%.*f", dec, v);
 }
 
-static size_t plot_linear_ticks(double lo, double hi, sim_plot_tick *out, size_t max)
+/* Major ticks, unlabelled, at the multiples of a nice step (about five of
+ * them) within [lo, hi]; *step_out gets the step. */
+static size_t plot_step_ticks(double lo, double hi, sim_plot_tick *out, size_t max,
+                              double *step_out)
 {
     double step = plot_nice_step(hi - lo, 5);
     size_t n = 0;
@@ -171,8 +174,17 @@ static size_t plot_linear_ticks(double lo, double hi, sim_plot_tick *out, size_t
         memset(t, 0, sizeof *t);
         t->v = v;
         t->major = 1;
-        plot_linear_label(v, step, t->label, sizeof t->label);
     }
+    *step_out = step;
+    return n;
+}
+
+static size_t plot_linear_ticks(double lo, double hi, sim_plot_tick *out, size_t max)
+{
+    double step;
+    size_t n = plot_step_ticks(lo, hi, out, max, &step);
+    for (size_t i = 0; i < n; i++)
+        plot_linear_label(out[i].v, step, out[i].label, sizeof out[i].label);
     return n;
 }
 
@@ -266,17 +278,8 @@ static size_t plot_log_ticks(double lo, double hi, sim_plot_tick *out, size_t ma
         plot_label_majors(out, n, 0);
         return n;
     }
-    double step = plot_nice_step(hi - lo, 5);
-    n = 0;
-    for (double k = ceil(lo / step - 1e-9); n < max; k++) {
-        double v = k * step;
-        if (v > hi + step * 1e-9)
-            break;
-        sim_plot_tick *t = &out[n++];
-        memset(t, 0, sizeof *t);
-        t->v = v;
-        t->major = 1;
-    }
+    double step;
+    n = plot_step_ticks(lo, hi, out, max, &step);
     plot_label_majors(out, n, step);
     return n;
 }
