@@ -1091,23 +1091,15 @@ static member *next_target(gossip_swim *s)
 
 /* ---------------------------------------------------------------- timers */
 
-static void send_joins(gossip_swim *s)
-{
-    for (uint32_t i = 0; i < s->n_seeds; i++) {
-        outmsg *o = out_push(s, GOSSIP_MSG_JOIN, 0);
-        if (o)
-            o->seed = (uint8_t)i;
-    }
-}
-
-/* JOIN to every seed whose address no live member has; returns how many. */
-static uint32_t send_joins_missing(gossip_swim *s)
+/* JOIN to every seed, or (missing_only) to every seed whose address no live
+ * member has; returns how many were queued. */
+static uint32_t send_joins(gossip_swim *s, int missing_only)
 {
     uint32_t sent = 0;
     for (uint32_t i = 0; i < s->n_seeds; i++) {
         size_t len = strlen(s->seeds[i]);
         int known = 0;
-        for (uint32_t k = 0; k < s->hw && !known; k++) {
+        for (uint32_t k = 0; missing_only && k < s->hw && !known; k++) {
             const member *m = &s->members[k];
             known =
                 is_live(m->state) && m->addr_len == len && memcmp(m->addr, s->seeds[i], len) == 0;
@@ -1325,10 +1317,10 @@ static void run_timers(gossip_swim *s, gossip_time_us now)
     if (now >= s->next_join) {
         rebuild_view(s);
         if (s->view_n <= 1 && s->n_seeds) {
-            send_joins(s);
+            send_joins(s, 0);
             s->join_every = JOIN_RETRY_PERIODS;
             s->next_join = now + JOIN_RETRY_PERIODS * period_us(s);
-        } else if (send_joins_missing(s)) {
+        } else if (send_joins(s, 1)) {
             s->join_every = s->join_every < JOIN_MISSING_MAX_PERIODS / 2 ? 2 * s->join_every
                                                                          : JOIN_MISSING_MAX_PERIODS;
             s->next_join = now + (gossip_time_us)s->join_every * period_us(s);
@@ -1391,7 +1383,7 @@ int gossip_swim_join(gossip_swim *s, const char *const *seeds, size_t n, gossip_
             strcpy(s->seeds[s->n_seeds++], seeds[i]);
     if (s->left)
         return GOSSIP_OK;
-    send_joins(s);
+    send_joins(s, 0);
     s->next_join = now + JOIN_RETRY_PERIODS * period_us(s);
     s->join_every = JOIN_RETRY_PERIODS;
     return GOSSIP_OK;
