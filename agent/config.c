@@ -352,7 +352,7 @@ const agent_config_option agent_config_options[] = {
      .help = "quantization bits per value: 1, 2, 4, 8, 16 or 32 (32 = no quantization)"},
     {"mixing", "block", U32, F(block), .min = 1, .max = 65536, .def = "256", .unit = "values",
      .help = "values per quantization block (each block carries one scale)"},
-    {"mixing", "interval_steps", U32, F(interval_steps), .min = 1, .max = 1000000, .def = "16",
+    {"mixing", "interval_steps", U32, F(interval_steps), .min = 1, .max = 1000000, .def = "24",
      .unit = "steps",
      .help = "local steps between mixing rounds (H for allreduce); the least with cost_share"},
     {"mixing", "cost_share", F64, F(cost_share), .min = 0, .max = 0.5, .def = "0",
