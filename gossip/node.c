@@ -21,7 +21,8 @@ struct gossip_node {
     gossip_time_us join_deadline;  /* 0 until the first tick */
     gossip_time_us fetch_retry_at; /* next transfer attempt; 0 = now */
     uint32_t fetch_failures;
-    unsigned poll_next; /* round robin over the parts */
+    gossip_time_us busy_since; /* first fetch refused busy by every peer; 0 = none */
+    unsigned poll_next;        /* round robin over the parts */
     char addr[GOSSIP_ADDR_MAX];
     gossip_node_stats stats;
     /* the end of the job: what is known, and the JOB_END frames to send */
@@ -161,7 +162,17 @@ static void node_join_step(gossip_node *n, gossip_time_us now)
     case GOSSIP_XFER_RUNNING:
         return;
     case GOSSIP_XFER_FAILED:
-        if (!n->fetch_retry_at) {
+        if (!n->fetch_retry_at && gossip_xfer_failed_busy(n->xfer)) {
+            /* No peer had a model yet (agents started together): ask
+             * again soon; give up as the counted failures would have. */
+            if (!n->busy_since)
+                n->busy_since = now;
+            n->fetch_retry_at = now + GOSSIP_NODE_FETCH_BUSY_RETRY_US;
+            if (now - n->busy_since >= GOSSIP_NODE_FETCH_BUSY_GIVE_UP_US) {
+                n->model = GOSSIP_NODE_OWN;
+                return;
+            }
+        } else if (!n->fetch_retry_at) {
             n->fetch_failures++;
             n->fetch_retry_at = now + GOSSIP_NODE_FETCH_RETRY_US;
         }

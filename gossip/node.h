@@ -65,6 +65,15 @@
 #define GOSSIP_NODE_JOIN_WAIT_DEFAULT_US 10000000u
 /* Pause between two transfer attempts. */
 #define GOSSIP_NODE_FETCH_RETRY_US 1000000u
+/* A transfer every peer refused as busy (gossip_xfer_failed_busy: none had
+ * a model yet, as when agents start together) is not counted as a failure:
+ * it is retried after this pause, and the joiner uses its own model once
+ * such refusals have lasted GOSSIP_NODE_FETCH_BUSY_GIVE_UP_US (the time
+ * GOSSIP_NODE_FETCH_TRIES counted failures take). Before, a joiner whose
+ * peers were a few milliseconds from ready waited a whole second. */
+#define GOSSIP_NODE_FETCH_BUSY_RETRY_US 100000u
+#define GOSSIP_NODE_FETCH_BUSY_GIVE_UP_US                                                          \
+    ((GOSSIP_NODE_FETCH_TRIES - 1u) * GOSSIP_NODE_FETCH_RETRY_US)
 /* Parts whose send queues are merged: swim, xfer, mix, shards, and the
  * node's own JOB_END frames. */
 #define GOSSIP_NODE_PARTS 5u

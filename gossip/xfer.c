@@ -35,6 +35,7 @@ struct gossip_xfer {
     uint64_t peers[GOSSIP_XFER_PEERS_MAX];
     uint32_t n_peers;
     uint32_t attempt; /* peers[attempt % n_peers], pass = attempt / n_peers */
+    uint32_t busy;    /* attempts of this fetch that ended in a NACK busy */
     int has_ckpt;
     uint64_t ckpt_round;
     uint32_t xfer;
@@ -240,6 +241,7 @@ int gossip_xfer_start(gossip_xfer *x, const uint64_t *peers, uint32_t n_peers, i
     x->src = 0;
     x->have_info = 0;
     x->c.started++;
+    x->busy = 0;
     fetch_attempt(x, 0, now);
     return GOSSIP_OK;
 }
@@ -247,6 +249,12 @@ int gossip_xfer_start(gossip_xfer *x, const uint64_t *peers, uint32_t n_peers, i
 gossip_xfer_state gossip_xfer_get_state(const gossip_xfer *x)
 {
     return x->state;
+}
+
+int gossip_xfer_failed_busy(const gossip_xfer *x)
+{
+    return x->state == GOSSIP_XFER_FAILED && x->n_peers &&
+           x->busy == x->n_peers * GOSSIP_XFER_PASSES;
 }
 
 int gossip_xfer_result(const gossip_xfer *x, float *out, uint64_t *round)
@@ -488,6 +496,8 @@ int gossip_xfer_recv(gossip_xfer *x, uint64_t from, const gossip_header *h, cons
     }
     if (m.type == GOSSIP_MSG_MODEL_NACK) {
         x->c.nacks++;
+        if (m.reason == GOSSIP_XFER_BUSY && !x->have_info)
+            x->busy++;
         fetch_attempt(x, x->attempt + 1, now);
     } else if (m.kind == GOSSIP_XFER_INFO) {
         if (h->round != m.round) {

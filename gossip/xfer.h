@@ -175,6 +175,12 @@ void gossip_xfer_destroy(gossip_xfer *x);
 int gossip_xfer_start(gossip_xfer *x, const uint64_t *peers, uint32_t n_peers, int has_checkpoint,
                       uint64_t ckpt_round, gossip_time_us now);
 gossip_xfer_state gossip_xfer_get_state(const gossip_xfer *x);
+/* 1 when the last fetch FAILED only because every peer, at every pass,
+ * answered its request with a NACK busy before sending anything: no peer
+ * had a model to serve yet (they are joining too, or their host has not
+ * handed its model over). A timeout, a bad frame or any other NACK makes
+ * it 0. The node retries such a fetch sooner (gossip/node.h). */
+int gossip_xfer_failed_busy(const gossip_xfer *x);
 /* Copy the received model (dim values) and its round. GOSSIP_ENOTFOUND
  * unless the state is GOSSIP_XFER_COMPLETE. */
 int gossip_xfer_result(const gossip_xfer *x, float *out, uint64_t *round);

@@ -275,6 +275,94 @@ static void shards_follow_views(void **state)
 
 /* A joiner whose seed never answers trains from its own model after the
  * join wait; garbage and spoofed frames are refused and counted. */
+/* Time (us) at which every joiner has left JOINING, running in 10 ms
+ * steps until `limit`; only the joiners adopt (the founder's host is
+ * driven by the test), and serve their model afterwards if `serve`. */
+static gossip_time_us joiners_settle(world *w, gossip_time_us limit, int serve)
+{
+    while (sim_driver_now(w->d) < limit) {
+        run_ms(w, 10);
+        uint32_t left = 0;
+        for (uint32_t i = 1; i < N_AGENTS; i++) {
+            agent *a = &w->a[i];
+            gossip_node_model st = gossip_node_model_state(a->node);
+            if (st == GOSSIP_NODE_FETCHED) {
+                assert_int_equal(gossip_node_model_result(a->node, a->x, &a->round), GOSSIP_OK);
+                a->has_model = serve;
+            }
+            if (st == GOSSIP_NODE_OWN)
+                a->has_model = serve;
+            if (st != GOSSIP_NODE_JOINING && st != GOSSIP_NODE_READY)
+                assert_int_equal(gossip_node_model_adopt(a->node), GOSSIP_OK);
+            left += gossip_node_model_state(a->node) == GOSSIP_NODE_JOINING;
+        }
+        if (!left)
+            return sim_driver_now(w->d);
+    }
+    return 0;
+}
+
+/* Agents started together: the joiners' first transfers find no peer with
+ * a model (the founder's host has not handed it over; the other joiners
+ * have none), every peer answers busy. The founder's model is ready a
+ * moment later: the joiners fetch it within a busy retry (100 ms) and a
+ * transfer, not after the 1 s pause of a failed transfer. */
+static void joiners_retry_busy_peers_soon(void **state)
+{
+    (void)state;
+    world w;
+    world_init(&w, 0);
+    w.a[0].has_model = 0;
+    /* every joiner in a view with peers, its first transfer refused */
+    for (int k = 0; k < 200; k++) {
+        run_ms(&w, 10);
+        uint32_t failed = 0;
+        for (uint32_t i = 1; i < N_AGENTS; i++)
+            failed += gossip_xfer_counters_get(gossip_node_xfer(w.a[i].node))->failed > 0;
+        if (failed == N_AGENTS - 1)
+            break;
+    }
+    for (uint32_t i = 1; i < N_AGENTS; i++) {
+        assert_int_equal(gossip_node_model_state(w.a[i].node), GOSSIP_NODE_JOINING);
+        assert_true(gossip_xfer_counters_get(gossip_node_xfer(w.a[i].node))->failed > 0);
+    }
+    gossip_time_us ready = sim_driver_now(w.d);
+    w.a[0].has_model = 1;
+    gossip_time_us done = joiners_settle(&w, ready + 3000000, 1);
+    assert_true(done > 0);
+    assert_true(done - ready <= 400000);
+    for (uint32_t i = 1; i < N_AGENTS; i++) {
+        assert_int_equal(gossip_node_model_state(w.a[i].node), GOSSIP_NODE_READY);
+        assert_int_equal(w.a[i].round, 42); /* the founder's model, not their own */
+        assert_memory_equal(w.a[i].x, w.a[0].x, sizeof w.a[0].x);
+    }
+    world_free(&w);
+}
+
+/* Nobody ever has a model to serve (the joiners' hosts never hand theirs
+ * over either): the busy retries stop and every joiner
+ * uses its own model after GOSSIP_NODE_FETCH_BUSY_GIVE_UP_US, as after
+ * GOSSIP_NODE_FETCH_TRIES counted failures. */
+static void joiners_give_up_when_nobody_serves(void **state)
+{
+    (void)state;
+    world w;
+    world_init(&w, 0);
+    w.a[0].has_model = 0;
+    gossip_time_us done = joiners_settle(&w, 10000000, 0);
+    assert_true(done > 0);
+    for (uint32_t i = 1; i < N_AGENTS; i++) {
+        gossip_xfer *x = gossip_node_xfer(w.a[i].node);
+        const gossip_xfer_counters *c = gossip_xfer_counters_get(x);
+        assert_int_equal(gossip_node_model_state(w.a[i].node), GOSSIP_NODE_READY);
+        assert_int_equal(c->completed, 0);
+        assert_true(c->failed >= 10); /* retried every 100 ms, not every 1 s */
+    }
+    assert_true(done >= GOSSIP_NODE_FETCH_BUSY_GIVE_UP_US);
+    assert_true(done <= GOSSIP_NODE_FETCH_BUSY_GIVE_UP_US + 1500000);
+    world_free(&w);
+}
+
 static void lonely_joiner_and_bad_frames(void **state)
 {
     (void)state;
@@ -464,9 +552,14 @@ static void create_survives_oom(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(join_transfer_mix_crash),      cmocka_unit_test(shards_follow_views),
-        cmocka_unit_test(lonely_joiner_and_bad_frames), cmocka_unit_test(job_end_spreads),
-        cmocka_unit_test(job_end_heard_after_leave),    cmocka_unit_test(create_survives_oom),
+        cmocka_unit_test(join_transfer_mix_crash),
+        cmocka_unit_test(shards_follow_views),
+        cmocka_unit_test(lonely_joiner_and_bad_frames),
+        cmocka_unit_test(joiners_retry_busy_peers_soon),
+        cmocka_unit_test(joiners_give_up_when_nobody_serves),
+        cmocka_unit_test(job_end_spreads),
+        cmocka_unit_test(job_end_heard_after_leave),
+        cmocka_unit_test(create_survives_oom),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
