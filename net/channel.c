@@ -532,26 +532,62 @@ static void window_mark(net_channel *ch, uint64_t counter)
     ch->rx_bits[(counter / 64) % WINDOW_WORDS] |= 1ull << (counter % 64);
 }
 
-/* Write the header and seal len bytes at out + header (already there) as a
- * record of the given type under the current send key. */
-static void seal_record(net_channel *ch, uint8_t type, uint8_t *out, size_t len)
+/* The AEAD of one data-like record under op's key: seal (op->open = 0) or
+ * verify and open in place (op->ok says whether the tag was good; on a bad
+ * tag nothing is decrypted, and libsodium zeroes the frame of an encrypted
+ * record). Touches only op and rec. */
+static void op_crypt(net_channel_op *op, uint8_t *rec)
+{
+    size_t len = op->len; /* frame bytes between header and tag */
+    uint8_t *c = rec + NET_CHANNEL_HEADER_SIZE;
+    if (!op->open && op->type == NET_REC_DATA_CLEAR)
+        /* Auth-only: AEAD over an empty plaintext with header || frame as
+         * associated data; the frame stays in clear. */
+        crypto_aead_chacha20poly1305_ietf_encrypt_detached(c + len, c + len, NULL, NULL, 0, rec,
+                                                           NET_CHANNEL_HEADER_SIZE + len, NULL,
+                                                           op->nonce, op->key);
+    else if (!op->open)
+        crypto_aead_chacha20poly1305_ietf_encrypt_detached(
+            c, c + len, NULL, c, len, rec, NET_CHANNEL_HEADER_SIZE, NULL, op->nonce, op->key);
+    else if (op->type == NET_REC_DATA_CLEAR)
+        op->ok = crypto_aead_chacha20poly1305_ietf_decrypt_detached(
+                     NULL, NULL, c + len, 0, c + len, rec, NET_CHANNEL_HEADER_SIZE + len, op->nonce,
+                     op->key) == 0;
+    else
+        op->ok = crypto_aead_chacha20poly1305_ietf_decrypt_detached(c, NULL, c, len, c + len, rec,
+                                                                    NET_CHANNEL_HEADER_SIZE,
+                                                                    op->nonce, op->key) == 0;
+    sodium_memzero(op->key, sizeof op->key);
+}
+
+/* Write the header of a record of the given type with len frame bytes at
+ * out + header (already there) under the current send key, and take the
+ * next counter; op receives what the AEAD needs. */
+static void seal_prepare(net_channel *ch, uint8_t type, uint8_t *out, size_t len,
+                         net_channel_op *op)
 {
     uint64_t counter = ch->tx_counter++;
     out[0] = type;
     put_u32(out + 1, ch->tx_epoch);
     put_u64(out + 5, counter);
-    uint8_t nonce[12];
-    make_nonce(nonce, 0, counter);
-    uint8_t *c = out + NET_CHANNEL_HEADER_SIZE;
-    if (type == NET_REC_DATA_CLEAR)
-        /* Auth-only: AEAD over an empty plaintext with header || frame as
-         * associated data; the frame stays in clear. */
-        crypto_aead_chacha20poly1305_ietf_encrypt_detached(c + len, c + len, NULL, NULL, 0, out,
-                                                           NET_CHANNEL_HEADER_SIZE + len, NULL,
-                                                           nonce, ch->tx_key);
-    else
-        crypto_aead_chacha20poly1305_ietf_encrypt_detached(
-            c, c + len, NULL, c, len, out, NET_CHANNEL_HEADER_SIZE, NULL, nonce, ch->tx_key);
+    op->open = 0;
+    op->ok = 0;
+    op->type = type;
+    op->advance = 0;
+    op->epoch = ch->tx_epoch;
+    op->counter = counter;
+    op->len = len;
+    make_nonce(op->nonce, 0, counter);
+    memcpy(op->key, ch->tx_key, sizeof op->key);
+}
+
+/* Write the header and seal len bytes at out + header (already there) as a
+ * record of the given type under the current send key. */
+static void seal_record(net_channel *ch, uint8_t type, uint8_t *out, size_t len)
+{
+    net_channel_op op;
+    seal_prepare(ch, type, out, len, &op);
+    op_crypt(&op, out);
 }
 
 static int rekey_start(net_channel *ch, gossip_time_us now);
@@ -581,8 +617,10 @@ static int rekey_due(net_channel *ch, gossip_time_us now)
     return rekey_start(ch, now);
 }
 
-static int on_data(net_channel *ch, uint8_t *rec, size_t len, gossip_time_us now, uint8_t **plain,
-                   size_t *plain_len)
+/* Checks of a data-like record before its AEAD (in this order, each
+ * counted): length, the session's mode, epoch and replay window. NET_OK
+ * with op ready, or NET_EREJECT. */
+static int data_prepare(net_channel *ch, const uint8_t *rec, size_t len, net_channel_op *op)
 {
     uint8_t type = rec[0];
     if (len < NET_CHANNEL_OVERHEAD) {
@@ -613,37 +651,56 @@ static int on_data(net_channel *ch, uint8_t *rec, size_t len, gossip_time_us now
         count(ch, NET_REJECT_BAD_EPOCH);
         return NET_EREJECT;
     }
-    uint8_t nonce[12];
-    make_nonce(nonce, 0, counter);
-    size_t clen = len - NET_CHANNEL_OVERHEAD;
-    uint8_t *c = rec + NET_CHANNEL_HEADER_SIZE;
-    /* Both verify the tag before writing anything: on failure rec is intact. */
-    int bad = type == NET_REC_DATA_CLEAR
-                  ? crypto_aead_chacha20poly1305_ietf_decrypt_detached(
-                        NULL, NULL, c + clen, 0, c + clen, rec, NET_CHANNEL_HEADER_SIZE + clen,
-                        nonce, key)
-                  : crypto_aead_chacha20poly1305_ietf_decrypt_detached(
-                        c, NULL, c, clen, c + clen, rec, NET_CHANNEL_HEADER_SIZE, nonce, key);
-    if (bad) {
+    op->open = 1;
+    op->ok = 0;
+    op->type = type;
+    op->advance = (uint8_t)advance;
+    op->epoch = epoch;
+    op->counter = counter;
+    op->len = len - NET_CHANNEL_OVERHEAD;
+    make_nonce(op->nonce, 0, counter);
+    memcpy(op->key, key, sizeof op->key);
+    return NET_OK;
+}
+
+/* After the AEAD of a record prepared by data_prepare: count a bad tag,
+ * else move the window (and the epoch) and hand out the frame or run the
+ * rekey record. */
+static int data_finish(net_channel *ch, net_channel_op *op, uint8_t *rec, gossip_time_us now,
+                       uint8_t **plain, size_t *plain_len)
+{
+    if (!op->ok) {
         count(ch, NET_REJECT_AUTH);
         return NET_EREJECT;
     }
-    if (advance) {
+    if (op->advance) {
         memcpy(ch->rx_key, ch->rx_next, sizeof ch->rx_key);
         sodium_memzero(ch->rx_next, sizeof ch->rx_next);
         ch->rx_next_ok = 0;
-        ch->rx_epoch = epoch;
+        ch->rx_epoch = op->epoch;
         ch->rx_any = 0;
     }
-    window_mark(ch, counter);
-    if (type == NET_REC_REKEY)
-        return on_rekey(ch, c, clen, now);
+    window_mark(ch, op->counter);
+    uint8_t *c = rec + NET_CHANNEL_HEADER_SIZE;
+    if (op->type == NET_REC_REKEY)
+        return on_rekey(ch, c, op->len, now);
     int rc = rekey_due(ch, now);
     if (rc)
         return rc;
     *plain = c;
-    *plain_len = clen;
+    *plain_len = op->len;
     return NET_OK;
+}
+
+static int on_data(net_channel *ch, uint8_t *rec, size_t len, gossip_time_us now, uint8_t **plain,
+                   size_t *plain_len)
+{
+    net_channel_op op;
+    int rc = data_prepare(ch, rec, len, &op);
+    if (rc)
+        return rc;
+    op_crypt(&op, rec);
+    return data_finish(ch, &op, rec, now, plain, plain_len);
 }
 
 int net_channel_recv(net_channel *ch, uint8_t *rec, size_t len, gossip_time_us now, uint8_t **plain,
@@ -685,6 +742,25 @@ int net_channel_recv(net_channel *ch, uint8_t *rec, size_t len, gossip_time_us n
     return NET_EFAILED;
 }
 
+int net_channel_seal_begin(net_channel *ch, size_t len, uint8_t *out, size_t cap, size_t *out_len,
+                           gossip_time_us now, net_channel_op *op)
+{
+    if (!ch || !out || !out_len || !op)
+        return NET_EINVAL;
+    if (ch->state != ST_OPEN)
+        return NET_ESTATE;
+    if (len > SIZE_MAX - NET_CHANNEL_OVERHEAD || cap < len + NET_CHANNEL_OVERHEAD)
+        return NET_ESPACE;
+    int rc = rekey_due(ch, now);
+    if (rc)
+        return rc;
+    if (ch->tx_counter == UINT64_MAX)
+        return fail(ch, NET_REJECT_BAD_EPOCH);
+    seal_prepare(ch, ch->auth_only ? NET_REC_DATA_CLEAR : NET_REC_DATA, out, len, op);
+    *out_len = len + NET_CHANNEL_OVERHEAD;
+    return NET_OK;
+}
+
 int net_channel_seal(net_channel *ch, const uint8_t *plain, size_t len, uint8_t *out, size_t cap,
                      size_t *out_len, gossip_time_us now)
 {
@@ -698,6 +774,8 @@ int net_channel_seal(net_channel *ch, const uint8_t *plain, size_t len, uint8_t 
     uint8_t *c = out + NET_CHANNEL_HEADER_SIZE;
     if (plain && plain != c && plain < out + len + NET_CHANNEL_OVERHEAD && plain + len > out)
         return NET_EINVAL;
+    net_channel_op op;
+    /* The checks above first: a refused seal leaves out untouched. */
     int rc = rekey_due(ch, now);
     if (rc)
         return rc;
@@ -705,9 +783,45 @@ int net_channel_seal(net_channel *ch, const uint8_t *plain, size_t len, uint8_t 
         return fail(ch, NET_REJECT_BAD_EPOCH);
     if (len && plain != c)
         memmove(c, plain, len);
-    seal_record(ch, ch->auth_only ? NET_REC_DATA_CLEAR : NET_REC_DATA, out, len);
+    seal_prepare(ch, ch->auth_only ? NET_REC_DATA_CLEAR : NET_REC_DATA, out, len, &op);
+    op_crypt(&op, out);
     *out_len = len + NET_CHANNEL_OVERHEAD;
     return NET_OK;
+}
+
+int net_channel_open_begin(net_channel *ch, const uint8_t *rec, size_t len, net_channel_op *op)
+{
+    if (!ch || !rec || !len || !op)
+        return NET_EINVAL;
+    if (ch->state != ST_OPEN || (rec[0] != NET_REC_DATA && rec[0] != NET_REC_DATA_CLEAR))
+        return NET_ESTATE;
+    return data_prepare(ch, rec, len, op);
+}
+
+void net_channel_crypt(net_channel_op *op, uint8_t *rec)
+{
+    op_crypt(op, rec);
+}
+
+int net_channel_open_end(net_channel *ch, net_channel_op *op, uint8_t *rec, gossip_time_us now,
+                         uint8_t **plain, size_t *plain_len)
+{
+    if (!ch || !op || !op->open || !rec || !plain || !plain_len)
+        return NET_EINVAL;
+    *plain = NULL;
+    *plain_len = 0;
+    if (ch->state != ST_OPEN)
+        return NET_EFAILED;
+    /* Another record of this channel was taken in between (the caller did
+     * not serialise its receive side), or the keys moved: refuse rather
+     * than mark a window or an epoch that no longer match. */
+    int moved = op->advance ? !ch->rx_next_ok || op->epoch != ch->rx_epoch + 1
+                            : op->epoch != ch->rx_epoch || window_check(ch, op->counter);
+    if (moved) {
+        count(ch, NET_REJECT_BAD_EPOCH);
+        return NET_EREJECT;
+    }
+    return data_finish(ch, op, rec, now, plain, plain_len);
 }
 
 /* ---- rekey (fresh ephemeral Diffie-Hellman) ---------------------------- */

@@ -224,6 +224,54 @@ int net_channel_recv(net_channel *ch, uint8_t *rec, size_t len, gossip_time_us n
 int net_channel_seal(net_channel *ch, const uint8_t *plain, size_t len, uint8_t *out, size_t cap,
                      size_t *out_len, gossip_time_us now);
 
+/* Sealing and opening in three steps, so that the AEAD, the only costly
+ * part (~1 ms per MiB sealed), can run outside the caller's lock while
+ * other records of the same channel are prepared or finished:
+ *
+ *   net_channel_seal_begin / net_channel_open_begin   (the channel; serialised)
+ *   net_channel_crypt                                 (op and record only)
+ *   net_channel_open_end                              (the channel; serialised)
+ *
+ * The same records, counters, checks and counted causes as
+ * net_channel_seal and net_channel_recv, which are these steps run back to
+ * back. A sealed record is complete once net_channel_crypt returns; records
+ * must go on the wire in the order of their seal_begin (counter order, as
+ * one sender does). A receiver must finish (open_end) each record before it
+ * begins the next one: the replay window and the key epoch move in
+ * open_end. The op holds a copy of a session key until net_channel_crypt
+ * wipes it: keep it off shared memory, and wipe one that is dropped before
+ * its crypt (sodium_memzero). */
+typedef struct net_channel_op {
+    uint8_t key[NET_CHANNEL_KEY_SIZE];
+    uint8_t nonce[12];
+    uint64_t counter;
+    uint32_t epoch;
+    size_t len; /* frame bytes (record minus NET_CHANNEL_OVERHEAD) */
+    uint8_t type, open, advance, ok;
+} net_channel_op;
+
+/* Take the next counter and write the record header for len frame bytes
+ * already at out + NET_CHANNEL_HEADER_SIZE (cap >= len +
+ * NET_CHANNEL_OVERHEAD); *out_len is the record's length once
+ * net_channel_crypt(op, out) has sealed it. May start a rekey (check
+ * net_channel_poll_send). Errors: as net_channel_seal. */
+int net_channel_seal_begin(net_channel *ch, size_t len, uint8_t *out, size_t cap, size_t *out_len,
+                           gossip_time_us now, net_channel_op *op);
+/* Check a received data record (DATA or DATA_CLEAR of an open channel)
+ * before its AEAD. NET_OK: run net_channel_crypt(op, rec), then
+ * net_channel_open_end. NET_EREJECT: dropped and counted. NET_ESTATE: not
+ * such a record (a handshake or rekey record, or the channel is not open):
+ * feed it to net_channel_recv instead. NET_EINVAL. */
+int net_channel_open_begin(net_channel *ch, const uint8_t *rec, size_t len, net_channel_op *op);
+/* The AEAD of a begun record, in place; wipes op's key. Touches nothing
+ * but op and rec, so it may run on any thread without the channel. */
+void net_channel_crypt(net_channel_op *op, uint8_t *rec);
+/* Finish an opened record: as net_channel_recv for a data record (on NET_OK
+ * *plain points into rec). A bad tag is NET_EREJECT (counted as auth);
+ * so is a record whose epoch or counter no longer fits the channel. */
+int net_channel_open_end(net_channel *ch, net_channel_op *op, uint8_t *rec, gossip_time_us now,
+                         uint8_t **plain, size_t *plain_len);
+
 /* Fail the handshake if its deadline has passed (counted as
  * handshake_timeout). NET_OK if established or still in time, NET_EFAILED. */
 int net_channel_check_timeout(net_channel *ch, gossip_time_us now);

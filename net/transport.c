@@ -622,8 +622,29 @@ static void on_record(conn *c)
     uint8_t *plain = NULL;
     size_t plain_len = 0;
     int was_open = net_channel_established(c->ch);
-    int rc = net_channel_recv(c->ch, buf, len, now_us(), &plain, &plain_len);
+    net_channel_op op;
+    int rc = net_channel_open_begin(c->ch, buf, len, &op);
+    if (rc == NET_OK) {
+        /* A data record: open it without the mutex (~1 ms per MiB), so
+         * that the other links, our own sends and the event loop go on
+         * meanwhile. rx_busy keeps c alive; nothing else reads this link
+         * before rx_arm below, so its records are still finished in order. */
+        c->rx_busy = 1;
+        pthread_mutex_unlock(&t->mtx);
+        net_channel_crypt(&op, buf);
+        pthread_mutex_lock(&t->mtx);
+        c->rx_busy = 0;
+        if (c->state == C_CLOSING) {
+            buf_free(buf);
+            maybe_bury(c);
+            return;
+        }
+        rc = net_channel_open_end(c->ch, &op, buf, now_us(), &plain, &plain_len);
+    } else if (rc == NET_ESTATE) { /* handshake and rekey records */
+        rc = net_channel_recv(c->ch, buf, len, now_us(), &plain, &plain_len);
+    }
     if (rc != NET_OK) {
+
         buf_free(buf);
         int cause = net_channel_last_reject(c->ch);
         /* Over a stream nothing is lost or reordered: any bad record is an
@@ -718,11 +739,15 @@ static void rx_cb(void *arg)
 #define TX_BATCH_BYTES ((size_t)4u << 20)
 
 /* Take the next record to send (handshake and control records first),
- * sealed, with it->wire set; NULL when there is none. May close c. */
-static tx_item *next_record(conn *c)
+ * with it->wire set; a data frame gets its header and counter here
+ * (net_channel_seal_begin, in send order) and *op what its AEAD needs
+ * (*need_crypt = 1), which pump runs without the mutex. NULL when there is
+ * none. May close c. */
+static tx_item *next_record(conn *c, net_channel_op *op, int *need_crypt)
 {
     net_transport *t = c->t;
     tx_item *it = NULL;
+    *need_crypt = 0;
     if (c->hs_head) {
         it = c->hs_head;
         c->hs_head = it->next;
@@ -737,10 +762,11 @@ static tx_item *next_record(conn *c)
         c->q_frames--;
         c->q_bytes -= it->len;
         size_t rec_len = 0;
-        int rc = net_channel_seal(c->ch, it->buf + 4 + NET_CHANNEL_HEADER_SIZE, it->len,
-                                  it->buf + 4, it->len + NET_CHANNEL_OVERHEAD, &rec_len, now_us());
+        int rc = net_channel_seal_begin(c->ch, it->len, it->buf + 4, it->len + NET_CHANNEL_OVERHEAD,
+                                        &rec_len, now_us(), op);
         /* take_handshake: a REKEY_INIT the seal started goes out next */
         if (rc || take_handshake(c)) {
+            sodium_memzero(op, sizeof *op);
             buf_free(it);
             reject(t, NET_REJECT_UNREACHABLE);
             conn_close(c);
@@ -748,9 +774,7 @@ static tx_item *next_record(conn *c)
         }
         gossip_put_u32(it->buf, (uint32_t)rec_len);
         it->wire = 4 + rec_len;
-        if (it->corrupt) /* faults: one byte after the record header; the peer must refuse it */
-            it->buf[4 + NET_CHANNEL_HEADER_SIZE +
-                    it->corrupt % (rec_len - NET_CHANNEL_HEADER_SIZE)] ^= 0x20;
+        *need_crypt = 1;
     }
     if (it)
         it->next = NULL;
@@ -778,17 +802,31 @@ static void tx_arm(conn *c)
     nng_stream_send(c->s, c->tx_aio);
 }
 
-/* Start the next send if none is in flight. */
+/* Start the next send if none is in flight. The batch's records are taken
+ * (and numbered) under the mutex, sealed without it, then handed to NNG
+ * under it again: sealing costs ~1 ms per MiB, and under the mutex it held
+ * up the receive side of every link (opening records) and the event loop
+ * (net_transport_send, net_transport_recv). tx_busy is set meanwhile, so
+ * no other pump takes this link's records (they leave in counter order)
+ * and c is not buried. The caller holds the mutex; pump may release and
+ * retake it, so the caller must look at c->state again afterwards. */
 static void pump(conn *c)
 {
     if (c->tx_busy || c->state == C_CLOSING || c->state == C_DIALING)
         return;
+    net_transport *t = c->t;
     tx_item *head = NULL, *tail = NULL;
+    net_channel_op ops[TX_BATCH_MAX];
+    tx_item *sealing[TX_BATCH_MAX];
+    unsigned n_seal = 0;
     size_t total = 0;
     for (unsigned n = 0; n < TX_BATCH_MAX && total < TX_BATCH_BYTES; n++) {
-        tx_item *it = next_record(c);
+        int need = 0;
+        tx_item *it = next_record(c, &ops[n_seal], &need);
         if (!it)
             break;
+        if (need)
+            sealing[n_seal++] = it;
         if (tail)
             tail->next = it;
         else
@@ -797,14 +835,38 @@ static void pump(conn *c)
         total += it->wire;
     }
     if (c->state == C_CLOSING) { /* a seal failed: the batch never leaves */
+        for (unsigned i = 0; i < n_seal; i++)
+            sodium_memzero(&ops[i], sizeof ops[i]);
         for (tx_item *it = head; it; it = it->next)
             if (!it->sealed)
-                reject(c->t, NET_REJECT_UNREACHABLE);
+                reject(t, NET_REJECT_UNREACHABLE);
         free_items(head);
         return;
     }
     if (!head)
         return;
+    c->tx_busy = 1;
+    if (n_seal) {
+        pthread_mutex_unlock(&t->mtx);
+        for (unsigned i = 0; i < n_seal; i++) {
+            tx_item *it = sealing[i];
+            net_channel_crypt(&ops[i], it->buf + 4);
+            size_t rec_len = it->wire - 4;
+            if (it->corrupt) /* faults: one byte after the record header; the peer must refuse it */
+                it->buf[4 + NET_CHANNEL_HEADER_SIZE +
+                        it->corrupt % (rec_len - NET_CHANNEL_HEADER_SIZE)] ^= 0x20;
+        }
+        pthread_mutex_lock(&t->mtx);
+        if (c->state == C_CLOSING) {
+            for (tx_item *it = head; it; it = it->next)
+                if (!it->sealed)
+                    reject(t, NET_REJECT_UNREACHABLE);
+            free_items(head);
+            c->tx_busy = 0;
+            maybe_bury(c);
+            return;
+        }
+    }
     c->tx_cur = head;
     c->tx_off = 0;
     c->tx_total = total;

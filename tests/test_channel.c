@@ -1185,6 +1185,93 @@ static void seen_table(void **state)
     net_seen_destroy(s);
 }
 
+/* The three-step seal and open (the transport runs the AEAD without its
+ * lock): the same records and refusals as net_channel_seal / recv, in
+ * both modes; a record finished out of turn is refused, not marked. */
+static void split_seal_open(void **state)
+{
+    (void)state;
+    for (int auth_only = 0; auth_only <= 1; auth_only++) {
+        pair p;
+        pair_init(&p);
+        p.cfg_i.auth_only = p.cfg_r.auth_only = auth_only;
+        pair_create(&p);
+        uint8_t hs[NET_CHANNEL_HS_MAX] = {NET_REC_HELLO};
+        net_channel_op op;
+        /* not open yet: handshake records go through net_channel_recv */
+        assert_int_equal(net_channel_open_begin(p.r, hs, sizeof hs, &op), NET_ESTATE);
+        size_t out_len = 0;
+        uint8_t rec[3][600];
+        assert_int_equal(net_channel_seal_begin(p.i, 10, rec[0], sizeof rec[0], &out_len, T0, &op),
+                         NET_ESTATE);
+        assert_int_equal(handshake(&p), NET_OK);
+        assert_int_equal(net_channel_auth_only(p.i), auth_only);
+        /* seal three records, then run their AEADs in another order */
+        net_channel_op ops[3];
+        for (int k = 0; k < 3; k++) {
+            for (size_t j = 0; j < 500; j++)
+                rec[k][NET_CHANNEL_HEADER_SIZE + j] = (uint8_t)(k + j * 7);
+            assert_int_equal(
+                net_channel_seal_begin(p.i, 500, rec[k], sizeof rec[k], &out_len, T0 + 10, &ops[k]),
+                NET_OK);
+            assert_int_equal(out_len, 500 + NET_CHANNEL_OVERHEAD);
+        }
+        for (int k = 2; k >= 0; k--)
+            net_channel_crypt(&ops[k], rec[k]);
+        uint8_t zero[NET_CHANNEL_KEY_SIZE] = {0};
+        assert_memory_equal(ops[0].key, zero, sizeof zero); /* the key copy is wiped */
+        /* record 0 opens with net_channel_recv, like any sealed record */
+        assert_int_equal(open_copy(p.r, rec[0], out_len, 500, 0, T0 + 11), NET_OK);
+        /* record 1 in three steps */
+        uint8_t buf[600], *plain = NULL;
+        size_t plain_len = 0;
+        memcpy(buf, rec[1], out_len);
+        assert_int_equal(net_channel_open_begin(p.r, buf, out_len, &op), NET_OK);
+        net_channel_crypt(&op, buf);
+        assert_int_equal(net_channel_open_end(p.r, &op, buf, T0 + 11, &plain, &plain_len), NET_OK);
+        assert_int_equal(plain_len, 500);
+        for (size_t j = 0; j < 500; j++)
+            assert_int_equal(plain[j], (uint8_t)(1 + j * 7));
+        /* a replay of it is refused at the first step */
+        memcpy(buf, rec[1], out_len);
+        assert_int_equal(net_channel_open_begin(p.r, buf, out_len, &op), NET_EREJECT);
+        assert_int_equal(net_channel_rejects(p.r, NET_REJECT_REPLAY), 1);
+        /* a tampered record: refused at the end, counted as auth */
+        memcpy(buf, rec[2], out_len);
+        buf[NET_CHANNEL_HEADER_SIZE + 3] ^= 1;
+        assert_int_equal(net_channel_open_begin(p.r, buf, out_len, &op), NET_OK);
+        net_channel_crypt(&op, buf);
+        assert_int_equal(net_channel_open_end(p.r, &op, buf, T0 + 11, &plain, &plain_len),
+                         NET_EREJECT);
+        assert_null(plain);
+        assert_int_equal(net_channel_rejects(p.r, NET_REJECT_AUTH), 1);
+        /* begun twice, finished twice: the second finish is refused */
+        net_channel_op op2;
+        uint8_t buf2[600];
+        memcpy(buf, rec[2], out_len);
+        memcpy(buf2, rec[2], out_len);
+        assert_int_equal(net_channel_open_begin(p.r, buf, out_len, &op), NET_OK);
+        assert_int_equal(net_channel_open_begin(p.r, buf2, out_len, &op2), NET_OK);
+        net_channel_crypt(&op, buf);
+        net_channel_crypt(&op2, buf2);
+        assert_int_equal(net_channel_open_end(p.r, &op, buf, T0 + 11, &plain, &plain_len), NET_OK);
+        assert_int_equal(net_channel_open_end(p.r, &op2, buf2, T0 + 11, &plain, &plain_len),
+                         NET_EREJECT);
+        assert_int_equal(net_channel_rejects(p.r, NET_REJECT_BAD_EPOCH), 1);
+        /* a record of the other mode never opens: flip the type byte */
+        uint8_t rec4[600];
+        for (size_t j = 0; j < 64; j++)
+            rec4[NET_CHANNEL_HEADER_SIZE + j] = (uint8_t)j;
+        assert_int_equal(net_channel_seal_begin(p.i, 64, rec4, sizeof rec4, &out_len, T0 + 12, &op),
+                         NET_OK);
+        net_channel_crypt(&op, rec4);
+        rec4[0] = auth_only ? NET_REC_DATA : NET_REC_DATA_CLEAR;
+        assert_int_equal(net_channel_open_begin(p.r, rec4, out_len, &op), NET_EREJECT);
+        assert_int_equal(net_channel_rejects(p.r, NET_REJECT_BAD_RECORD), 1);
+        pair_free(&p);
+    }
+}
+
 static void garbage_never_crashes(void **state)
 {
     (void)state;
@@ -1286,6 +1373,7 @@ int main(void)
         cmocka_unit_test(auth_only_tampering),
         cmocka_unit_test(network_key_ring),
         cmocka_unit_test(seen_table),
+        cmocka_unit_test(split_seal_open),
         cmocka_unit_test(garbage_never_crashes),
         cmocka_unit_test(penalty_backoff),
     };
