@@ -539,8 +539,8 @@ static int launch(const bench_opts *o)
         double algbw = (double)o->size / slowest / 1e9;
         times[k] = slowest * 1e3;
         busbws[k] = algbw * ring;
-        printf("allreduce agents=%u size=%llu bits=%u mode=%s run=%u cpu_ms=%.3f algbw_gbps=%.4f "
-               "time_ms=%.3f busbw_gbps=%.4f\n",
+        printf("allreduce agents=%u size=%llu bits=%u mode=%s run=%u cpu_ms=%.3f algbw_gbps=%.6f "
+               "time_ms=%.3f busbw_gbps=%.6f\n",
                o->agents, (unsigned long long)o->size, o->bits, mode, k + 1, busiest * 1e3, algbw,
                times[k], busbws[k]);
         fflush(stdout);
