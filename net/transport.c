@@ -21,6 +21,7 @@
 #include <stdatomic.h>
 #include <poll.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <sodium.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -37,8 +38,15 @@ typedef struct tx_item {
     size_t wire;      /* bytes to write once sealed: [4 length][record] */
     int sealed;       /* buf holds a complete record */
     uint32_t corrupt; /* faults: flip one byte of the sealed record (0 = no) */
+    size_t cap;       /* frame bytes the buffer holds (net_transport_frame_alloc) */
     uint8_t buf[];    /* [4 length][13 header][plain][16 tag] */
 } tx_item;
+
+/* The item whose frame area (buf + 4 + header) is frame. */
+static tx_item *item_of_frame(uint8_t *frame)
+{
+    return (tx_item *)(void *)(frame - 4 - NET_CHANNEL_HEADER_SIZE - offsetof(tx_item, buf));
+}
 
 typedef struct conn conn;
 struct conn {
@@ -1509,19 +1517,42 @@ static conn *find_conn(net_transport *t, uint64_t id, const char *addr)
     return pending;
 }
 
-/* Queue a frame now (net_transport_send after the faults decided). */
+static tx_item *item_alloc(size_t cap)
+{
+    tx_item *it = buf_alloc(sizeof *it + 4 + NET_CHANNEL_OVERHEAD + cap);
+    if (!it)
+        return NULL;
+    it->next = NULL;
+    it->len = 0;
+    it->sealed = 0;
+    it->corrupt = 0;
+    it->cap = cap;
+    return it;
+}
+
+static int send_item(net_transport *t, uint64_t to, const char *addr, tx_item *it, size_t len,
+                     uint32_t corrupt);
+
+/* Queue a copy of a frame now (net_transport_send after the faults decided). */
 static int send_now(net_transport *t, uint64_t to, const char *addr, const uint8_t *frame,
                     size_t len, uint32_t corrupt)
 {
-    tx_item *it = buf_alloc(sizeof *it + 4 + NET_CHANNEL_OVERHEAD + len);
+    tx_item *it = item_alloc(len);
     if (!it)
         return NET_ENOMEM;
+    if (len)
+        memcpy(it->buf + 4 + NET_CHANNEL_HEADER_SIZE, frame, len);
+    return send_item(t, to, addr, it, len, corrupt);
+}
+
+/* Queue the frame in `it` (len bytes at its frame area); takes it. */
+static int send_item(net_transport *t, uint64_t to, const char *addr, tx_item *it, size_t len,
+                     uint32_t corrupt)
+{
     it->next = NULL;
     it->len = len;
     it->sealed = 0;
     it->corrupt = corrupt;
-    if (len)
-        memcpy(it->buf + 4 + NET_CHANNEL_HEADER_SIZE, frame, len);
     int rc = NET_OK;
     pthread_mutex_lock(&t->mtx);
     if (t->closing) {
@@ -1637,6 +1668,45 @@ int net_transport_send(net_transport *t, uint64_t to, const char *addr, const ui
         return NET_ETOOBIG;
     net_faults *f = atomic_load(&t->faults);
     return f ? send_faulty(t, f, to, addr, frame, len) : send_now(t, to, addr, frame, len, 0);
+}
+
+uint8_t *net_transport_frame_alloc(size_t cap)
+{
+    if (cap > GOSSIP_FRAME_MAX)
+        return NULL;
+    tx_item *it = item_alloc(cap);
+    return it ? it->buf + 4 + NET_CHANNEL_HEADER_SIZE : NULL;
+}
+
+void net_transport_frame_free(uint8_t *frame)
+{
+    if (frame)
+        buf_free(item_of_frame(frame));
+}
+
+int net_transport_send_frame(net_transport *t, uint64_t to, const char *addr, uint8_t *frame,
+                             size_t len)
+{
+    if (!frame)
+        return NET_EINVAL;
+    tx_item *it = item_of_frame(frame);
+    int rc = NET_OK;
+    if (!t || (!to && !addr) || (addr && strlen(addr) >= GOSSIP_ADDR_MAX) ||
+        to == t->self.node_id || len > it->cap)
+        rc = NET_EINVAL;
+    else if (len > t->cfg.frame_max)
+        rc = NET_ETOOBIG;
+    if (rc) {
+        buf_free(it);
+        return rc;
+    }
+    net_faults *f = atomic_load(&t->faults);
+    if (f) { /* faults copy or hold frames: the copying path */
+        rc = send_faulty(t, f, to, addr, frame, len);
+        buf_free(it);
+        return rc;
+    }
+    return send_item(t, to, addr, it, len, 0);
 }
 
 int net_transport_faults_enable(net_transport *t, uint64_t seed, net_faults **out)

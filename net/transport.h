@@ -17,16 +17,16 @@
  *
  * Sending: net_transport_send copies the frame into the per-connection queue
  * (bounded in frames and bytes; a full queue drops and counts) and returns at
- * once. Without a connection to the peer, one is dialed on demand; frames
- * wait in its queue during connect and handshake. A dial that fails, or a
- * connection closed before its handshake completes, puts the address into
- * exponential backoff (dial_backoff_min_ms doubling to dial_backoff_max_ms):
- * frames sent to it meanwhile are dropped and counted as unreachable, so
- * nothing ever waits on a dead peer. Both peers may dial each other; the
- * frames to one peer stay on the link that carried the first ones while it
- * lives, so they arrive in the order sent (a ring allreduce needs it).
- * Large frames (64 KiB and more) are sealed on NNG's threads, small ones
- * at once; up to 8 records go out in one write; every link runs with
+ * once (net_transport_send_frame queues a buffer the caller filled, without
+ * the copy). Records are sealed in place on NNG's threads, outside the
+ * transport's mutex, and opened there likewise. Without a connection to the peer, one is dialed on
+ * demand; frames wait in its queue during connect and handshake. A dial that fails, or a connection
+ * closed before its handshake completes, puts the address into exponential backoff
+ * (dial_backoff_min_ms doubling to dial_backoff_max_ms): frames sent to it meanwhile are dropped
+ * and counted as unreachable, so nothing ever waits on a dead peer. Both peers may dial each other;
+ * the frames to one peer stay on the link that carried the first ones while it lives, so they
+ * arrive in the order sent (a ring allreduce needs it). Large frames (64 KiB and more) are sealed
+ * on NNG's threads, small ones at once; up to 8 records go out in one write; every link runs with
  * TCP_NODELAY.
  *
  * Admission: the secure channel (network key, signatures, allow-list). A
@@ -198,6 +198,24 @@ int net_transport_set_addr(net_transport *t, uint64_t id, const char *addr);
  * then counted as unreachable. */
 int net_transport_send(net_transport *t, uint64_t to, const char *addr, const uint8_t *frame,
                        size_t len);
+
+/* Zero-copy sends. net_transport_send copies each frame into a record
+ * buffer (one pass over every byte sent, on the caller's thread: for the
+ * allreduce that is the event loop, the ring's critical path). Instead a
+ * caller may take a frame buffer of up to cap bytes from the transport,
+ * write the frame into it, and hand it over with net_transport_send_frame,
+ * which seals it in place. The buffer is the caller's until then (free it
+ * with net_transport_frame_free if it is not sent); net_transport_send_frame
+ * takes it on every return, success or error. Buffers are not tied to a
+ * transport. net_transport_frame_alloc returns NULL when cap >
+ * GOSSIP_FRAME_MAX or memory is short. */
+uint8_t *net_transport_frame_alloc(size_t cap);
+void net_transport_frame_free(uint8_t *frame);
+/* net_transport_send of the len first bytes of a buffer from
+ * net_transport_frame_alloc, without the copy. Errors: those of
+ * net_transport_send, and NET_EINVAL for len above the buffer's cap. */
+int net_transport_send_frame(net_transport *t, uint64_t to, const char *addr, uint8_t *frame,
+                             size_t len);
 
 /* Take the oldest received frame: NET_OK and *msg filled (release it with
  * net_message_release), or NET_EAGAIN when the inbox is empty. */
