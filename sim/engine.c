@@ -1,6 +1,8 @@
 /* sim/engine — see engine.h for the model and the contracts. */
 #include "sim/engine.h"
 
+#include "sim/arena.h"
+
 #include <assert.h>
 #include <math.h>
 #include <stdarg.h>
@@ -54,7 +56,7 @@ typedef struct frame {
 #define FRAME_ALIGN      64u
 #define FRAME_POOL_BYTES 2048u
 #define FRAME_CLASSES    (FRAME_POOL_BYTES / FRAME_ALIGN)
-#define FRAME_SLAB_BYTES ((size_t)1 << 20)
+#define FRAME_SLAB_BYTES ((size_t)2 << 20) /* one huge page (sim/arena) */
 
 typedef struct frame_slab {
     struct frame_slab *next;
@@ -128,6 +130,7 @@ struct sim_engine {
     uint64_t pend_epoch;                   /* rounds mode: times the pending set emptied */
     frame *free_frames[FRAME_CLASSES + 1]; /* per class (1..FRAME_CLASSES) */
     frame_slab *slabs;
+    sim_arena *arena; /* the agents' env memory (cfg.arena), or NULL: malloc */
     frame **pending;
     size_t npending, cappending;
     uint32_t *group; /* rounds mode partition groups, NULL = none */
@@ -248,6 +251,16 @@ static void env_free(void *ctx, void *p)
     free(p);
 }
 
+static void *env_arena_alloc(void *ctx, size_t size)
+{
+    return sim_arena_alloc(ctx, size);
+}
+
+static void env_arena_free(void *ctx, void *p)
+{
+    sim_arena_free(ctx, p);
+}
+
 /* ---- create and destroy ----------------------------------------------------- */
 
 int sim_engine_create(sim_engine **out, const sim_engine_config *cfg)
@@ -270,12 +283,12 @@ int sim_engine_create(sim_engine **out, const sim_engine_config *cfg)
     e->hash = 0xcbf29ce484222325ULL ^ cfg->seed;
     model_rng_seed(&e->order, cfg->seed, cfg->order_stream);
     size_t emax = cfg->events_max ? cfg->events_max : SIM_ENGINE_EVENTS_DEFAULT;
-    e->a = aligned_alloc(_Alignof(agent), e->n * sizeof *e->a);
-    if (e->a)
-        memset(e->a, 0, e->n * sizeof *e->a);
+    e->a = sim_big_alloc(e->n * sizeof *e->a); /* zeroed, 64-byte aligned */
     e->by_id = calloc(e->n, sizeof *e->by_id);
     int rc = SIM_ENGINE_ENOMEM;
     if (!e->a || !e->by_id || sim_evq_init(&e->q, emax < 1024 ? emax : 1024, emax) != 0)
+        goto fail;
+    if (cfg->arena && !(e->arena = sim_arena_create()))
         goto fail;
     if (e->timed) {
         sim_net_config nc;
@@ -293,7 +306,9 @@ int sim_engine_create(sim_engine **out, const sim_engine_config *cfg)
     for (uint32_t i = 0; i < e->n; i++) {
         agent *g = &e->a[i];
         model_rng_seed(&g->rng, cfg->seed, i);
-        g->env = (gossip_env){env_alloc, env_free, model_rng_callback, NULL, &g->rng};
+        g->env = e->arena ? (gossip_env){env_arena_alloc, env_arena_free, model_rng_callback,
+                                         e->arena, &g->rng}
+                          : (gossip_env){env_alloc, env_free, model_rng_callback, NULL, &g->rng};
         g->tick_at = GOSSIP_TIME_NEVER;
     }
     e->ids_sorted = 1;
@@ -316,7 +331,7 @@ void sim_engine_destroy(sim_engine *e)
     while (e->slabs) {
         frame_slab *sl = e->slabs;
         e->slabs = sl->next;
-        free(sl);
+        sim_big_free(sl);
     }
     sim_evq_free(&e->q);
     if (e->a)
@@ -324,9 +339,10 @@ void sim_engine_destroy(sim_engine *e)
             free(e->a[i].tails);
             free(e->a[i].tix);
         }
-    free(e->a);
+    sim_big_free(e->a);
     free(e->by_id);
-    free(e->pending);
+    sim_big_free(e->pending);
+    sim_arena_destroy(e->arena);
     free(e->group);
     sim_net_destroy(e->net);
     free(e);
@@ -528,7 +544,7 @@ static frame *frame_alloc(sim_engine *e, size_t len)
         }
         size_t bytes = (size_t)cls * FRAME_ALIGN;
         if (!e->slabs || e->slabs->used + bytes > FRAME_SLAB_BYTES) {
-            frame_slab *sl = aligned_alloc(FRAME_ALIGN, sizeof *sl + FRAME_SLAB_BYTES);
+            frame_slab *sl = sim_big_alloc(sizeof *sl + FRAME_SLAB_BYTES);
             if (!sl)
                 return NULL;
             sl->next = e->slabs;
@@ -654,9 +670,12 @@ static int pending_push(sim_engine *e, frame *f)
 {
     if (e->npending == e->cappending) {
         size_t nc = e->cappending ? 2 * e->cappending : 1024;
-        frame **p = realloc(e->pending, nc * sizeof *p);
+        frame **p = sim_big_alloc(nc * sizeof *p);
         if (!p)
             return -1;
+        if (e->npending)
+            memcpy(p, e->pending, e->npending * sizeof *p);
+        sim_big_free(e->pending);
         e->pending = p;
         e->cappending = nc;
     }

@@ -177,6 +177,11 @@ typedef struct sim_engine_config {
      * (docs/SIMULATOR.md). */
     uint64_t loop_frame_ns;
     double loop_byte_ns; /* >= 0 */
+    /* 1: the agents' envs allocate from one arena on huge pages, agent
+     * after agent (sim/arena.h; for 10^5 agents and more, where a round is
+     * cache and TLB misses). The host must then destroy every object made
+     * with an agent's env before the engine, which frees the arena. */
+    int arena;
     sim_engine_hooks hooks;
 } sim_engine_config;
 

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "sim/arena.h"
 #include "sim/plot.h"
 #include "sim/runner.h"
 
@@ -292,10 +293,12 @@ static uint64_t run_rounds(runner *r)
  * tenth of a 10^5-agent run's time). */
 #define SIM_MIX_LINKS_BIG 8u
 
+/* malloc's bytes in use and the simulator's own (sim/arena: the agents'
+ * envs and per-agent arrays, on huge pages). */
 static size_t heap_in_use(void)
 {
     struct mallinfo2 mi = mallinfo2();
-    return mi.uordblks + mi.hblkhd;
+    return mi.uordblks + mi.hblkhd + sim_mem_in_use();
 }
 
 static int setup(runner *r)
@@ -380,6 +383,7 @@ static int setup(runner *r)
         .net = &nc,
         .loop_frame_ns = (uint64_t)llround(sc->compute.loop_frame_us * 1000.0),
         .loop_byte_ns = sc->compute.loop_byte_ns,
+        .arena = 1, /* teardown destroys the agents' objects first */
         .hooks = {.ctx = r,
                   .prepare = sim_agents_hook_prepare,
                   .after = sim_agents_hook_after,
@@ -398,7 +402,7 @@ static int setup(runner *r)
     if (rc) /* run.agents is checked above: the network's parameters */
         return sim_runner_fail(r, SIM_RUN_EINVAL, "network model: %s",
                                sim_net_strerror(SIM_NET_EINVAL));
-    r->a = calloc(r->n, sizeof *r->a);
+    r->a = sim_big_alloc((size_t)r->n * sizeof *r->a); /* zeroed */
     r->ids = calloc(r->n, sizeof *r->ids);
     r->vids[0] = calloc(r->n, sizeof *r->vids[0]);
     r->vids[1] = calloc(r->n, sizeof *r->vids[1]);
@@ -498,7 +502,7 @@ static void teardown(runner *r)
             sim_agents_destroy(r, i);
     sim_models_free(r);
     sim_engine_destroy(r->e);
-    free(r->a);
+    sim_big_free(r->a);
     free(r->ids);
     free(r->vids[0]);
     free(r->vids[1]);
