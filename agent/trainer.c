@@ -30,6 +30,13 @@
 #define TRAINER_SHARDS_EVERY_US 200000u
 #define TRAINER_IDLE_MS         100
 
+/* The rows [first, first + count) of trainer.data are the shard file path
+ * (a store file named by its content hash: the same name, the same bytes). */
+typedef struct trainer_seg {
+    char *path;
+    uint32_t first, count, classes;
+} trainer_seg;
+
 typedef struct trainer {
     const agent_config *cfg;
     murmur_agent *a;
@@ -38,7 +45,9 @@ typedef struct trainer {
     model_norm norm;
     model_data test;
     uint32_t input_dim, classes;
-    model_data data; /* concatenation of the assigned shards */
+    model_data data;  /* concatenation of the assigned shards */
+    trainer_seg *seg; /* which rows of data came from which shard file */
+    uint32_t n_seg;
     uint32_t *order;
     uint32_t order_cap, at;
     model_rng rng;
@@ -149,15 +158,56 @@ static int trainer_setup_model(trainer *tr, char *err, size_t errlen)
     return 0;
 }
 
-/* Load the shard files of the agent's current assignment into tr->data. */
+static const trainer_seg *seg_find(const trainer *tr, const char *path)
+{
+    for (uint32_t k = 0; k < tr->n_seg; k++)
+        if (!strcmp(tr->seg[k].path, path))
+            return &tr->seg[k];
+    return NULL;
+}
+
+static void segs_free(trainer_seg *seg, uint32_t n)
+{
+    for (uint32_t k = 0; k < n; k++)
+        free(seg[k].path);
+    free(seg);
+}
+
+/* Load the shard files of the agent's current assignment into tr->data.
+ * A shard already in tr->data is copied from there instead of read and
+ * decoded again: at start an agent alone is primary for every shard, then
+ * for a share of them as its peers appear, and each reassignment on the
+ * training thread cost a pause of a decode per shard (100-400 ms in the
+ * first seconds of a 4-agent start). */
 static void trainer_load(trainer *tr, const murmur_shard_list *l)
 {
-    model_data_free(&tr->data);
-    memset(&tr->data, 0, sizeof tr->data);
     tr->gen = l->generation;
     model_data *parts = l->count ? calloc(l->count, sizeof *parts) : NULL;
-    uint32_t ok = 0;
-    for (size_t i = 0; parts && i < l->count; i++) {
+    uint8_t *view = l->count ? calloc(l->count, 1) : NULL; /* parts[k] borrows tr->data */
+    trainer_seg *seg = l->count ? calloc(l->count, sizeof *seg) : NULL;
+    uint32_t ok = 0, reused = 0;
+    for (size_t i = 0; parts && view && seg && i < l->count; i++) {
+        const trainer_seg *old = seg_find(tr, l->paths[i]);
+        char *path = strdup(l->paths[i]);
+        if (!path)
+            continue;
+        if (old) {
+            size_t rb = (size_t)tr->data.dim * model_dtype_size(tr->data.dtype);
+            model_data *v = &parts[ok];
+            *v = tr->data;
+            v->count = old->count;
+            v->classes = old->classes;
+            if (v->x_u8)
+                v->x_u8 += (size_t)old->first * rb;
+            if (v->x_f32)
+                v->x_f32 += (size_t)old->first * tr->data.dim;
+            v->labels += old->first;
+            view[ok] = 1;
+            seg[ok] = (trainer_seg){.path = path, .count = old->count, .classes = old->classes};
+            ok++;
+            reused++;
+            continue;
+        }
         char msg[MODEL_MSG_MAX] = "";
         int rc = model_shard_load(&parts[ok], NULL, l->paths[i], msg, sizeof msg);
         if (!rc && (parts[ok].dim != tr->input_dim || parts[ok].classes > tr->classes ||
@@ -168,6 +218,7 @@ static void trainer_load(trainer *tr, const murmur_shard_list *l)
             rc = MODEL_EDIM;
         }
         if (rc) {
+            free(path);
             /* Damaged bytes (not another data set, not a passing read
              * error): the agent quarantines the file and fetches a good copy. */
             int damaged =
@@ -178,14 +229,35 @@ static void trainer_load(trainer *tr, const murmur_shard_list *l)
                 murmur_shard_damaged(tr->a, l->paths[i]);
             continue;
         }
+        seg[ok] =
+            (trainer_seg){.path = path, .count = parts[ok].count, .classes = parts[ok].classes};
         ok++;
     }
+    model_data data;
+    memset(&data, 0, sizeof data);
     char msg[MODEL_MSG_MAX];
-    if (ok && model_data_concat(&tr->data, parts, ok, msg, sizeof msg))
-        memset(&tr->data, 0, sizeof tr->data);
-    for (uint32_t i = 0; i < ok; i++)
-        model_data_free(&parts[i]);
+    if (ok && model_data_concat(&data, parts, ok, msg, sizeof msg)) {
+        memset(&data, 0, sizeof data);
+        segs_free(seg, ok);
+        seg = NULL;
+        ok = 0;
+    }
+    uint32_t at = 0;
+    for (uint32_t k = 0; k < ok; k++) {
+        seg[k].first = at;
+        at += seg[k].count;
+    }
+    for (uint32_t k = 0; parts && k < l->count; k++)
+        if (!view[k])
+            model_data_free(&parts[k]);
     free(parts);
+    free(view);
+    /* the views are copied: the old set can go */
+    model_data_free(&tr->data);
+    segs_free(tr->seg, tr->n_seg);
+    tr->data = data;
+    tr->seg = seg;
+    tr->n_seg = ok;
     if (tr->data.count > tr->order_cap) {
         free(tr->order);
         tr->order = malloc((size_t)tr->data.count * sizeof *tr->order);
@@ -193,6 +265,9 @@ static void trainer_load(trainer *tr, const murmur_shard_list *l)
         if (!tr->order) {
             model_data_free(&tr->data);
             memset(&tr->data, 0, sizeof tr->data);
+            segs_free(tr->seg, tr->n_seg);
+            tr->seg = NULL;
+            tr->n_seg = 0;
         }
     }
     tr->at = tr->data.count; /* reshuffle at the next step */
@@ -200,6 +275,7 @@ static void trainer_load(trainer *tr, const murmur_shard_list *l)
     agent_log_begin(&line, AGENT_LOG_INFO, "training_data");
     agent_log_u64(&line, "shards", ok);
     agent_log_u64(&line, "samples", tr->data.count);
+    agent_log_u64(&line, "reused", reused);
     agent_log_str(&line, "source", l->reason);
     agent_log_end(&line);
 }
@@ -267,6 +343,7 @@ static void trainer_free(trainer *tr)
     model_sgd_free(&tr->sgd);
     model_norm_free(&tr->norm);
     model_data_free(&tr->data);
+    segs_free(tr->seg, tr->n_seg);
     model_data_free(&tr->test);
     free(tr->order);
 }

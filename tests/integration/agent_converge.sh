@@ -4,7 +4,9 @@
 # 60 s each, every agent has mixed at least 50 rounds with both peers, its
 # test accuracy reached 0.82 and its consensus distance (distance of its
 # model from the mixed one, as the agent reports it) fell below 0.1; the
-# 12 shards held by agent 1 alone at the start end up on two holders each.
+# 12 shards held by agent 1 alone at the start end up on two holders each;
+# agent 1's share of them is cut from the data it had decoded, not read
+# again.
 NAME=agent_converge
 . tests/integration/lib/agent.sh
 
@@ -29,6 +31,10 @@ for mix in gossip allreduce; do
     held=0
     for i in 1 2 3; do held=$((held + $(field $i shards_held))); done
     [ "$held" -ge 24 ] || fail "$mix: $held shard copies held, want 2 x 12"
+    # agent 1 trained all 12 shards alone, then its share: the share is
+    # taken from the shards it had decoded, not read again
+    grep 'event=training_data' "$tmp/a1.log" | grep -q ' reused=[1-9]' ||
+        fail "$mix: agent 1 read its shards again when its share shrank: $(grep 'event=training_data' "$tmp/a1.log" | tr '\n' ' ')"
     rounds=$(fnum 2 mixing_rounds)
     echo "$NAME: $mix ok: accuracy $(field 1 accuracy) $(field 2 accuracy) $(field 3 accuracy), consensus $(field 2 consensus), $rounds mixing rounds, $held shard copies"
     for p in $pids; do kill -TERM "$p" 2>/dev/null || true; done
