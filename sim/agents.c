@@ -115,6 +115,12 @@ void sim_agents_hook_prepare(void *ctx, uint32_t i)
         node_model(r, &r->a[i]);
 }
 
+void sim_agents_hook_prefetch(void *ctx, uint32_t i)
+{
+    const runner *r = ctx;
+    __builtin_prefetch(&r->a[i]);
+}
+
 void sim_agents_hook_after(void *ctx, uint32_t i)
 {
     sim_agents_check_done(ctx, i);

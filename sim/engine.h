@@ -149,6 +149,10 @@ typedef struct sim_engine_hooks {
     /* Return 1 to lose a frame as it is sent (a drop fault on one agent or
      * link; counted in dropped; it takes no bandwidth). */
     int (*drop)(void *ctx, uint32_t from, uint32_t to);
+    /* Rounds mode: a frame to this agent is likely among the next
+     * deliveries; the host may prefetch the agent's state into the cache
+     * (a hint: it must change nothing). */
+    void (*prefetch)(void *ctx, uint32_t agent);
     /* Every input of the trace hash as it is mixed in, in order: a
      * delivered frame (frame != NULL: sender, receiver, its bytes) or a
      * host value of sim_engine_trace (frame == NULL, value). For an event

@@ -387,6 +387,7 @@ static int setup(runner *r)
         .hooks = {.ctx = r,
                   .prepare = sim_agents_hook_prepare,
                   .after = sim_agents_hook_after,
+                  .prefetch = sim_agents_hook_prefetch,
                   .event = hook_event,
                   .trace = r->opts->on_trace ? hook_trace : NULL,
                   .filter = sim_inject_filter,

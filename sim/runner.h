@@ -291,6 +291,7 @@ void sim_agents_loop_round(runner *r, uint32_t i);
 void sim_agents_check_done(runner *r, uint32_t i);
 void sim_agents_hook_prepare(void *ctx, uint32_t i);
 void sim_agents_hook_after(void *ctx, uint32_t i);
+void sim_agents_hook_prefetch(void *ctx, uint32_t i);
 
 /* inject.c */
 /* Load the scenario's traces (bandwidth and latency changes join the fault
