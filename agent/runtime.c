@@ -858,8 +858,14 @@ static void loop_pass(agent_runtime *a)
     gossip_shards *sh = gossip_node_shards(a->node);
     const gossip_shards_counters *sc = sh ? gossip_shards_counters_get(sh) : NULL;
     uint64_t moved = sc ? sc->fetched + sc->dropped : 0;
-    if (now >= a->next_status_us || moved != a->shards_fetched_seen) {
+    /* A new view moves primaries at once: the trainer loads its share as
+     * soon as it changes (a joiner's first view is the seed's table; the
+     * 250 ms status tick alone made it load every shard first). */
+    uint64_t epoch = atomic_load(&a->epoch);
+    if (now >= a->next_status_us || moved != a->shards_fetched_seen ||
+        epoch != a->shards_epoch_seen) {
         a->shards_fetched_seen = moved;
+        a->shards_epoch_seen = epoch;
         if (sh)
             on_shards(a);
         sync_metrics(a);
@@ -868,6 +874,10 @@ static void loop_pass(agent_runtime *a)
     on_admission(a, now);
     cadence_measure(a, now);
     if (now >= a->next_progress_us) {
+        /* the line reports now, not the last status tick (up to 250 ms
+         * old: a line every 100 ms repeated one step count 2-3 times, and
+         * an accuracy reached was reported that much later) */
+        sync_metrics(a);
         log_progress(a);
         a->next_progress_us = now + (uint64_t)a->cfg.progress_interval_ms * 1000u;
     }

@@ -98,6 +98,7 @@ struct murmur_agent {
     gossip_shards_train_info train;     /* what the trainer uses and why */
     uint32_t train_count;
     uint64_t shards_fetched_seen;
+    uint64_t shards_epoch_seen; /* the view epoch on_shards last ran for */
     uint64_t next_status_us, next_progress_us;
     _Atomic uint64_t round;
 
