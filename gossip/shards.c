@@ -3,6 +3,7 @@
 #include <sodium.h>
 #include <string.h>
 
+#include "gossip/hashstate.h"
 #include "model/shardfile.h"
 
 #define ID GOSSIP_SHARD_ID_SIZE
@@ -44,7 +45,7 @@ typedef struct fetch {
     uint32_t not_held;   /* sources of this pass that answered NOT_HELD */
     uint32_t other_fail; /* ... that failed otherwise (timeout, bad data, busy) */
     gossip_time_us deadline;
-    crypto_generichash_state hs;
+    gossip_hash_slot hs; /* gossip_hash_state(&hs) */
 } fetch;
 
 typedef struct serve {
@@ -1041,7 +1042,7 @@ static void fetch_next_source(gossip_shards *sh, fetch *f, gossip_time_us now)
 static void fetch_finish(gossip_shards *sh, fetch *f, gossip_time_us now)
 {
     uint8_t digest[HASH];
-    crypto_generichash_final(&f->hs, digest, HASH);
+    crypto_generichash_final(gossip_hash_state(&f->hs), digest, HASH);
     const gossip_store *st = &sh->cfg.store;
     if (memcmp(digest, sh->ids[f->shard], ID) != 0) {
         sh->c.whole_bad++;
@@ -1098,7 +1099,7 @@ static void on_manifest(gossip_shards *sh, fetch *f, const gossip_shard_msg *m, 
     f->n_chunks = m->n_chunks;
     memcpy(f->hashes, m->hashes, (size_t)m->n_chunks * HASH);
     f->next = f->requested = 0;
-    crypto_generichash_init(&f->hs, NULL, 0, HASH);
+    crypto_generichash_init(gossip_hash_state(&f->hs), NULL, 0, HASH);
     f->deadline = now + sh->cfg.timeout_us;
     if (f->n_chunks == 0)
         fetch_finish(sh, f, now);
@@ -1133,7 +1134,8 @@ static void on_data(gossip_shards *sh, fetch *f, const gossip_shard_msg *m, goss
         store_failed(sh, wrc, now);
         return;
     }
-    hash_covered(&sh->cfg, &f->hs, (uint64_t)m->index * f->chunk_bytes, m->data, m->len);
+    hash_covered(&sh->cfg, gossip_hash_state(&f->hs), (uint64_t)m->index * f->chunk_bytes, m->data,
+                 m->len);
     sh->c.chunks_ok++;
     f->next++;
     f->deadline = now + sh->cfg.timeout_us;

@@ -4,6 +4,7 @@
 #include <sodium.h>
 #include <string.h>
 
+#include "gossip/hashstate.h"
 #include "gossip/robust.h"
 
 #define HASH 32u
@@ -50,8 +51,8 @@ struct gossip_xfer {
     uint64_t done_peer; /* ... which src */
     uint32_t done_xfer;
     gossip_time_us deadline;
-    crypto_generichash_state hs;
-    float *values; /* dim */
+    gossip_hash_slot hs; /* gossip_hash_state(&hs) */
+    float *values;       /* dim */
     /* serve */
     snap snaps[GOSSIP_XFER_SERVE_MAX];
     uint32_t serve_rr;
@@ -298,8 +299,8 @@ static void on_info(gossip_xfer *x, const gossip_xfer_msg *m, gossip_time_us now
     uint8_t head[12];
     gossip_put_u64(head, m->round);
     gossip_put_u32(head + 8, m->dim);
-    crypto_generichash_init(&x->hs, NULL, 0, HASH);
-    crypto_generichash_update(&x->hs, head, sizeof head);
+    crypto_generichash_init(gossip_hash_state(&x->hs), NULL, 0, HASH);
+    crypto_generichash_update(gossip_hash_state(&x->hs), head, sizeof head);
     x->next = x->requested = 0;
     x->want_pending = 1;
     x->deadline = now + x->cfg.timeout_us;
@@ -332,7 +333,7 @@ static void on_data(gossip_xfer *x, const gossip_xfer_msg *m, gossip_time_us now
         }
         dst[i] = f;
     }
-    crypto_generichash_update(&x->hs, m->values, (size_t)m->n_values * 4);
+    crypto_generichash_update(gossip_hash_state(&x->hs), m->values, (size_t)m->n_values * 4);
     x->next++;
     x->deadline = now + x->cfg.timeout_us;
     if (x->next < x->n_chunks) {
@@ -341,7 +342,7 @@ static void on_data(gossip_xfer *x, const gossip_xfer_msg *m, gossip_time_us now
         return;
     }
     uint8_t digest[HASH];
-    crypto_generichash_final(&x->hs, digest, HASH);
+    crypto_generichash_final(gossip_hash_state(&x->hs), digest, HASH);
     if (memcmp(digest, x->hash, HASH) != 0) {
         x->c.hash_bad++;
         fetch_attempt(x, x->attempt + 1, now);
