@@ -405,26 +405,37 @@ static int part_poll(gossip_node *n, unsigned part, gossip_send *out, gossip_tim
         return gossip_xfer_poll_send(n->xfer, out, now);
     case 2:
         return gossip_mix_poll_send(n->mix, out, now);
-    case 3:
-        return n->shards ? gossip_shards_poll_send(n->shards, out, now) : 0;
     default:
-        return node_poll_job_end(n, out);
+        return n->shards ? gossip_shards_poll_send(n->shards, out, now) : 0;
+    }
+}
+
+/* A frame to a member goes to the address its membership entry holds. */
+static void node_fill_addr(gossip_node *n, gossip_send *out)
+{
+    if (out->dest && !out->dest_addr) {
+        gossip_swim_member m;
+        if (gossip_swim_lookup(n->swim, out->dest, &m) == GOSSIP_OK && m.addr[0]) {
+            memcpy(n->addr, m.addr, sizeof n->addr);
+            out->dest_addr = n->addr;
+        }
     }
 }
 
 int gossip_node_poll_send(gossip_node *n, gossip_send *out, gossip_time_us now)
 {
+    /* JOB_END before anything else: the announcer leaves right after, and a
+     * member that reads the LEAVE first forgets the sender and closes its
+     * link (agent/runtime.c), dropping what the link still carried. */
+    if (node_poll_job_end(n, out) == 1) {
+        node_fill_addr(n, out);
+        return 1;
+    }
     for (unsigned k = 0; k < GOSSIP_NODE_PARTS; k++) {
         unsigned part = (n->poll_next + k) % GOSSIP_NODE_PARTS;
         if (part_poll(n, part, out, now) == 1) {
             n->poll_next = (part + 1) % GOSSIP_NODE_PARTS;
-            if (out->dest && !out->dest_addr) {
-                gossip_swim_member m;
-                if (gossip_swim_lookup(n->swim, out->dest, &m) == GOSSIP_OK && m.addr[0]) {
-                    memcpy(n->addr, m.addr, sizeof n->addr);
-                    out->dest_addr = n->addr;
-                }
-            }
+            node_fill_addr(n, out);
             return 1;
         }
     }

@@ -74,9 +74,9 @@
 #define GOSSIP_NODE_FETCH_BUSY_RETRY_US 100000u
 #define GOSSIP_NODE_FETCH_BUSY_GIVE_UP_US                                                          \
     ((GOSSIP_NODE_FETCH_TRIES - 1u) * GOSSIP_NODE_FETCH_RETRY_US)
-/* Parts whose send queues are merged: swim, xfer, mix, shards, and the
- * node's own JOB_END frames. */
-#define GOSSIP_NODE_PARTS 5u
+/* Parts whose send queues are merged in turn: swim, xfer, mix, shards.
+ * The node's own JOB_END frames go before all of them. */
+#define GOSSIP_NODE_PARTS 4u
 /* JOB_END: payload size; most members one node sends it to (the origin
  * sends to its whole view, up to GOSSIP_MEMBERS_MAX); relays go to
  * 3 + ceil(log2 N) random members of a view of N (gossip's usual

@@ -525,6 +525,38 @@ static void job_end_heard_after_leave(void **state)
     world_free(&w);
 }
 
+/* The node that reaches the target announces JOB_END and leaves at once.
+ * A member that reads its LEAVE first forgets it and closes the link
+ * (agent/runtime.c), losing whatever the link still carried: so every
+ * JOB_END frame goes out before the LEAVE (CI saw agent 1 of
+ * agent_job_end run on for 90 s when the round robin put a LEAVE between
+ * two JOB_ENDs). */
+static void job_end_goes_before_leave(void **state)
+{
+    (void)state;
+    world w;
+    world_init_whole(&w);
+    gossip_time_us now = sim_driver_now(w.d);
+    gossip_node *n = w.a[3].node;
+    assert_int_equal(gossip_node_announce_end(n, GOSSIP_NODE_JOB_END_REASON_TARGET, 9, 0.9f, now),
+                     GOSSIP_OK);
+    assert_int_equal(gossip_node_leave(n, now), GOSSIP_OK);
+    gossip_send s;
+    uint32_t ends = 0, leaves = 0;
+    for (int k = 0; k < 1000 && gossip_node_poll_send(n, &s, now) == 1; k++) {
+        assert_true(s.len > 3);
+        if (s.frame[3] == GOSSIP_MSG_JOB_END) {
+            assert_int_equal(leaves, 0); /* no LEAVE before a JOB_END */
+            ends++;
+        } else if (s.frame[3] == GOSSIP_MSG_LEAVE) {
+            leaves++;
+        }
+    }
+    assert_int_equal(ends, N_AGENTS - 1);
+    assert_true(leaves >= 1);
+    world_free(&w);
+}
+
 static void create_survives_oom(void **state)
 {
     (void)state;
@@ -559,6 +591,7 @@ int main(void)
         cmocka_unit_test(joiners_give_up_when_nobody_serves),
         cmocka_unit_test(job_end_spreads),
         cmocka_unit_test(job_end_heard_after_leave),
+        cmocka_unit_test(job_end_goes_before_leave),
         cmocka_unit_test(create_survives_oom),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
