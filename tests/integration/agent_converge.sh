@@ -15,7 +15,12 @@ for mix in gossip allreduce; do
     rm -rf "$tmp"/a* "$tmp"/all "$tmp"/net.key
     cluster_init 18000 3 12
     agent_start 1 --mixing "$mix"
-    sleep 0.5
+    # agent 1 trains the 12 shards alone before the others join (under
+    # ThreadSanitizer a fixed 0.5 s was not enough: its first load was
+    # already its share of three, and the reuse check below had nothing
+    # to check)
+    alone() { grep 'event=training_data' "$tmp/a1.log" 2>/dev/null | grep -q ' shards=12 '; }
+    wait_for 30 alone || fail "$mix: agent 1 did not load its 12 shards in 30 s"
     agent_start 2 --mixing "$mix"
     agent_start 3 --mixing "$mix"
     converged() {
