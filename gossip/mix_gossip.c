@@ -703,13 +703,6 @@ static int gossip_recv_push(gossip_mix *m, gossip_state *g, const mix_frame *f, 
     return GOSSIP_OK;
 }
 
-SIMD_CLONES static void half_difference(float *restrict d, const float *restrict a,
-                                        const float *restrict b, uint32_t n)
-{
-    for (uint32_t i = 0; i < n; i++)
-        d[i] = (a[i] - b[i]) * 0.5f;
-}
-
 /* Answer the next chunk of the oldest held push, if we are free: d =
  * Q((x_pusher - x_self) / 2) is added to our vector and sent; the pusher
  * subtracts the very same decoded d. */
@@ -736,9 +729,8 @@ static int gossip_poll(gossip_mix *m, void *st, gossip_send *out)
     uint32_t off = h->sent, c = off / m->cv, n = mix_chunk_len(m, m->dim, c);
     assert(off % m->cv == 0 && off + n <= h->got);
     const float *w = m->work + off;
-    /* the held chunk is read once, here: clipped in place */
-    gossip_robust_clip_around(&m->robust, h->peer, h->x + off, w, 1.0f, w, n, 1.0); /* robust.h */
-    half_difference(m->scratch, h->x + off, w, n);
+    /* the held chunk is read once, here: d = (x - w) / 2, clipped (robust.h) */
+    gossip_robust_half_diff(&m->robust, h->peer, m->scratch, h->x + off, w, n, 1.0);
     uint8_t *fr = m->frame;
     size_t data = mix_codec_bytes(m, n, h->bits);
     size_t payload = GOSSIP_MIX_PUSH_HEADER + data;

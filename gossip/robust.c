@@ -281,26 +281,87 @@ void gossip_robust_ignore(gossip_robust *r, float *v, const float *c, float k, u
     r->dropped++;
 }
 
-int gossip_robust_clip_around(gossip_robust *r, uint64_t peer, float *v, const float *c, float k,
-                              const float *own, uint32_t count, double mult)
+/* The decision of gossip_robust_clip_around for a difference of norm
+ * `norm` against `bound`, counted: 1 (kept) or the factor in [0, 1) the
+ * difference is to be multiplied by. */
+static double clip_scale(gossip_robust *r, uint64_t peer, double norm, double bound, uint32_t count)
 {
-    double bound = gossip_robust_limit(r, count, mult, own);
-    if (bound == HUGE_VAL)
-        return 0;
     r->inputs++;
-    double norm = sqrt(sq_sum(v, c, k, NULL, count));
     assert(!(bound < 0));
     gossip_robust_peer *p = peer ? robust_peer_get(r, peer) : NULL;
     if (p)
         p->seen += count;
     if (norm <= bound)
-        return 0;
+        return 1.0;
     if (p)
         p->clipped += count;
     r->clipped++;
     /* norm > bound > 0 and finite inputs (|v| <= 1e30, so ss <= dim * 4e60
      * fits a double): the scale is in (0, 1); 0 for a quarantined peer. */
     double s = p && robust_peer_cut(r, p) ? 0.0 : bound / norm;
+    if (!(s > 0))
+        r->dropped++;
+    return s;
+}
+
+/* d = (a - b) / 2 over one SQ_BLOCK, and the sum of squares of a - b in
+ * sq_block's lanes and order (the same float result). */
+SIMD_CLONES static float half_diff_block(float *restrict d, const float *restrict a,
+                                         const float *restrict b, uint32_t n)
+{
+    float acc[SQ_LANES] = {0};
+    size_t i = 0;
+    for (; i + SQ_LANES <= n; i += SQ_LANES)
+        for (size_t j = 0; j < SQ_LANES; j++) {
+            float t = a[i + j] - b[i + j];
+            d[i + j] = t * 0.5f;
+            acc[j] += t * t;
+        }
+    for (; i < n; i++) {
+        float t = a[i] - b[i];
+        d[i] = t * 0.5f;
+        acc[i % SQ_LANES] += t * t;
+    }
+    float t = 0;
+    for (size_t j = 0; j < SQ_LANES; j++)
+        t += acc[j];
+    return t;
+}
+
+SIMD_CLONES static void scale_values(float *v, uint32_t n, float s)
+{
+    for (uint32_t i = 0; i < n; i++)
+        v[i] *= s;
+}
+
+int gossip_robust_half_diff(gossip_robust *r, uint64_t peer, float *d, const float *a,
+                            const float *b, uint32_t count, double mult)
+{
+    double ss = 0;
+    for (uint32_t o = 0; o < count; o += SQ_BLOCK) {
+        uint32_t e = count - o < SQ_BLOCK ? count - o : SQ_BLOCK;
+        float t = half_diff_block(d + o, a + o, b + o, e);
+        ss += isfinite(t) ? (double)t : sq_sum_slow(a + o, b + o, 1.0f, NULL, e);
+    }
+    double bound = gossip_robust_limit(r, count, mult, b);
+    if (bound == HUGE_VAL)
+        return 0;
+    double s = clip_scale(r, peer, sqrt(ss), bound, count);
+    if (s == 1.0)
+        return 0;
+    scale_values(d, count, (float)s);
+    return s > 0 ? 1 : 2;
+}
+
+int gossip_robust_clip_around(gossip_robust *r, uint64_t peer, float *v, const float *c, float k,
+                              const float *own, uint32_t count, double mult)
+{
+    double bound = gossip_robust_limit(r, count, mult, own);
+    if (bound == HUGE_VAL)
+        return 0;
+    double s = clip_scale(r, peer, sqrt(sq_sum(v, c, k, NULL, count)), bound, count);
+    if (s == 1.0)
+        return 0;
     if (c)
         for (uint32_t i = 0; i < count; i++) {
             double base = (double)k * c[i];
@@ -309,10 +370,7 @@ int gossip_robust_clip_around(gossip_robust *r, uint64_t peer, float *v, const f
     else
         for (uint32_t i = 0; i < count; i++)
             v[i] = (float)((double)v[i] * s);
-    if (s > 0)
-        return 1;
-    r->dropped++;
-    return 2;
+    return s > 0 ? 1 : 2;
 }
 
 void gossip_robust_trimmed_mean(const float *const *in, uint32_t nin, uint32_t trim, uint32_t n,

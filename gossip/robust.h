@@ -210,6 +210,14 @@ double gossip_robust_bound(const gossip_robust *r, uint32_t count, double mult);
  * instead. Returns 0 (v untouched), 1 (clipped) or 2 (ignored). */
 int gossip_robust_clip_around(gossip_robust *r, uint64_t peer, float *v, const float *c, float k,
                               const float *own, uint32_t count, double mult);
+/* d := (a - b) / 2 (count values), clipped as gossip_robust_clip_around(r,
+ * peer, a, b, 1, b, count, mult) followed by the halving would leave it,
+ * in one pass over a and b instead of two (pairwise gossip's answer,
+ * gossip/mix_gossip.c): the same norm, bound, counters and quarantine;
+ * a clipped d is the unclipped one times bound / norm (0 when ignored).
+ * Returns 0, 1 or 2 as gossip_robust_clip_around. */
+int gossip_robust_half_diff(gossip_robust *r, uint64_t peer, float *d, const float *a,
+                            const float *b, uint32_t count, double mult);
 /* The bound gossip_robust_clip_around applies to `count` values (HUGE_VAL:
  * none), for a caller that measures the difference itself (allreduce's
  * fast path)... */

@@ -96,6 +96,63 @@ static void clip_around_bounds_difference(void **state)
     assert_int_equal((int)r.clipped, 3);
 }
 
+/* gossip_robust_half_diff is clip_around(a around b) and then (a - b) / 2,
+ * in one pass: the same return values, counters and (to rounding) values,
+ * over a vector longer than one block of the sums (with a tail), kept,
+ * clipped, and from a quarantined peer. */
+static void half_diff_is_clip_then_halve(void **state)
+{
+    (void)state;
+    const uint32_t dim = 2500; /* two 1024-value blocks and a tail */
+    model_rng rng;
+    model_rng_seed(&rng, 11, 0);
+    float *a = malloc(dim * sizeof *a), *b = malloc(dim * sizeof *b);
+    float *v = malloc(dim * sizeof *v), *d = malloc(dim * sizeof *d);
+    for (uint32_t i = 0; i < dim; i++) {
+        b[i] = (float)model_rng_normal(&rng);
+        a[i] = b[i] + 0.01f * (float)model_rng_normal(&rng);
+    }
+    gossip_robust r1 = make_robust(GOSSIP_ROBUST_CLIP, dim), r2 = r1;
+    feed(&r1, dim, 0.1f, 5); /* tau = 8 x 0.1 = 0.8: ||a - b|| ~ 0.5 is kept */
+    feed(&r2, dim, 0.1f, 5);
+    for (int round = 0; round < 12; round++) {
+        if (round == 2) /* a difference 10x the bound: clipped from here on */
+            for (uint32_t i = 0; i < dim; i++)
+                a[i] = b[i] + 0.16f * (float)model_rng_normal(&rng);
+        memcpy(v, a, dim * sizeof *v);
+        int rc1 = gossip_robust_clip_around(&r1, 7, v, b, 1.0f, b, dim, 1.0);
+        int rc2 = gossip_robust_half_diff(&r2, 7, d, a, b, dim, 1.0);
+        assert_int_equal(rc1, rc2);
+        assert_true(round < 2 ? rc2 == 0 : rc2 == 1 || rc2 == 2);
+        for (uint32_t i = 0; i < dim; i++) {
+            float want = (v[i] - b[i]) * 0.5f;
+            if (rc2 == 0)
+                assert_true(d[i] == want); /* kept: bit for bit */
+            else
+                assert_float_equal(d[i], want, 1e-6);
+        }
+        assert_int_equal(r1.inputs, r2.inputs);
+        assert_int_equal(r1.clipped, r2.clipped);
+        assert_int_equal(r1.dropped, r2.dropped);
+        /* three honest peers send differences within the bound: the vote
+         * that quarantines peer 7 then has a majority (robust.h) */
+        for (uint64_t peer = 1; peer <= 3; peer++) {
+            for (uint32_t i = 0; i < dim; i++)
+                v[i] = b[i] + (a[i] - b[i]) * 0.01f;
+            memcpy(d, v, dim * sizeof *d);
+            assert_int_equal(gossip_robust_clip_around(&r1, peer, v, b, 1.0f, b, dim, 1.0), 0);
+            assert_int_equal(gossip_robust_half_diff(&r2, peer, v, d, b, dim, 1.0), 0);
+        }
+        gossip_robust_note_local(&r1, b, NULL, b, dim); /* the next round */
+        gossip_robust_note_local(&r2, b, NULL, b, dim);
+    }
+    assert_true(r2.dropped > 0);
+    free(a);
+    free(b);
+    free(v);
+    free(d);
+}
+
 static void trimmed_mean_drops_extremes(void **state)
 {
     (void)state;
@@ -541,6 +598,7 @@ int main(void)
         cmocka_unit_test(config_and_names),
         cmocka_unit_test(scale_from_own_deltas),
         cmocka_unit_test(clip_around_bounds_difference),
+        cmocka_unit_test(half_diff_is_clip_then_halve),
         cmocka_unit_test(trimmed_mean_drops_extremes),
         cmocka_unit_test(centered_clip_resists_outlier),
         cmocka_unit_test(adopt_bounds),
