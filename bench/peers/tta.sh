@@ -10,16 +10,20 @@
 # (the ceiling two agents on these cores can reach).
 # Every table is written into docs/BENCHMARKS.md (generated sections).
 #   BUILD=build sh bench/peers/tta.sh [ROUNDS]
+# The defaults' throughput takes TTA_THROUGHPUT_ROUNDS rounds (9): a
+# 10-second window's samples/s moves by 10-25% from one window to the next
+# on this shared VM, and the target (0.85) lies inside that spread.
 set -u
 build=${BUILD:-build}
 reps=${1:-${TTA_ROUNDS:-3}}
+treps=${TTA_THROUGHPUT_ROUNDS:-9}
 py=/usr/bin/python3
 if ! "$py" -c 'import torch' >/dev/null 2>&1; then
     echo "tta: skipped: PyTorch is not importable by $py (apt-get install -y python3-torch)"
     exit 0
 fi
 "$py" bench/peers/tta.py "$build" --reps "$reps" --record docs/BENCHMARKS.md || exit 1
-"$py" bench/peers/tta.py "$build" --reps "$reps" --throughput --record docs/BENCHMARKS.md || exit 1
+"$py" bench/peers/tta.py "$build" --reps "$treps" --throughput --record docs/BENCHMARKS.md || exit 1
 alt() {
     "$py" bench/peers/tta.py "$build" --reps "$reps" --configs train1,agents2,agents4 \
         "$@" --record docs/BENCHMARKS.md || exit 1
