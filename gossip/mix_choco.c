@@ -200,6 +200,19 @@ static void choco_lost(gossip_mix *m, mix_sync *s)
     choco_restart(m, c, choco_next_gen(m, c));
 }
 
+/* A neighbour's chunk that does not follow on from what we hold of it in
+ * this round: our copy of its public vector may hold a q it never sent in
+ * its present stay (mix_sync_rule.conflict), and no later check would see
+ * it (its rounds and ages follow on from there), so the copies are
+ * restarted in a new generation, once per generation: the chunks that
+ * follow carry the old one and are dropped. */
+static void choco_conflict(gossip_mix *m, mix_sync *s, const mix_push_hdr *ph)
+{
+    choco_state *c = (choco_state *)s;
+    if (ph->gen == c->gen)
+        choco_restart(m, c, choco_next_gen(m, c));
+}
+
 static void choco_jump(gossip_mix *m, mix_sync *s, uint64_t r)
 {
     (void)m;
@@ -214,6 +227,7 @@ static const mix_sync_rule choco_rule = {
     .combine = choco_combine,
     .lost = choco_lost,
     .jump = choco_jump,
+    .conflict = choco_conflict,
 };
 
 static int choco_create(gossip_mix *m, const gossip_mix_config *cfg, void **st)

@@ -299,6 +299,15 @@ typedef struct mix_sync_rule {
     void (*lost)(gossip_mix *m, mix_sync *s);
     /* Optional: the rule jumps from s->round to round r (before the move). */
     void (*jump)(gossip_mix *m, mix_sync *s, uint64_t r);
+    /* Optional: a chunk from in-neighbour `from` that does not follow on
+     * from what the slot already holds of it (a chunk again, or one out of
+     * order; the frame itself is refused). What the slot holds is then not
+     * what that neighbour sends now: it began this view again (a view with
+     * the same members has the same id, and rounds restart at 0), and the
+     * slot holds a frame of its earlier stay, kept in the stash while we
+     * were on another view and replayed when we installed this one (soak
+     * seed 3303 under a lone joiner's faster JOIN retries, not landed). */
+    void (*conflict)(gossip_mix *m, mix_sync *s, const mix_push_hdr *ph);
 } mix_sync_rule;
 
 struct mix_sync {

@@ -150,8 +150,11 @@ int mix_sync_recv(gossip_mix *m, mix_sync *s, const mix_frame *f)
         k++;
     if (k == slot->nin)
         return GOSSIP_ENOTFOUND;
-    if (ph->offset != slot->got[k])
+    if (ph->offset != slot->got[k]) {
+        if (s->rule->conflict)
+            s->rule->conflict(m, s, ph);
         return GOSSIP_EMALFORMED;
+    }
     rc = gossip_codec_decode(ph->data, ph->data_len, ph->count, ph->bits, m->block, m->scratch);
     if (!rc)
         rc = mix_values_ok(m->scratch, ph->count);

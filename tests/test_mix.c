@@ -552,6 +552,102 @@ static double run_quantized(gossip_mix_algo algo, unsigned bits, uint64_t seed, 
  * inconsistent, which (without the generation restart) pins the consensus
  * distance at a floor for good. With it, once the loss stops, choco reaches
  * exact consensus again. */
+/* A frame of an earlier stay in the same view, replayed ahead of the
+ * sender's real one (soak seed 3303 under the early JOIN retries: views
+ * with the same members have the same id and rounds restart at 0, and a
+ * receiver's stash kept the old frames): member 1 adds member 0's q of
+ * round 3 in round R instead of its q of round R, and the real one then
+ * does not follow on. Without a restart member 1's copy of x^_0 is wrong
+ * for good (every round and age still follows on) and consensus stops at
+ * a floor; with it (choco_conflict) the copies restart and choco
+ * converges. */
+typedef struct stale_node {
+    gossip_mix *m;
+    uint32_t i;
+    uint8_t frame[4096];
+    size_t len; /* member 0's frame to member 1 in round 3 */
+} stale_node;
+
+static int stale_poll(void *node, gossip_send *out, gossip_time_us now)
+{
+    stale_node *sn = node;
+    int got = sim_ops_mix.poll_send(sn->m, out, now);
+    gossip_header h;
+    if (got == 1 && sn->i == 0 && !sn->len && out->dest == cluster_id(1) &&
+        gossip_header_decode(out->frame, out->len, &h) == GOSSIP_OK && h.round == 3 &&
+        out->len <= sizeof sn->frame) {
+        memcpy(sn->frame, out->frame, out->len);
+        sn->len = out->len;
+    }
+    return got;
+}
+
+static int stale_recv(void *node, uint64_t from, const gossip_header *h, const uint8_t *payload,
+                      size_t len, gossip_time_us now)
+{
+    return sim_ops_mix.recv(((stale_node *)node)->m, from, h, payload, len, now);
+}
+
+static int stale_tick(void *node, gossip_time_us now)
+{
+    return sim_ops_mix.tick(((stale_node *)node)->m, now);
+}
+
+static gossip_time_us stale_deadline(const void *node)
+{
+    return sim_ops_mix.deadline(((const stale_node *)node)->m);
+}
+
+static const sim_node_ops stale_ops = {stale_recv, stale_tick, stale_poll, stale_deadline};
+
+static void *stale_node_of(void *ctx, uint32_t i, gossip_mix *m)
+{
+    stale_node *sn = (stale_node *)ctx + i;
+    sn->m = m;
+    sn->i = i;
+    return sn;
+}
+
+static void choco_restarts_after_stale_frame(void **state)
+{
+    (void)state;
+    uint64_t seed = test_seed(83);
+    const uint32_t n = 4, dim = 64;
+    gossip_mix_config cfg = base_config(GOSSIP_MIX_CHOCO, GOSSIP_TOPO_EXPONENTIAL);
+    cfg.bits = 8;
+    cfg.block = 64;
+    stale_node *nodes = calloc(n, sizeof *nodes);
+    cluster c;
+    cluster_init_ops(&c, n, dim, &cfg, &(sim_driver_config){.seed = seed, .mode = SIM_MODE_ROUNDS},
+                     &stale_ops, stale_node_of, nodes);
+    model_rng rng;
+    model_rng_seed(&rng, seed, 3);
+    cluster_fill(&c, &rng, 1.0);
+    double m[64];
+    cluster_mean(&c, m);
+    double d0 = error_to(&c, m);
+    for (int r = 0; r < 40; r++)
+        assert_int_equal(cluster_round(&c), n);
+    assert_true(nodes[0].len > GOSSIP_HEADER_SIZE);
+    /* round 3's frame again, as round R: member 1 takes it first */
+    gossip_header h;
+    assert_int_equal(gossip_header_decode(nodes[0].frame, nodes[0].len, &h), GOSSIP_OK);
+    h.round = gossip_mix_round(c.m[1]);
+    assert_int_equal(gossip_mix_recv(c.m[1], cluster_id(0), &h, nodes[0].frame + GOSSIP_HEADER_SIZE,
+                                     nodes[0].len - GOSSIP_HEADER_SIZE, sim_driver_now(c.d)),
+                     GOSSIP_OK);
+    uint64_t resets = gossip_mix_get_stats(c.m[1])->choco_resets;
+    for (int r = 0; r < 400; r++)
+        cluster_round(&c);
+    assert_true(gossip_mix_get_stats(c.m[1])->choco_resets > resets);
+    cluster_mean(&c, m);
+    double d = error_to(&c, m) / d0;
+    if (!(d < 1e-4))
+        fail_msg("choco after a stale frame stalls at %.3g of the initial distance", d);
+    cluster_free(&c);
+    free(nodes);
+}
+
 static void choco_recovers_after_loss(void **state)
 {
     (void)state;
@@ -1562,6 +1658,7 @@ int main(void)
         cmocka_unit_test(one_peer_exponential_exact_in_log2n),
         cmocka_unit_test(choco_reaches_consensus_naive_stalls),
         cmocka_unit_test(choco_recovers_after_loss),
+        cmocka_unit_test(choco_restarts_after_stale_frame),
         cmocka_unit_test(switch_algorithms_between_rounds),
         cmocka_unit_test(async_rounds_keep_mean),
         cmocka_unit_test(gossip_cancels_exchange_with_dead_peer),
