@@ -98,21 +98,39 @@ static void pushsum_offsets(gossip_mix *m, pushsum_state *p)
     }
 }
 
-/* 1 if peer may hold a push-sum link with us: a member of the view and,
- * with circulant offsets, an out- (dir > 0) or in-neighbour (dir < 0). */
+/* 1 if peer may hold a push-sum link with us: a member of the view and an
+ * out- (dir > 0) or in-neighbour (dir < 0) in some round: of the circulant
+ * offsets, or of the topology's graph (ring, torus, exponential, and
+ * one-peer-exponential over its period of ceil(log2 n) <= 14 rounds, which
+ * GOSSIP_TOPOLOGY_DEGREE_MAX rounds cover). Random without offsets: any
+ * member. */
 static int pushsum_neighbour(const gossip_mix *m, const pushsum_state *p, uint64_t peer, int dir)
 {
     gossip_view v = mix_view(m);
     uint32_t j = gossip_view_index(&v, peer);
     if (j == UINT32_MAX)
         return 0;
-    if (!p->k || m->me == UINT32_MAX)
+    if (m->me == UINT32_MAX)
         return 1;
-    for (uint32_t k = 0; k < p->k; k++) {
-        uint32_t o = p->off[k];
-        uint32_t want = dir > 0 ? (m->me + o) % m->n : (m->me + m->n - o) % m->n;
-        if (j == want)
-            return 1;
+    if (p->k) {
+        for (uint32_t k = 0; k < p->k; k++) {
+            uint32_t o = p->off[k];
+            uint32_t want = dir > 0 ? (m->me + o) % m->n : (m->me + m->n - o) % m->n;
+            if (j == want)
+                return 1;
+        }
+        return 0;
+    }
+    if (!gossip_topology_has_graph(m->topo))
+        return 1;
+    uint32_t rounds = gossip_topology_is_static(m->topo) ? 1 : GOSSIP_TOPOLOGY_DEGREE_MAX;
+    for (uint32_t r = 0; r < rounds; r++) {
+        uint32_t nb[GOSSIP_TOPOLOGY_DEGREE_MAX];
+        uint32_t d = dir > 0 ? gossip_topology_out(m->topo, m->n, m->me, r, nb)
+                             : gossip_topology_in(m->topo, m->n, m->me, r, nb);
+        for (uint32_t k = 0; k < d; k++)
+            if (nb[k] == j)
+                return 1;
     }
     return 0;
 }
@@ -291,10 +309,14 @@ static mix_link *pushsum_in_link(gossip_mix *m, pushsum_state *p, uint64_t from,
 {
     mix_link *l = link_find(p->in_links, p->links_max, from);
     int known = l != NULL;
-    if (!known && !(l = link_add(m, p, p->in_links, from)) && p->k) {
-        /* Table full: the views of the members differ (SWIM), and a member
-         * pushed to us while we were not its circulant neighbour. A link
-         * from a member that is not our in-neighbour any more gives way. */
+    if (!known && !(l = link_add(m, p, p->in_links, from))) {
+        /* Table full: the views of the members differ (SWIM, a join), and
+         * members pushed to us while their views made us their neighbour
+         * (circulant offsets or the topology's graph). A link from a member
+         * that is not our in-neighbour in our view gives way: kept, it would
+         * refuse a real in-neighbour's pushes for good, whose weight then
+         * drains into a link that never delivers (soak seed 5681 under
+         * one-peer-exponential: every weight down 2.4x per second). */
         for (uint32_t k = 0; k < p->links_max && !l; k++)
             if (p->in_links[k].used && !pushsum_neighbour(m, p, p->in_links[k].peer, -1)) {
                 pushsum_drop_in(p, &p->in_links[k]);

@@ -377,6 +377,62 @@ static void pushsum_drained_weight_recovers(void **state)
     cluster_free(&c);
 }
 
+/* Push-sum on a graph topology (one-peer-exponential) while views differ
+ * (SWIM, a join): members whose view made us their out-neighbour pushed
+ * to us and hold in-links here. With the table full of them, a real
+ * in-neighbour's pushes were refused for good (GOSSIP_EFULL) and its weight
+ * drained, half per push, into a link that never delivered (soak seed 5681
+ * with a joiner's faster JOIN retries: every weight fell 2.4x per simulated
+ * second, and after 15 s the estimates drifted apart). A link from a member
+ * that is not an in-neighbour in the receiver's view now gives way. */
+static void pushsum_full_table_yields_to_neighbour(void **state)
+{
+    (void)state;
+    test_env t;
+    test_env_init(&t, test_seed(139));
+    const uint32_t dim = 3;
+    uint64_t all[8] = {10, 20, 30, 40, 50, 60, 70, 80}, v10[2] = {10, 80}, v20[2] = {20, 80};
+    gossip_view views[3] = {{.epoch = 1, .n = 2, .ids = v10},
+                            {.epoch = 1, .n = 2, .ids = v20},
+                            {.epoch = 1, .n = 8, .ids = all}};
+    gossip_mix_config cfg = base_config(GOSSIP_MIX_PUSHSUM, GOSSIP_TOPO_ONE_PEER_EXP);
+    cfg.dim = dim;
+    cfg.links_max = 2;
+    cfg.self = 80; /* index 7 of 8: in-neighbours 70, 60 and 40 (7 - 2^k) */
+    gossip_mix *r = NULL;
+    assert_int_equal(gossip_mix_create(&r, &t.env, &cfg), GOSSIP_OK);
+    assert_int_equal(gossip_mix_set_view(r, &views[2], 0), GOSSIP_OK);
+    /* 10 and 20 see a view of two (80 is their round-0 peer), then 70 with
+     * the receiver's view: index 6, its round-0 peer is index 7 */
+    const uint64_t senders[3] = {10, 20, 70};
+    for (int s = 0; s < 3; s++) {
+        gossip_mix *m = NULL;
+        cfg.self = senders[s];
+        assert_int_equal(gossip_mix_create(&m, &t.env, &cfg), GOSSIP_OK);
+        assert_int_equal(gossip_mix_set_view(m, &views[s], 0), GOSSIP_OK);
+        float x[3] = {1.0f + s, 2.0f, 3.0f};
+        assert_int_equal(gossip_mix_start(m, x, 0), GOSSIP_OK);
+        gossip_send out;
+        int frames = 0;
+        while (gossip_mix_poll_send(m, &out, 0)) {
+            assert_int_equal(out.dest, 80);
+            gossip_header h;
+            assert_int_equal(gossip_header_decode(out.frame, out.len, &h), GOSSIP_OK);
+            int rc = gossip_mix_recv(r, senders[s], &h, out.frame + GOSSIP_HEADER_SIZE,
+                                     out.len - GOSSIP_HEADER_SIZE, 0);
+            if (rc != GOSSIP_OK)
+                fail_msg("push from %llu refused: %s", (unsigned long long)senders[s],
+                         gossip_strerror(rc));
+            frames++;
+        }
+        assert_true(frames > 0);
+        gossip_mix_destroy(m);
+    }
+    assert_int_equal(gossip_mix_get_stats(r)->rejected_by[GOSSIP_EFULL], 0);
+    gossip_mix_destroy(r);
+    assert_int_equal(t.alloc.live, 0);
+}
+
 /* ---- dpsgd contraction rate = SLEM ------------------------------------- */
 
 /* Second-largest eigenvalue modulus of the dpsgd matrix W (uniform weights
@@ -1670,6 +1726,7 @@ int main(void)
         cmocka_unit_test(gossip_refuses_behind_late_exchange),
         cmocka_unit_test(gossip_forgets_departed_link),
         cmocka_unit_test(pushsum_drained_weight_recovers),
+        cmocka_unit_test(pushsum_full_table_yields_to_neighbour),
         cmocka_unit_test(driver_same_seed_same_trace),
         cmocka_unit_test(random_bytes_never_crash),
     };
