@@ -52,6 +52,11 @@
  * seed and one without it, merge without waiting for a sync to a seed. */
 #define JOIN_RETRY_PERIODS       2u
 #define JOIN_MISSING_MAX_PERIODS 64u
+/* A lone joiner's first retry comes after this fraction of a period, and
+ * the wait doubles up to JOIN_RETRY_PERIODS periods: agents started
+ * together often send their first JOIN before the seed listens (the
+ * transport drops it), and should not then wait two whole periods. */
+#define JOIN_FIRST_RETRY_DIV 8u
 
 typedef struct member {
     uint64_t id;
@@ -151,7 +156,8 @@ struct gossip_swim {
     uint32_t seq;
     int started, left;
     gossip_time_us next_probe, next_sync, next_reconnect, next_join, next_suspect;
-    uint32_t join_every; /* periods to the next JOIN to a missing seed */
+    uint32_t join_every;           /* periods to the next JOIN to a missing seed */
+    gossip_time_us join_lone_wait; /* the lone joiner's next retry wait */
 
     uint8_t *frame;
     size_t frame_cap;
@@ -248,6 +254,15 @@ static int is_tomb(uint8_t st)
 static gossip_time_us period_us(const gossip_swim *s)
 {
     return s->cfg.probe_interval_us;
+}
+
+/* The lone joiner's next wait: double the last, at most JOIN_RETRY_PERIODS
+ * periods. */
+static gossip_time_us join_lone_next(const gossip_swim *s)
+{
+    gossip_time_us cap = JOIN_RETRY_PERIODS * period_us(s);
+    gossip_time_us w = s->join_lone_wait ? 2 * s->join_lone_wait : cap;
+    return w < cap ? w : cap;
 }
 
 static void queue_remove(gossip_swim *s, member *m);
@@ -1319,7 +1334,8 @@ static void run_timers(gossip_swim *s, gossip_time_us now)
         if (s->view_n <= 1 && s->n_seeds) {
             send_joins(s, 0);
             s->join_every = JOIN_RETRY_PERIODS;
-            s->next_join = now + JOIN_RETRY_PERIODS * period_us(s);
+            s->join_lone_wait = join_lone_next(s);
+            s->next_join = now + s->join_lone_wait;
         } else if (send_joins(s, 1)) {
             s->join_every = s->join_every < JOIN_MISSING_MAX_PERIODS / 2 ? 2 * s->join_every
                                                                          : JOIN_MISSING_MAX_PERIODS;
@@ -1384,7 +1400,10 @@ int gossip_swim_join(gossip_swim *s, const char *const *seeds, size_t n, gossip_
     if (s->left)
         return GOSSIP_OK;
     send_joins(s, 0);
-    s->next_join = now + JOIN_RETRY_PERIODS * period_us(s);
+    s->join_lone_wait = period_us(s) / JOIN_FIRST_RETRY_DIV;
+    if (!s->join_lone_wait)
+        s->join_lone_wait = 1;
+    s->next_join = now + s->join_lone_wait;
     s->join_every = JOIN_RETRY_PERIODS;
     return GOSSIP_OK;
 }

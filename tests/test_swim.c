@@ -1233,6 +1233,59 @@ static void missing_seed_joined_when_not_alone(void **state)
     assert_int_equal(t.alloc.live, 0);
 }
 
+/* A lone joiner whose seed is not listening yet (its JOINs are lost, as
+ * the transport drops a frame it cannot deliver) retries after an eighth
+ * of a period, then after waits that double up to two periods; once the
+ * seed listens, the two meet within one such wait (before: a JOIN every
+ * two periods, so an agent started 0.1 s before its seed waited 2 s). */
+static void lone_joiner_retries_soon(void **state)
+{
+    (void)state;
+    test_env t;
+    test_env_init(&t, 37);
+    const uint64_t ids[3] = {100, 200, 300};
+    const char *const addrs[3] = {"addr-a", "addr-b", "addr-c"};
+    gossip_swim *sw[3];
+    for (int k = 0; k < 3; k++)
+        sw[k] = make(&t, ids[k], addrs[k], 16);
+    const char *seeds[] = {"addr-a"};
+    int up[3] = {0, 1, 0}; /* a (the seed) is not listening; c is not used */
+    assert_int_equal(gossip_swim_join(sw[1], seeds, 1, 0), GOSSIP_OK);
+    gossip_time_us now = 0, step = PERIOD / 100, joins_at[8] = {0};
+    int n = 0;
+    /* the JOIN sent by gossip_swim_join itself */
+    n += route3(sw, ids, addrs, up, now, "addr-a") ? (joins_at[n] = 0, 1) : 0;
+    for (now = step; now < 8 * (gossip_time_us)PERIOD && n < 8; now += step) {
+        gossip_swim_tick(sw[1], now);
+        if (route3(sw, ids, addrs, up, now, "addr-a"))
+            joins_at[n++] = now;
+    }
+    assert_int_equal(n, 8);
+    /* waits of 1/8, 1/4, 1/2, 1, then 2 periods */
+    const uint32_t eighths[8] = {0, 1, 3, 7, 15, 31, 47, 63};
+    for (int k = 0; k < 8; k++) {
+        gossip_time_us want = (gossip_time_us)eighths[k] * (PERIOD / 8);
+        assert_true(joins_at[k] >= want);
+        assert_true(joins_at[k] <= want + 2 * step);
+    }
+    /* the seed starts listening: met by the next JOIN, two periods at most */
+    up[0] = 1;
+    gossip_time_us a_up = now, met = 0;
+    for (; now < a_up + 4 * (gossip_time_us)PERIOD && !met; now += step) {
+        gossip_swim_tick(sw[0], now);
+        gossip_swim_tick(sw[1], now);
+        route3(sw, ids, addrs, up, now, "addr-a");
+        gossip_view v;
+        gossip_swim_view(sw[1], &v);
+        if (v.n == 2)
+            met = now;
+    }
+    assert_true(met > 0 && met <= a_up + 2 * (gossip_time_us)PERIOD + 2 * step);
+    for (int k = 0; k < 3; k++)
+        gossip_swim_destroy(sw[k]);
+    assert_int_equal(t.alloc.live, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1242,6 +1295,7 @@ int main(void)
         cmocka_unit_test(ping_ack_golden),
         cmocka_unit_test(join_through_seed),
         cmocka_unit_test(missing_seed_joined_when_not_alone),
+        cmocka_unit_test(lone_joiner_retries_soon),
         cmocka_unit_test(refutes_suspicion),
         cmocka_unit_test(suspicion_then_death),
         cmocka_unit_test(leave_is_announced),
