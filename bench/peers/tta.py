@@ -34,7 +34,10 @@ round (murmur / peer; below 1 is better) and their median reported.
 
 --throughput: samples/s of each of 2 agents training together (defaults)
 against one agent alone, over a 10 s window after a 4 s warm-up, rounds
-interleaved; reports the ratio (target >= 0.85).
+interleaved, the order alternating (the lone agent first in odd rounds,
+the pair first in even ones, A-B-B-A: a drift of the machine's speed
+within a round then biases half of the rounds' ratios up and half down
+instead of all one way); reports the median ratio (target >= 0.85).
 
 --record FILE replaces the section between the lines
 "<!-- bench-peers:tta begin -->" and "<!-- bench-peers:tta end -->" (or
@@ -319,13 +322,19 @@ def run_throughput(args):
             c.stop()
 
     for rep in range(args.reps):
-        lone = measure(1)[0]
-        pair = measure(2)
+        if rep % 2 == 0:
+            lone = measure(1)[0]
+            pair = measure(2)
+        else:
+            pair = measure(2)
+            lone = measure(1)[0]
+            intervals[-2:] = intervals[-1:] + intervals[-2:-1]  # lone's first, as in odd rounds
         r = min(pair) / lone if lone else None
         lone_rates.append(lone)
         pair_rates.append(min(pair))
         ratios.append(r)
-        print(f"throughput rep={rep + 1} lone_samples_per_s={lone:.0f} "
+        print(f"throughput rep={rep + 1} order={'lone,pair' if rep % 2 == 0 else 'pair,lone'} "
+              f"lone_samples_per_s={lone:.0f} "
               f"pair_samples_per_s={','.join(f'{x:.0f}' for x in pair)} ratio={fmt(r, '.3f')} "
               f"interval_steps lone={','.join(intervals[-2])} pair={','.join(intervals[-1])}",
               flush=True)
