@@ -577,6 +577,17 @@ static double error_to(const cluster *c, const double *target)
     return sqrt(s);
 }
 
+/* Fill c's vectors (seed, stream 3, mean 1), write their mean to m[dim]
+ * and return the initial distance to it. */
+static double fill_from_mean(cluster *c, uint64_t seed, double *m)
+{
+    model_rng rng;
+    model_rng_seed(&rng, seed, 3);
+    cluster_fill(c, &rng, 1.0);
+    cluster_mean(c, m);
+    return error_to(c, m);
+}
+
 /* Error to the initial average after `rounds`, relative to the initial one. */
 static double run_quantized(gossip_mix_algo algo, unsigned bits, uint64_t seed, int rounds,
                             double *mean_drift)
@@ -676,12 +687,8 @@ static void choco_restarts_after_stale_frame(void **state)
     cluster c;
     cluster_init_ops(&c, n, dim, &cfg, &(sim_driver_config){.seed = seed, .mode = SIM_MODE_ROUNDS},
                      &stale_ops, stale_node_of, nodes);
-    model_rng rng;
-    model_rng_seed(&rng, seed, 3);
-    cluster_fill(&c, &rng, 1.0);
     double m[64];
-    cluster_mean(&c, m);
-    double d0 = error_to(&c, m);
+    double d0 = fill_from_mean(&c, seed, m);
     for (int r = 0; r < 40; r++)
         assert_int_equal(cluster_round(&c), n);
     assert_true(nodes[0].len > GOSSIP_HEADER_SIZE);
@@ -718,12 +725,8 @@ static void choco_recovers_after_loss(void **state)
         cluster c;
         cluster_init(&c, n, dim, &cfg,
                      &(sim_driver_config){.seed = seed, .mode = SIM_MODE_ROUNDS, .loss = 0.10});
-        model_rng rng;
-        model_rng_seed(&rng, seed, 3);
-        cluster_fill(&c, &rng, 1.0);
         double m[64];
-        cluster_mean(&c, m);
-        double d0 = error_to(&c, m);
+        double d0 = fill_from_mean(&c, seed, m);
         uint32_t aborted = 0;
         for (int r = 0; r < 40; r++) {
             cluster_start_all(&c);
