@@ -306,7 +306,8 @@ typedef struct mix_sync_rule {
      * the same members has the same id, and rounds restart at 0), and the
      * slot holds a frame of its earlier stay, kept in the stash while we
      * were on another view and replayed when we installed this one (soak
-     * seed 3303 under a lone joiner's faster JOIN retries, not landed). */
+     * seed 3303 under a lone joiner's faster JOIN retries, a regression
+     * seed of tests/integration/sim_soak.sh). */
     void (*conflict)(gossip_mix *m, mix_sync *s, const mix_push_hdr *ph);
 } mix_sync_rule;
 
