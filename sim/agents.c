@@ -274,7 +274,9 @@ static int agent_node_create(runner *r, uint32_t i, int fetch)
     gossip_node_config_default(&c);
     c.self = (uint64_t)i + 1;
     c.self_addr = g->addr;
-    uint32_t mm = 2 * r->n + 8;
+    /* The cluster's ids are 1..N (a restart keeps its id and its slot):
+     * N slots hold every member, tombstones included; 8 spare. */
+    uint32_t mm = r->n + 8;
     c.swim.members_max = mm < GOSSIP_MEMBERS_MAX ? mm : GOSSIP_MEMBERS_MAX;
     c.swim.probe_interval_us = (gossip_time_us)llround(sc->membership.probe_interval_ms * 1e3);
     c.swim.probe_timeout_us = (gossip_time_us)llround(sc->membership.probe_timeout_ms * 1e3);
