@@ -159,8 +159,9 @@ struct gossip_swim {
     uint32_t join_every;           /* periods to the next JOIN to a missing seed */
     gossip_time_us join_lone_wait; /* the lone joiner's next retry wait */
 
-    uint8_t *frame;
+    uint8_t *frame; /* every message but the full-state ones */
     size_t frame_cap;
+    uint8_t *big; /* the full-state frame last polled (freed by the next poll), or NULL */
     gossip_swim_stats stats;
 
     /* admission */
@@ -1014,8 +1015,15 @@ int gossip_swim_create(gossip_swim **out, const gossip_env *env, const gossip_sw
     while (hsize < 2 * s->cap)
         hsize *= 2;
     s->hash_mask = hsize - 1;
-    s->frame_cap =
-        GOSSIP_HEADER_SIZE + GOSSIP_MANIFEST_WIRE_MAX + 4 + (size_t)s->cap * GOSSIP_SWIM_RECORD_MAX;
+    /* A probe message, or a JOIN (our manifest and one record). A SYNC or
+     * SYNC_REPLY holds a record per member: its frame is allocated when it
+     * is polled and freed by the next poll (with members_max near N, a
+     * buffer for it kept by each of N members would be most of the N^2). */
+    s->frame_cap = GOSSIP_HEADER_SIZE + GOSSIP_MANIFEST_WIRE_MAX + 4 + GOSSIP_SWIM_RECORD_MAX;
+    if (s->frame_cap <
+        GOSSIP_HEADER_SIZE + GOSSIP_SWIM_PROBE_FIXED_MAX + GOSSIP_SWIM_PIGGYBACK_BYTES_MAX)
+        s->frame_cap =
+            GOSSIP_HEADER_SIZE + GOSSIP_SWIM_PROBE_FIXED_MAX + GOSSIP_SWIM_PIGGYBACK_BYTES_MAX;
     s->members = gossip_calloc(env, s->cap, sizeof *s->members);
     s->free_slots = s->members ? gossip_calloc(env, s->cap, sizeof *s->free_slots) : NULL;
     s->hash = s->free_slots ? gossip_calloc(env, hsize, sizeof *s->hash) : NULL;
@@ -1045,6 +1053,7 @@ void gossip_swim_destroy(gossip_swim *s)
         return;
     const gossip_env *env = s->env;
     gossip_free(env, s->frame);
+    gossip_free(env, s->big);
     gossip_free(env, s->view_ids);
     gossip_free(env, s->queue);
     gossip_free(env, s->probe_order);
@@ -1732,6 +1741,10 @@ static void write_state(gossip_swim *s, gossip_writer *w)
 
 int gossip_swim_poll_send(gossip_swim *s, gossip_send *out, gossip_time_us now)
 {
+    if (s->big) { /* the caller is done with the frame of the last poll */
+        gossip_free(s->env, s->big);
+        s->big = NULL;
+    }
     while (s->out_n && !s->refused) {
         outmsg o = s->outq[s->out_head];
         s->out_head = (s->out_head + 1) % GOSSIP_SWIM_OUTQ_MAX;
@@ -1750,8 +1763,18 @@ int gossip_swim_poll_send(gossip_swim *s, gossip_send *out, gossip_time_us now)
             if (m)
                 addr = m->addr;
         }
+        uint8_t *buf = s->frame;
+        size_t cap = s->frame_cap;
+        if ((o.type == GOSSIP_MSG_SYNC || o.type == GOSSIP_MSG_SYNC_REPLY) && !o.manifest_only) {
+            cap = GOSSIP_HEADER_SIZE + GOSSIP_MANIFEST_WIRE_MAX + 4 +
+                  (size_t)s->hw * GOSSIP_SWIM_RECORD_MAX;
+            if (!(buf = s->big = gossip_alloc(s->env, cap))) {
+                s->stats.outq_drops++; /* out of memory: the next sync repairs */
+                continue;
+            }
+        }
         gossip_writer w;
-        gossip_writer_init(&w, s->frame + GOSSIP_HEADER_SIZE, s->frame_cap - GOSSIP_HEADER_SIZE);
+        gossip_writer_init(&w, buf + GOSSIP_HEADER_SIZE, cap - GOSSIP_HEADER_SIZE);
         switch (o.type) {
         case GOSSIP_MSG_PING:
             gossip_w_u32(&w, o.seq);
@@ -1793,10 +1816,10 @@ int gossip_swim_poll_send(gossip_swim *s, gossip_send *out, gossip_time_us now)
                            .sender = s->cfg.self_id,
                            .epoch = s->epoch,
                            .round = 0};
-        gossip_header_encode(&h, s->frame);
+        gossip_header_encode(&h, buf);
         out->dest = o.dest;
         out->dest_addr = addr;
-        out->frame = s->frame;
+        out->frame = buf;
         out->len = GOSSIP_HEADER_SIZE + w.len;
         s->stats.sent_msgs[o.type & 15]++;
         s->stats.sent_bytes[o.type & 15] += out->len;

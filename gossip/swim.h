@@ -15,7 +15,11 @@
  *
  * Shape: the sans-IO contract of docs/ARCHITECTURE.md. Time is an argument,
  * memory and randomness come from gossip_env, everything is allocated in
- * gossip_swim_create and bounded by cfg.members_max and the constants below.
+ * gossip_swim_create and bounded by cfg.members_max and the constants below,
+ * except the frame of a full-state message (SYNC, SYNC_REPLY: a record per
+ * member), allocated when it is polled and freed by the next poll_send; if
+ * that allocation fails the message is dropped (stats.outq_drops) and a
+ * later push-pull repairs what it would have carried.
  *
  * Invariants:
  * - self is always in the table; its state is ALIVE until gossip_swim_leave.
@@ -234,7 +238,9 @@ int gossip_swim_recv(gossip_swim *s, uint64_t from, const gossip_header *h, cons
 int gossip_swim_tick(gossip_swim *s, gossip_time_us now);
 
 /* Next frame to send: 1 and *out filled, or 0 when there is nothing.
- * out->frame points into s and stays valid until the next call on s. */
+ * out->frame points into s and stays valid until the next call on s (a
+ * full-state frame is freed by the next poll_send: poll until it returns 0
+ * and nothing large stays allocated). */
 int gossip_swim_poll_send(gossip_swim *s, gossip_send *out, gossip_time_us now);
 
 /* When gossip_swim_tick must next be called; 0 before the first tick. */
