@@ -77,9 +77,15 @@ typedef struct member {
     char addr[GOSSIP_ADDR_MAX];
 } member;
 
+/* A pending update: its member's slot (stable while queued: a member
+ * leaves the queue before its slot is freed) and its record's size, kept
+ * equal to record_size() of the member by queue_resize, so that choosing
+ * what to piggyback reads the queue alone. */
 typedef struct queued {
     uint64_t id;
     uint32_t transmits;
+    uint32_t slot;
+    uint32_t size;
 } queued;
 
 typedef struct outmsg {
@@ -267,6 +273,8 @@ static gossip_time_us join_lone_next(const gossip_swim *s)
 }
 
 static void queue_remove(gossip_swim *s, member *m);
+static void queue_resize(gossip_swim *s, const member *m);
+static size_t record_size(const member *m);
 
 static void set_state(gossip_swim *s, member *m, uint8_t st, gossip_time_us now)
 {
@@ -277,6 +285,7 @@ static void set_state(gossip_swim *s, member *m, uint8_t st, gossip_time_us now)
     if (is_live(m->state) != is_live(st))
         s->view_dirty = 1, s->churn++;
     m->state = st;
+    queue_resize(s, m);
     m->state_at = now;
     m->n_confirm = 0;
     m->verify_seq = 0;
@@ -446,10 +455,18 @@ static void queue_remove(gossip_swim *s, member *m)
     m->queue_pos = 0;
     s->queue[i] = s->queue[--s->queue_n];
     if (i < s->queue_n) {
-        member *moved = find(s, s->queue[i].id);
-        assert(moved);
+        member *moved = &s->members[s->queue[i].slot];
+        assert(moved->id == s->queue[i].id);
         moved->queue_pos = i + 1;
     }
+}
+
+/* m's record may have changed size (its state or address): keep its queue
+ * entry's copy equal. */
+static void queue_resize(gossip_swim *s, const member *m)
+{
+    if (m->queue_pos)
+        s->queue[m->queue_pos - 1].size = (uint32_t)record_size(m);
 }
 
 /* Announce m's current state: (re)start its retransmit count. */
@@ -457,6 +474,7 @@ static void enqueue_news(gossip_swim *s, member *m)
 {
     if (m->queue_pos) {
         s->queue[m->queue_pos - 1].transmits = 0;
+        queue_resize(s, m);
         return;
     }
     if (s->queue_n == GOSSIP_SWIM_QUEUE_MAX) {
@@ -464,13 +482,15 @@ static void enqueue_news(gossip_swim *s, member *m)
         for (uint32_t i = 1; i < s->queue_n; i++)
             if (s->queue[i].transmits > s->queue[worst].transmits)
                 worst = i;
-        member *w = find(s, s->queue[worst].id);
-        assert(w);
+        member *w = &s->members[s->queue[worst].slot];
+        assert(w->id == s->queue[worst].id);
         queue_remove(s, w);
         s->stats.queue_drops++;
     }
     s->queue[s->queue_n].id = m->id;
     s->queue[s->queue_n].transmits = 0;
+    s->queue[s->queue_n].slot = slot_of(s, m);
+    s->queue[s->queue_n].size = (uint32_t)record_size(m);
     m->queue_pos = ++s->queue_n;
 }
 
@@ -619,7 +639,7 @@ static void go_quiet(gossip_swim *s, gossip_swim_refusal why)
     s->out_n = 0;
     memset(s->notice_busy, 0, sizeof s->notice_busy);
     while (s->queue_n)
-        queue_remove(s, find(s, s->queue[0].id));
+        queue_remove(s, &s->members[s->queue[0].slot]);
     for (uint32_t i = 0; i < GOSSIP_SWIM_RELAY_MAX; i++)
         s->relays[i].used = 0;
     s->pr.active = 0;
@@ -1432,7 +1452,7 @@ int gossip_swim_leave(gossip_swim *s, gossip_time_us now)
     uint32_t n = pick_live(s, 0, to, s->cfg.indirect_k + 1);
     /* Only the left record rides on LEAVE: flush the rest. */
     while (s->queue_n)
-        queue_remove(s, find(s, s->queue[0].id));
+        queue_remove(s, &s->members[s->queue[0].slot]);
     enqueue_news(s, self);
     for (uint32_t i = 0; i < n; i++)
         out_push(s, GOSSIP_MSG_LEAVE, to[i]);
@@ -1663,6 +1683,49 @@ int gossip_swim_recv(gossip_swim *s, uint64_t from, const gossip_header *h, cons
 /* Piggyback pending updates: fewest transmissions first, within the count
  * and byte budgets. `first` (the probe target, if suspect) goes first: the
  * Lifeguard buddy system, so a suspected member learns it at once. */
+/* The smallest record of any kind (LEFT: state, id, incarnation). */
+#define RECORD_MIN (1u + 8u + 4u)
+/* Transmit counts sorted by counting; a larger count (a retransmit limit
+ * above this) sorts the slow way. */
+#define ORDER_BUCKETS 64u
+
+static int cmp_key(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Queue indices in (transmits, index) order, the entry of id `skip`
+ * left out; returns how many. */
+static uint32_t queue_order(const gossip_swim *s, uint64_t skip, uint32_t *order)
+{
+    uint32_t tmax = 0;
+    for (uint32_t i = 0; i < s->queue_n; i++)
+        if (s->queue[i].transmits > tmax)
+            tmax = s->queue[i].transmits;
+    uint32_t n = 0;
+    if (tmax >= ORDER_BUCKETS) {
+        uint64_t keys[GOSSIP_SWIM_QUEUE_MAX];
+        for (uint32_t i = 0; i < s->queue_n; i++)
+            if (s->queue[i].id != skip)
+                keys[n++] = (uint64_t)s->queue[i].transmits << 32 | i;
+        qsort(keys, n, sizeof *keys, cmp_key);
+        for (uint32_t k = 0; k < n; k++)
+            order[k] = (uint32_t)keys[k];
+        return n;
+    }
+    uint32_t start[ORDER_BUCKETS + 1] = {0};
+    for (uint32_t i = 0; i < s->queue_n; i++)
+        if (s->queue[i].id != skip)
+            start[s->queue[i].transmits + 1]++;
+    for (uint32_t t = 0; t < ORDER_BUCKETS; t++)
+        start[t + 1] += start[t];
+    for (uint32_t i = 0; i < s->queue_n; i++)
+        if (s->queue[i].id != skip)
+            order[start[s->queue[i].transmits]++] = i, n++;
+    return n;
+}
+
 static void write_updates(gossip_swim *s, gossip_writer *w, uint64_t first)
 {
     uint8_t *countp = gossip_w_reserve(w, 1);
@@ -1681,29 +1744,26 @@ static void write_updates(gossip_swim *s, gossip_writer *w, uint64_t first)
         }
     }
     uint32_t limit = retransmit_limit(s);
-    /* Selection by repeated minimum; the queue is short in steady state. */
+    /* The updates least sent so far (lowest queue index on a tie), 16 times
+     * over, each the first in that order whose record fits what is left of
+     * the budget. An entry that does not fit now never fits later (the
+     * budget only shrinks), so this is one walk through the queue in
+     * (transmits, index) order, stopped when 16 are picked or the budget is
+     * below the smallest record. */
+    uint32_t order[GOSSIP_SWIM_QUEUE_MAX];
+    uint32_t n_order = queue_order(s, first, order);
     uint32_t picked[GOSSIP_SWIM_PIGGYBACK_MAX];
     uint32_t n_picked = 0;
-    while (count < GOSSIP_SWIM_PIGGYBACK_MAX) {
-        uint32_t best = UINT32_MAX;
-        for (uint32_t i = 0; i < s->queue_n; i++) {
-            uint32_t j = 0;
-            while (j < n_picked && picked[j] != i)
-                j++;
-            if (j < n_picked || s->queue[i].id == first)
-                continue;
-            const member *m = find(s, s->queue[i].id);
-            if (record_size(m) > budget)
-                continue;
-            if (best == UINT32_MAX || s->queue[i].transmits < s->queue[best].transmits)
-                best = i;
-        }
-        if (best == UINT32_MAX)
-            break;
-        const member *m = find(s, s->queue[best].id);
+    for (uint32_t k = 0; k < n_order && count < GOSSIP_SWIM_PIGGYBACK_MAX && budget >= RECORD_MIN;
+         k++) {
+        const queued *q = &s->queue[order[k]];
+        if (q->size > budget)
+            continue;
+        const member *m = &s->members[q->slot];
+        assert(m->id == q->id && record_size(m) == q->size);
         write_record(w, m);
-        budget -= record_size(m);
-        picked[n_picked++] = best;
+        budget -= q->size;
+        picked[n_picked++] = order[k];
         count++;
     }
     *countp = (uint8_t)count;
@@ -1719,7 +1779,7 @@ static void write_updates(gossip_swim *s, gossip_writer *w, uint64_t first)
     for (uint32_t a = 0; a < n_picked; a++) {
         queued *q = &s->queue[picked[a]];
         if (++q->transmits >= limit)
-            queue_remove(s, find(s, q->id));
+            queue_remove(s, &s->members[q->slot]);
     }
 }
 
