@@ -60,8 +60,7 @@
 
 typedef struct member {
     uint64_t id;
-    uint64_t suspect_from; /* who first suspected / declared it (for gossip) */
-    uint64_t confirmers[GOSSIP_SWIM_CONFIRM_MAX];
+    uint64_t suspect_from;           /* who first suspected / declared it (for gossip) */
     gossip_time_us state_at;         /* when the current state began */
     gossip_time_us suspect_deadline; /* SUSPECT only */
     gossip_time_us last_reconnect;   /* last sync started because it was dead to us */
@@ -71,6 +70,7 @@ typedef struct member {
     uint32_t inc;
     uint32_t verify_seq; /* last-chance ping in flight (SUSPECT only), 0 = none */
     uint32_t queue_pos;  /* index + 1 in the piggyback queue, 0 = none */
+    uint32_t conf;       /* SUSPECT: index + 1 of its suspecters in s->conf, 0 = none */
     uint8_t state;       /* gossip_member_state, NONE = free slot */
     uint8_t n_confirm;
     uint8_t addr_len;
@@ -136,6 +136,14 @@ struct gossip_swim {
     uint32_t hash_mask;
     uint32_t self_slot;
     uint32_t n_suspect, n_tomb;
+
+    /* The suspecters of each suspect (n_confirm of them), in a table of
+     * its own: a handful of members are suspects at a time, and 64 bytes
+     * kept in every member slot were a third of the table. Grown by
+     * doubling when every entry is taken (at most cap entries); a free
+     * entry's first word is the index + 1 of the next free one. */
+    uint64_t (*conf)[GOSSIP_SWIM_CONFIRM_MAX];
+    uint32_t conf_cap, conf_free;
 
     uint32_t *probe_order;
     uint32_t probe_n, probe_pos;
@@ -276,8 +284,47 @@ static void queue_remove(gossip_swim *s, member *m);
 static void queue_resize(gossip_swim *s, const member *m);
 static size_t record_size(const member *m);
 
+/* A suspecters entry for m (SUSPECT); 0 when memory runs out, and then
+ * confirmations of that suspicion are not counted (its timeout stays at
+ * the longest: slower to declare a death, never faster). */
+static uint32_t conf_take(gossip_swim *s)
+{
+    if (!s->conf_free) {
+        uint32_t cap = s->conf_cap ? 2 * s->conf_cap : 8;
+        if (cap > s->cap)
+            cap = s->cap;
+        if (cap <= s->conf_cap)
+            return 0;
+        uint64_t(*t)[GOSSIP_SWIM_CONFIRM_MAX] = gossip_alloc(s->env, (size_t)cap * sizeof *t);
+        if (!t)
+            return 0;
+        if (s->conf_cap)
+            memcpy(t, s->conf, (size_t)s->conf_cap * sizeof *t);
+        gossip_free(s->env, s->conf);
+        s->conf = t;
+        for (uint32_t i = cap; i > s->conf_cap; i--) { /* free list in index order */
+            s->conf[i - 1][0] = s->conf_free;
+            s->conf_free = i;
+        }
+        s->conf_cap = cap;
+    }
+    uint32_t e = s->conf_free;
+    s->conf_free = (uint32_t)s->conf[e - 1][0];
+    return e;
+}
+
+static void conf_release(gossip_swim *s, member *m)
+{
+    if (!m->conf)
+        return;
+    s->conf[m->conf - 1][0] = s->conf_free;
+    s->conf_free = m->conf;
+    m->conf = 0;
+}
+
 static void set_state(gossip_swim *s, member *m, uint8_t st, gossip_time_us now)
 {
+    conf_release(s, m);
     if (m->state == GOSSIP_MEMBER_SUSPECT)
         s->n_suspect--;
     if (is_tomb(m->state))
@@ -844,7 +891,8 @@ static void start_suspect(gossip_swim *s, member *m, uint32_t inc, uint64_t from
     m->inc = inc;
     set_state(s, m, GOSSIP_MEMBER_SUSPECT, now);
     m->suspect_from = from;
-    m->confirmers[0] = from;
+    if ((m->conf = conf_take(s)) != 0)
+        s->conf[m->conf - 1][0] = from;
     m->n_confirm = 1; /* the first suspecter; confirmations are the others */
     /* A death reported by a full-state sync was confirmed over there: give
      * the subject the minimum time to refute (it still gets it). */
@@ -857,12 +905,15 @@ static void start_suspect(gossip_swim *s, member *m, uint32_t inc, uint64_t from
 
 static void confirm_suspect(gossip_swim *s, member *m, uint64_t from)
 {
+    if (!m->conf) /* no memory for its suspecters: not counted */
+        return;
+    uint64_t *who = s->conf[m->conf - 1];
     for (uint32_t i = 0; i < m->n_confirm; i++)
-        if (m->confirmers[i] == from)
+        if (who[i] == from)
             return;
     if (m->n_confirm == GOSSIP_SWIM_CONFIRM_MAX)
         return;
-    m->confirmers[m->n_confirm++] = from;
+    who[m->n_confirm++] = from;
     m->suspect_from = from; /* gossip the newest suspecter: others count it */
     gossip_time_us d = m->state_at + suspicion_timeout(s, m->n_confirm - 1u);
     if (d < m->suspect_deadline) {
@@ -1074,6 +1125,7 @@ void gossip_swim_destroy(gossip_swim *s)
     const gossip_env *env = s->env;
     gossip_free(env, s->frame);
     gossip_free(env, s->big);
+    gossip_free(env, s->conf);
     gossip_free(env, s->view_ids);
     gossip_free(env, s->queue);
     gossip_free(env, s->probe_order);

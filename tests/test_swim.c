@@ -1286,6 +1286,103 @@ static void lone_joiner_retries_soon(void **state)
     assert_int_equal(t.alloc.live, 0);
 }
 
+/* Feed s a full-state message of `type` from `sender` holding one record
+ * (rec, len bytes) at `now`. */
+static void full_state(gossip_swim *s, uint8_t type, uint64_t sender, const uint8_t *rec,
+                       size_t rlen, gossip_time_us now)
+{
+    uint8_t p[MANIFEST0 + 4 + GOSSIP_SWIM_RECORD_MAX];
+    size_t len = put_manifest0(p);
+    gossip_put_u32(p + len, 1);
+    len += 4;
+    memcpy(p + len, rec, rlen);
+    assert_int_equal(deliver(s, type, sender, p, len + rlen, now), GOSSIP_OK);
+}
+
+/* When 2 is declared dead by an object that heard it suspected by 3, 4
+ * and 5 (fail: the allocation for its suspecters fails). */
+static gossip_time_us death_after_confirmations(int fail)
+{
+    test_env t;
+    test_env_init(&t, 31);
+    gossip_swim *s = make(&t, 1, "one", 16);
+    const char *names[] = {"two", "three", "four", "five"};
+    for (uint64_t id = 2; id <= 5; id++)
+        know(s, id, names[id - 2]);
+    if (fail)
+        t.alloc.fail_at = t.alloc.count + 1;
+    uint8_t rec[GOSSIP_SWIM_SUSPECT_RECORD_SIZE];
+    for (uint64_t from = 3; from <= 5; from++) {
+        size_t l = put_suspect(rec, GOSSIP_MEMBER_SUSPECT, 2, 0, from);
+        full_state(s, GOSSIP_MSG_SYNC_REPLY, from, rec, l, 0);
+    }
+    gossip_swim_member m;
+    assert_int_equal(gossip_swim_lookup(s, 2, &m), GOSSIP_OK);
+    assert_int_equal(m.state, GOSSIP_MEMBER_SUSPECT);
+    gossip_time_us now = 0, dead_at = 0;
+    while (now < 60u * PERIOD && !dead_at) {
+        gossip_time_us d = gossip_swim_deadline(s);
+        now = d > now ? d : now + 1;
+        gossip_swim_tick(s, now);
+        gossip_send o;
+        while (gossip_swim_poll_send(s, &o, now) == 1) /* nobody answers */
+            ;
+        assert_int_equal(gossip_swim_lookup(s, 2, &m), GOSSIP_OK);
+        if (m.state == GOSSIP_MEMBER_DEAD)
+            dead_at = now;
+    }
+    assert_true(dead_at > 0);
+    gossip_swim_destroy(s);
+    assert_int_equal(t.alloc.live, 0);
+    return dead_at;
+}
+
+/* The two allocations after create (the table of a suspect's suspecters,
+ * the frame of a full-state message) fail safe: a suspicion whose
+ * suspecters cannot be kept counts no confirmation and so takes its
+ * longest timeout (a death is declared later, never sooner), and a
+ * SYNC_REPLY without memory is dropped and counted, the next one goes. */
+static void runtime_allocation_failures_fail_safe(void **state)
+{
+    (void)state;
+    gossip_time_us kept = death_after_confirmations(0);
+    gossip_time_us lost = death_after_confirmations(1);
+    assert_true(lost > kept);
+
+    test_env t;
+    test_env_init(&t, 32);
+    gossip_swim *s = make(&t, 1, "one", 16);
+    know(s, 2, "two");
+    know(s, 3, "three");
+    uint8_t rec[GOSSIP_SWIM_RECORD_MAX];
+    size_t l = put_alive(rec, 3, 0, "three");
+    gossip_send o;
+    while (gossip_swim_poll_send(s, &o, 0) == 1)
+        ;
+    long live = t.alloc.live;
+    full_state(s, GOSSIP_MSG_SYNC, 3, rec, l, 0);
+    t.alloc.fail_at = t.alloc.count + 1;
+    int replies = 0;
+    while (gossip_swim_poll_send(s, &o, 0) == 1)
+        replies += o.frame[3] == GOSSIP_MSG_SYNC_REPLY;
+    assert_int_equal(replies, 0);
+    assert_int_equal(gossip_swim_stats_get(s)->outq_drops, 1);
+    full_state(s, GOSSIP_MSG_SYNC, 3, rec, l, 2u * PERIOD);
+    gossip_header h;
+    while (gossip_swim_poll_send(s, &o, 2u * PERIOD) == 1)
+        if (o.frame[3] == GOSSIP_MSG_SYNC_REPLY) {
+            replies++;
+            assert_int_equal(o.dest, 3);
+            assert_int_equal(gossip_header_decode(o.frame, o.len, &h), GOSSIP_OK);
+            /* our manifest, then three records: one, two, three */
+            assert_int_equal(gossip_get_u32(o.frame + GOSSIP_HEADER_SIZE + MANIFEST0), 3);
+        }
+    assert_int_equal(replies, 1);
+    assert_int_equal(t.alloc.live, live); /* the reply's frame went with the last poll */
+    gossip_swim_destroy(s);
+    assert_int_equal(t.alloc.live, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1313,6 +1410,7 @@ int main(void)
         cmocka_unit_test(foreign_answers_mean_a_twin),
         cmocka_unit_test(duplicate_identity_same_host),
         cmocka_unit_test(restart_same_address_admitted),
+        cmocka_unit_test(runtime_allocation_failures_fail_safe),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
