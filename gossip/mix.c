@@ -284,7 +284,8 @@ static int cfg_check(const gossip_mix_config *c, uint32_t algos, unsigned bits, 
         return GOSSIP_EINVAL;
     if (cv == 0 || cv > GOSSIP_MIX_CHUNK_VALUES_MAX)
         return GOSSIP_EINVAL;
-    if (c->members_max > GOSSIP_MEMBERS_MAX || c->links_max > GOSSIP_MIX_LINKS_MAX)
+    if (c->members_max > GOSSIP_MEMBERS_MAX || c->links_max > GOSSIP_MIX_LINKS_MAX ||
+        c->peers_max > GOSSIP_MEMBERS_MAX)
         return GOSSIP_EINVAL;
     if (c->sync_window == 1 || c->sync_window > GOSSIP_MIX_SYNC_WINDOW_MAX)
         return GOSSIP_EINVAL;

@@ -123,7 +123,7 @@ typedef struct mix_held {
 } mix_held;
 
 typedef struct gossip_state {
-    mix_link *links; /* members_max entries, keyed by peer id */
+    mix_link *links; /* peers_max (or members_max) entries, keyed by peer id */
     uint32_t links_cap;
     uint32_t typical_us; /* lower median of the links' times (0: none measured) */
     uint32_t *time_tmp;  /* links_cap entries: scratch of link_typical */
@@ -154,14 +154,13 @@ static int gossip_topology_ok(gossip_topology t)
 
 static int gossip_create(gossip_mix *m, const gossip_mix_config *cfg, void **st)
 {
-    (void)cfg;
     gossip_state *g = gossip_calloc(m->env, 1, sizeof *g);
     if (!g)
         return GOSSIP_ENOMEM;
     *st = g;
     g->pend_bytes = ((size_t)m->nchunks + 7) / 8;
     g->pend_bits = gossip_calloc(m->env, GOSSIP_MIX_PENDING_MAX, g->pend_bytes);
-    g->links_cap = m->members_max;
+    g->links_cap = cfg->peers_max ? cfg->peers_max : m->members_max;
     g->links = gossip_calloc(m->env, g->links_cap, sizeof *g->links);
     g->time_tmp = gossip_calloc(m->env, g->links_cap, sizeof *g->time_tmp);
     g->held_mem = gossip_calloc(m->env, (size_t)GOSSIP_MIX_HELD_MAX * m->dim, sizeof(float));

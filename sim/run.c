@@ -427,8 +427,10 @@ static int setup(runner *r)
          * links (least recently used replaced, scanned per lookup): one per
          * member up to 1024 agents as in the agent, SIM_MIX_LINKS_BIG beyond
          * (1024 would cost 32 KB a mixer, 32 GB at 10^6 agents, and a scan
-         * per frame). */
+         * per frame). Swim: members_max sizes the mixer's copy of its node's
+         * view (N ids) and peers_max the same table of links. */
         .members_max = r->swim || r->n <= GOSSIP_MIX_MEMBERS_DEFAULT ? r->n : SIM_MIX_LINKS_BIG,
+        .peers_max = r->swim && r->n > GOSSIP_MIX_MEMBERS_DEFAULT ? SIM_MIX_LINKS_BIG : 0,
         .shared_views = !r->swim,
         .sync_window = gossip_topology_is_static((gossip_topology)sc->mixing.topology) &&
                                sc->mixing.topology != GOSSIP_TOPO_EXPONENTIAL
