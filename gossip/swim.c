@@ -57,6 +57,12 @@
  * together often send their first JOIN before the seed listens (the
  * transport drops it), and should not then wait two whole periods. */
 #define JOIN_FIRST_RETRY_DIV 8u
+/* Transmit counts told apart by the queue's buckets (a retransmit limit is
+ * lambda * ceil(log10(N + 1)) <= 4 * 5 with the defaults). */
+#define GOSSIP_SWIM_TBUCKETS 64u
+/* Liveness changes patched into the sorted view one by one (a binary
+ * search and a move each) before a rebuild and sort is cheaper. */
+#define VIEW_CHANGES_MAX 64u
 
 typedef struct member {
     uint64_t id;
@@ -151,6 +157,9 @@ struct gossip_swim {
 
     queued *queue;
     uint32_t queue_n;
+    /* Queue entries by transmit count (the last bucket: that many or more),
+     * so that the most-sent entry is found without a scan of the queue. */
+    uint32_t tcount[GOSSIP_SWIM_TBUCKETS];
 
     outmsg outq[GOSSIP_SWIM_OUTQ_MAX];
     uint32_t out_head, out_n;
@@ -164,6 +173,12 @@ struct gossip_swim {
     uint32_t view_n;
     uint64_t epoch;
     int view_dirty;
+    uint32_t n_live; /* members ALIVE or SUSPECT, self included */
+    /* Ids whose liveness changed since the view was last built (the view
+     * is patched with them, not rebuilt and sorted); past VIEW_CHANGES_MAX
+     * of them the next build starts over. */
+    uint64_t changed[VIEW_CHANGES_MAX];
+    uint32_t n_changed;
 
     uint32_t awareness;
     uint32_t churn; /* live-set changes since our last push-pull */
@@ -329,8 +344,13 @@ static void set_state(gossip_swim *s, member *m, uint8_t st, gossip_time_us now)
         s->n_suspect--;
     if (is_tomb(m->state))
         s->n_tomb--;
-    if (is_live(m->state) != is_live(st))
+    if (is_live(m->state) != is_live(st)) {
         s->view_dirty = 1, s->churn++;
+        s->n_live += is_live(st) ? 1u : (uint32_t)-1;
+        if (s->n_changed < VIEW_CHANGES_MAX)
+            s->changed[s->n_changed] = m->id;
+        s->n_changed++; /* counts on past the array: rebuild */
+    }
     m->state = st;
     queue_resize(s, m);
     m->state_at = now;
@@ -408,24 +428,49 @@ static void rebuild_view(gossip_swim *s)
     if (!s->view_dirty)
         return;
     s->view_dirty = 0;
-    uint32_t n = 0;
-    for (uint32_t i = 0; i < s->hw; i++)
-        if (is_live(s->members[i].state))
-            s->view_ids[n++] = s->members[i].id;
-    qsort(s->view_ids, n, sizeof *s->view_ids, cmp_u64);
-    s->view_n = n;
+    if (s->n_changed <= VIEW_CHANGES_MAX) {
+        /* Patch: each changed id is in the view iff it is live now. */
+        for (uint32_t k = 0; k < s->n_changed; k++) {
+            uint64_t id = s->changed[k];
+            const member *m = find(s, id);
+            int live = m && is_live(m->state);
+            uint32_t lo = 0, hi = s->view_n;
+            while (lo < hi) {
+                uint32_t mid = lo + (hi - lo) / 2;
+                if (s->view_ids[mid] < id)
+                    lo = mid + 1;
+                else
+                    hi = mid;
+            }
+            int in = lo < s->view_n && s->view_ids[lo] == id;
+            if (live && !in) {
+                memmove(s->view_ids + lo + 1, s->view_ids + lo,
+                        (size_t)(s->view_n - lo) * sizeof *s->view_ids);
+                s->view_ids[lo] = id;
+                s->view_n++;
+            } else if (!live && in) {
+                memmove(s->view_ids + lo, s->view_ids + lo + 1,
+                        (size_t)(s->view_n - lo - 1) * sizeof *s->view_ids);
+                s->view_n--;
+            }
+        }
+    } else {
+        uint32_t n = 0;
+        for (uint32_t i = 0; i < s->hw; i++)
+            if (is_live(s->members[i].state))
+                s->view_ids[n++] = s->members[i].id;
+        qsort(s->view_ids, n, sizeof *s->view_ids, cmp_u64);
+        s->view_n = n;
+    }
+    assert(s->view_n == s->n_live);
+    s->n_changed = 0;
     s->epoch++;
 }
 
 /* Live members as the timeouts see them (self included, at least 1). */
 static uint32_t n_live(const gossip_swim *s)
 {
-    uint32_t n = 0;
-    if (!s->view_dirty)
-        return s->view_n ? s->view_n : 1;
-    for (uint32_t i = 0; i < s->hw; i++)
-        n += is_live(s->members[i].state);
-    return n ? n : 1;
+    return s->n_live ? s->n_live : 1; /* the view's size when it is clean */
 }
 
 /* ---------------------------------------------------------------- timing */
@@ -494,12 +539,25 @@ static void refresh_suspect_deadline(gossip_swim *s)
 
 /* ---------------------------------------------------------------- queues */
 
+static uint32_t tbucket(uint32_t transmits)
+{
+    return transmits < GOSSIP_SWIM_TBUCKETS ? transmits : GOSSIP_SWIM_TBUCKETS - 1;
+}
+
+static void queue_set_transmits(gossip_swim *s, queued *q, uint32_t transmits)
+{
+    s->tcount[tbucket(q->transmits)]--;
+    s->tcount[tbucket(transmits)]++;
+    q->transmits = transmits;
+}
+
 static void queue_remove(gossip_swim *s, member *m)
 {
     if (!m->queue_pos)
         return;
     uint32_t i = m->queue_pos - 1;
     m->queue_pos = 0;
+    s->tcount[tbucket(s->queue[i].transmits)]--;
     s->queue[i] = s->queue[--s->queue_n];
     if (i < s->queue_n) {
         member *moved = &s->members[s->queue[i].slot];
@@ -520,15 +578,25 @@ static void queue_resize(gossip_swim *s, const member *m)
 static void enqueue_news(gossip_swim *s, member *m)
 {
     if (m->queue_pos) {
-        s->queue[m->queue_pos - 1].transmits = 0;
+        queue_set_transmits(s, &s->queue[m->queue_pos - 1], 0);
         queue_resize(s, m);
         return;
     }
     if (s->queue_n == GOSSIP_SWIM_QUEUE_MAX) {
+        /* The first entry of the most transmits: the highest bucket in use
+         * tells how many that is, unless it is the last (open) one. */
+        uint32_t b = GOSSIP_SWIM_TBUCKETS - 1;
+        while (b > 0 && !s->tcount[b])
+            b--;
         uint32_t worst = 0;
-        for (uint32_t i = 1; i < s->queue_n; i++)
-            if (s->queue[i].transmits > s->queue[worst].transmits)
-                worst = i;
+        if (b == GOSSIP_SWIM_TBUCKETS - 1) {
+            for (uint32_t i = 1; i < s->queue_n; i++)
+                if (s->queue[i].transmits > s->queue[worst].transmits)
+                    worst = i;
+        } else {
+            while (s->queue[worst].transmits != b)
+                worst++;
+        }
         member *w = &s->members[s->queue[worst].slot];
         assert(w->id == s->queue[worst].id);
         queue_remove(s, w);
@@ -536,6 +604,7 @@ static void enqueue_news(gossip_swim *s, member *m)
     }
     s->queue[s->queue_n].id = m->id;
     s->queue[s->queue_n].transmits = 0;
+    s->tcount[0]++;
     s->queue[s->queue_n].slot = slot_of(s, m);
     s->queue[s->queue_n].size = (uint32_t)record_size(m);
     m->queue_pos = ++s->queue_n;
@@ -1739,7 +1808,7 @@ int gossip_swim_recv(gossip_swim *s, uint64_t from, const gossip_header *h, cons
 #define RECORD_MIN (1u + 8u + 4u)
 /* Transmit counts sorted by counting; a larger count (a retransmit limit
  * above this) sorts the slow way. */
-#define ORDER_BUCKETS 64u
+#define ORDER_BUCKETS GOSSIP_SWIM_TBUCKETS
 
 static int cmp_key(const void *a, const void *b)
 {
@@ -1830,7 +1899,8 @@ static void write_updates(gossip_swim *s, gossip_writer *w, uint64_t first)
             }
     for (uint32_t a = 0; a < n_picked; a++) {
         queued *q = &s->queue[picked[a]];
-        if (++q->transmits >= limit)
+        queue_set_transmits(s, q, q->transmits + 1);
+        if (q->transmits >= limit)
             queue_remove(s, &s->members[q->slot]);
     }
 }
