@@ -77,10 +77,10 @@ typedef struct member {
     uint32_t verify_seq; /* last-chance ping in flight (SUSPECT only), 0 = none */
     uint32_t queue_pos;  /* index + 1 in the piggyback queue, 0 = none */
     uint32_t conf;       /* SUSPECT: index + 1 of its suspecters in s->conf, 0 = none */
+    uint32_t addr_off;   /* its address: s->abuf + addr_off, addr_len bytes and a NUL */
     uint8_t state;       /* gossip_member_state, NONE = free slot */
     uint8_t n_confirm;
     uint8_t addr_len;
-    char addr[GOSSIP_ADDR_MAX];
 } member;
 
 /* A pending update: its member's slot (stable while queued: a member
@@ -150,6 +150,14 @@ struct gossip_swim {
      * entry's first word is the index + 1 of the next free one. */
     uint64_t (*conf)[GOSSIP_SWIM_CONFIRM_MAX];
     uint32_t conf_cap, conf_free;
+
+    /* Every member's address, packed (a short address costs its length,
+     * not GOSSIP_ADDR_MAX in every slot): [0, abuf_used) holds the members'
+     * addresses and abuf_garbage bytes of replaced or removed ones; when a
+     * new one does not fit, the live ones move to a new buffer at least
+     * twice their size. */
+    char *abuf;
+    size_t abuf_cap, abuf_used, abuf_garbage;
 
     uint32_t *probe_order;
     uint32_t probe_n, probe_pos;
@@ -311,8 +319,10 @@ static uint32_t conf_take(gossip_swim *s)
         if (cap <= s->conf_cap)
             return 0;
         uint64_t(*t)[GOSSIP_SWIM_CONFIRM_MAX] = gossip_alloc(s->env, (size_t)cap * sizeof *t);
-        if (!t)
+        if (!t) {
+            s->stats.no_memory++;
             return 0;
+        }
         if (s->conf_cap)
             memcpy(t, s->conf, (size_t)s->conf_cap * sizeof *t);
         gossip_free(s->env, s->conf);
@@ -362,9 +372,67 @@ static void set_state(gossip_swim *s, member *m, uint8_t st, gossip_time_us now)
         s->n_tomb++;
 }
 
+/* ---------------------------------------------------------------- addresses */
+
+static const char *maddr(const gossip_swim *s, const member *m)
+{
+    return s->abuf + m->addr_off;
+}
+
+static int addr_same(const gossip_swim *s, const member *m, const void *addr, size_t len)
+{
+    return m->addr_len == len && memcmp(maddr(s, m), addr, len) == 0;
+}
+
+/* Room for `need` more bytes of addresses; GOSSIP_ENOMEM (nothing changed)
+ * when the buffer must move and there is no memory for it. */
+static int addr_room(gossip_swim *s, size_t need)
+{
+    if (s->abuf_used + need <= s->abuf_cap)
+        return GOSSIP_OK;
+    size_t live = s->abuf_used - s->abuf_garbage, cap = s->abuf_cap;
+    while (cap < 2 * (live + need))
+        cap *= 2;
+    char *b = gossip_alloc(s->env, cap);
+    if (!b) {
+        s->stats.no_memory++;
+        return GOSSIP_ENOMEM;
+    }
+    size_t used = 0;
+    for (uint32_t i = 0; i < s->hw; i++) {
+        member *m = &s->members[i];
+        if (m->state == GOSSIP_MEMBER_NONE)
+            continue;
+        memcpy(b + used, maddr(s, m), (size_t)m->addr_len + 1);
+        m->addr_off = (uint32_t)used;
+        used += (size_t)m->addr_len + 1;
+    }
+    gossip_free(s->env, s->abuf);
+    s->abuf = b;
+    s->abuf_cap = cap;
+    s->abuf_used = used;
+    s->abuf_garbage = 0;
+    return GOSSIP_OK;
+}
+
+/* Give m (a new member: old = 0) the address addr; addr_room(len + 1)
+ * must have succeeded since the last change of the buffer. */
+static void addr_put(gossip_swim *s, member *m, const void *addr, size_t len, int old)
+{
+    assert(s->abuf_used + len + 1 <= s->abuf_cap);
+    if (old)
+        s->abuf_garbage += (size_t)m->addr_len + 1;
+    m->addr_off = (uint32_t)s->abuf_used;
+    memcpy(s->abuf + s->abuf_used, addr, len);
+    s->abuf[s->abuf_used + len] = 0;
+    s->abuf_used += len + 1;
+    m->addr_len = (uint8_t)len;
+}
+
 static void remove_member(gossip_swim *s, member *m)
 {
     assert(m != &s->members[s->self_slot]);
+    s->abuf_garbage += (size_t)m->addr_len + 1;
     queue_remove(s, m);
     set_state(s, m, GOSSIP_MEMBER_NONE, 0);
     hash_remove(s, m->id);
@@ -387,6 +455,8 @@ static member *oldest_tomb(gossip_swim *s)
 static member *add_member(gossip_swim *s, uint64_t id, const char *addr, size_t addr_len,
                           gossip_time_us now)
 {
+    if (addr_room(s, addr_len + 1))
+        return NULL;
     if (s->n_free == 0 && s->hw == s->cap) {
         member *victim = oldest_tomb(s);
         if (!victim) {
@@ -399,9 +469,7 @@ static member *add_member(gossip_swim *s, uint64_t id, const char *addr, size_t 
     member *m = &s->members[slot];
     memset(m, 0, sizeof *m);
     m->id = id;
-    memcpy(m->addr, addr, addr_len);
-    m->addr[addr_len] = 0;
-    m->addr_len = (uint8_t)addr_len;
+    addr_put(s, m, addr, addr_len, 0); /* a victim's removal only left garbage */
     hash_insert(s, id, slot);
     set_state(s, m, GOSSIP_MEMBER_ALIVE, now);
     /* Insert at a random position of the rest of this probe round, so a
@@ -647,14 +715,14 @@ static size_t record_size(const member *m)
     }
 }
 
-static void write_record(gossip_writer *w, const member *m)
+static void write_record(const gossip_swim *s, gossip_writer *w, const member *m)
 {
     gossip_w_u8(w, m->state);
     gossip_w_u64(w, m->id);
     gossip_w_u32(w, m->inc);
     if (m->state == GOSSIP_MEMBER_ALIVE) {
         gossip_w_u8(w, m->addr_len);
-        gossip_w_bytes(w, m->addr, m->addr_len);
+        gossip_w_bytes(w, maddr(s, m), m->addr_len);
     } else if (m->state != GOSSIP_MEMBER_LEFT) {
         gossip_w_u64(w, m->suspect_from);
     }
@@ -910,12 +978,12 @@ static void notice_push(gossip_swim *s, uint8_t type, const char *addr, size_t l
  * one it leaves, at most once a period for one address. */
 static void moved_away(gossip_swim *s, member *m, gossip_time_us now)
 {
-    uint32_t key = addr_key(m->addr, m->addr_len);
+    uint32_t key = addr_key(maddr(s, m), m->addr_len);
     if (m->notice_at && now - m->notice_at < period_us(s) && m->notice_key == key)
         return;
     m->notice_at = now ? now : 1;
     m->notice_key = key;
-    notice_push(s, GOSSIP_MSG_SYNC, m->addr, m->addr_len);
+    notice_push(s, GOSSIP_MSG_SYNC, maddr(s, m), m->addr_len);
 }
 
 /* The address a full-state message's sender gives for itself, into out,
@@ -933,7 +1001,7 @@ static size_t sender_elsewhere(const gossip_swim *s, gossip_reader r, uint32_t c
         (void)rc;
         if (rec.id != sender || rec.state != GOSSIP_MEMBER_ALIVE)
             continue;
-        if (rec.addr_len == m->addr_len && memcmp(rec.addr, m->addr, rec.addr_len) == 0)
+        if (addr_same(s, m, rec.addr, rec.addr_len))
             return 0;
         memcpy(out, rec.addr, rec.addr_len);
         out[rec.addr_len] = 0;
@@ -1015,8 +1083,7 @@ static void apply(gossip_swim *s, const record *r, int from_sync, gossip_time_us
              * or another process with our key (another address). */
             if (r->inc < self->inc)
                 return;
-            int elsewhere =
-                r->addr_len != self->addr_len || memcmp(r->addr, self->addr, r->addr_len) != 0;
+            int elsewhere = !addr_same(s, self, r->addr, r->addr_len);
             if (!elsewhere && r->inc == self->inc)
                 return; /* our own record */
             if (elsewhere && claim_heard(s, r, now))
@@ -1047,13 +1114,14 @@ static void apply(gossip_swim *s, const record *r, int from_sync, gossip_time_us
     case GOSSIP_MEMBER_ALIVE:
         if (r->inc <= m->inc)
             return;
-        if (is_live(m->state) &&
-            (r->addr_len != m->addr_len || memcmp(r->addr, m->addr, r->addr_len) != 0))
+        int moved = !addr_same(s, m, r->addr, r->addr_len);
+        if (moved && addr_room(s, (size_t)r->addr_len + 1))
+            return; /* no memory for the new address: a later record brings it */
+        if (moved && is_live(m->state))
             moved_away(s, m, now);
         m->inc = r->inc;
-        memcpy(m->addr, r->addr, r->addr_len);
-        m->addr[r->addr_len] = 0;
-        m->addr_len = r->addr_len;
+        if (moved)
+            addr_put(s, m, r->addr, r->addr_len, 1);
         set_state(s, m, GOSSIP_MEMBER_ALIVE, now);
         enqueue_news(s, m);
         return;
@@ -1171,7 +1239,9 @@ int gossip_swim_create(gossip_swim **out, const gossip_env *env, const gossip_sw
     s->queue = s->probe_order ? gossip_calloc(env, GOSSIP_SWIM_QUEUE_MAX, sizeof *s->queue) : NULL;
     s->view_ids = s->queue ? gossip_calloc(env, s->cap, sizeof *s->view_ids) : NULL;
     s->frame = s->view_ids ? gossip_alloc(env, s->frame_cap) : NULL;
-    if (!s->frame) {
+    s->abuf_cap = 4u * GOSSIP_ADDR_MAX;
+    s->abuf = s->frame ? gossip_alloc(env, s->abuf_cap) : NULL;
+    if (!s->abuf) {
         gossip_swim_destroy(s);
         return GOSSIP_ENOMEM;
     }
@@ -1195,6 +1265,7 @@ void gossip_swim_destroy(gossip_swim *s)
     gossip_free(env, s->frame);
     gossip_free(env, s->big);
     gossip_free(env, s->conf);
+    gossip_free(env, s->abuf);
     gossip_free(env, s->view_ids);
     gossip_free(env, s->queue);
     gossip_free(env, s->probe_order);
@@ -1266,8 +1337,7 @@ static uint32_t send_joins(gossip_swim *s, int missing_only)
         int known = 0;
         for (uint32_t k = 0; missing_only && k < s->hw && !known; k++) {
             const member *m = &s->members[k];
-            known =
-                is_live(m->state) && m->addr_len == len && memcmp(m->addr, s->seeds[i], len) == 0;
+            known = is_live(m->state) && addr_same(s, m, s->seeds[i], len);
         }
         if (known)
             continue;
@@ -1857,7 +1927,7 @@ static void write_updates(gossip_swim *s, gossip_writer *w, uint64_t first)
     if (first) {
         member *m = find(s, first);
         if (m && m->state == GOSSIP_MEMBER_SUSPECT) {
-            write_record(w, m);
+            write_record(s, w, m);
             budget -= record_size(m);
             count++;
         } else {
@@ -1882,7 +1952,7 @@ static void write_updates(gossip_swim *s, gossip_writer *w, uint64_t first)
             continue;
         const member *m = &s->members[q->slot];
         assert(m->id == q->id && record_size(m) == q->size);
-        write_record(w, m);
+        write_record(s, w, m);
         budget -= q->size;
         picked[n_picked++] = order[k];
         count++;
@@ -1915,7 +1985,7 @@ static void write_state(gossip_swim *s, gossip_writer *w)
         const member *m = &s->members[i];
         if (m->state == GOSSIP_MEMBER_NONE)
             continue;
-        write_record(w, m);
+        write_record(s, w, m);
         n++;
     }
     gossip_put_u32(countp, n);
@@ -1943,7 +2013,7 @@ int gossip_swim_poll_send(gossip_swim *s, gossip_send *out, gossip_time_us now)
         } else {
             const member *m = find(s, o.dest);
             if (m)
-                addr = m->addr;
+                addr = maddr(s, m);
         }
         uint8_t *buf = s->frame;
         size_t cap = s->frame_cap;
@@ -1952,6 +2022,7 @@ int gossip_swim_poll_send(gossip_swim *s, gossip_send *out, gossip_time_us now)
                   (size_t)s->hw * GOSSIP_SWIM_RECORD_MAX;
             if (!(buf = s->big = gossip_alloc(s->env, cap))) {
                 s->stats.outq_drops++; /* out of memory: the next sync repairs */
+                s->stats.no_memory++;
                 continue;
             }
         }
@@ -1981,7 +2052,7 @@ int gossip_swim_poll_send(gossip_swim *s, gossip_send *out, gossip_time_us now)
             /* just ourselves: the seed answers with its full state */
             gossip_manifest_write(&w, &s->manifest);
             gossip_w_u32(&w, 1);
-            write_record(&w, &s->members[s->self_slot]);
+            write_record(s, &w, &s->members[s->self_slot]);
             break;
         }
         default: /* SYNC, SYNC_REPLY */
@@ -2028,7 +2099,8 @@ int gossip_swim_lookup(const gossip_swim *s, uint64_t id, gossip_swim_member *ou
     out->id = m->id;
     out->incarnation = m->inc;
     out->state = (gossip_member_state)m->state;
-    memcpy(out->addr, m->addr, GOSSIP_ADDR_MAX);
+    memset(out->addr, 0, GOSSIP_ADDR_MAX);
+    memcpy(out->addr, maddr(s, m), m->addr_len);
     return GOSSIP_OK;
 }
 

@@ -179,6 +179,8 @@ typedef struct gossip_swim_stats {
     uint64_t duplicates;        /* ... heard as the incumbent (the newcomer must yield) */
     uint64_t addr_notices;      /* full-state messages sent by address: a member's two addresses */
     uint64_t addr_notice_drops; /* ... not sent: every notice slot was waiting */
+    uint64_t no_memory;         /* allocations after create that failed (a member or an address
+                                   not taken in, suspecters not kept, a full-state frame not sent) */
 } gossip_swim_stats;
 
 /* Why this object refused to go on (gossip_swim_refused), or the kind of

@@ -1383,6 +1383,84 @@ static void runtime_allocation_failures_fail_safe(void **state)
     assert_int_equal(t.alloc.live, 0);
 }
 
+/* Members' addresses are packed in one buffer that moves (grows, or drops
+ * the replaced ones) when full. Through thousands of address changes of
+ * every length, with every other move's allocation failed: each lookup
+ * gives the latest address taken in, a record whose address found no
+ * memory is not applied at all (counted), and the same record applies
+ * once memory is back. */
+static void packed_addresses_churn_and_fail_closed(void **state)
+{
+    (void)state;
+    uint64_t seed = test_seed(33);
+    test_env t;
+    test_env_init(&t, seed);
+    model_rng rng;
+    model_rng_seed(&rng, seed, 3);
+    gossip_swim *s = make(&t, 1, "one", 16);
+    know(s, 9999, "pinger");
+    enum { M = 12 };
+    struct {
+        int known;
+        uint32_t inc;
+        char addr[GOSSIP_ADDR_MAX];
+    } want[M];
+    memset(want, 0, sizeof want);
+    uint64_t refused = 0;
+    for (int it = 0; it < 4000; it++) {
+        uint32_t k = (uint32_t)model_rng_below(&rng, M);
+        uint32_t inc = want[k].known ? want[k].inc + 1 : 0;
+        char addr[GOSSIP_ADDR_MAX];
+        size_t l = 1 + (size_t)model_rng_below(&rng, GOSSIP_ADDR_MAX - 1);
+        for (size_t i = 0; i < l; i++)
+            addr[i] = (char)('a' + model_rng_below(&rng, 26));
+        addr[l] = 0;
+        uint8_t p[13 + GOSSIP_SWIM_RECORD_MAX];
+        gossip_put_u32(p, (uint32_t)it + 1);
+        gossip_put_u64(p + 4, 1);
+        p[12] = 1;
+        size_t len = 13 + put_alive(p + 13, 100 + k, inc, addr);
+        int starve = it & 1;
+        if (starve)
+            t.alloc.fail_at = t.alloc.count + 1;
+        long before = t.alloc.count;
+        assert_int_equal(deliver(s, GOSSIP_MSG_PING, 9999, p, len, 0), GOSSIP_OK);
+        gossip_swim_member m;
+        if (starve && t.alloc.count > before) { /* the buffer had to move: refused */
+            refused++;
+            assert_int_equal(gossip_swim_stats_get(s)->no_memory, refused);
+            int rc = gossip_swim_lookup(s, 100 + k, &m);
+            if (!want[k].known) {
+                assert_int_equal(rc, GOSSIP_ENOTFOUND);
+            } else {
+                assert_int_equal(rc, GOSSIP_OK);
+                assert_int_equal(m.incarnation, want[k].inc);
+                assert_string_equal(m.addr, want[k].addr);
+            }
+            t.alloc.fail_at = 0;
+            assert_int_equal(deliver(s, GOSSIP_MSG_PING, 9999, p, len, 0), GOSSIP_OK);
+        }
+        t.alloc.fail_at = 0;
+        want[k].known = 1;
+        want[k].inc = inc;
+        memcpy(want[k].addr, addr, l + 1);
+        gossip_send o;
+        while (gossip_swim_poll_send(s, &o, 0) == 1)
+            ;
+        for (uint32_t j = 0; j < M; j++) {
+            if (!want[j].known)
+                continue;
+            assert_int_equal(gossip_swim_lookup(s, 100 + j, &m), GOSSIP_OK);
+            assert_int_equal(m.state, GOSSIP_MEMBER_ALIVE);
+            assert_int_equal(m.incarnation, want[j].inc);
+            assert_string_equal(m.addr, want[j].addr);
+        }
+    }
+    assert_true(refused >= 20); /* the buffer had to move many times */
+    gossip_swim_destroy(s);
+    assert_int_equal(t.alloc.live, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1411,6 +1489,7 @@ int main(void)
         cmocka_unit_test(duplicate_identity_same_host),
         cmocka_unit_test(restart_same_address_admitted),
         cmocka_unit_test(runtime_allocation_failures_fail_safe),
+        cmocka_unit_test(packed_addresses_churn_and_fail_closed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
