@@ -321,6 +321,8 @@ static void every_check_error(void **state)
          "a latency matrix supports at most 2048"},
         {"[run]\nmode = timed\nduration_s = 0\n", "mode timed needs a duration"},
         {"[run]\nagents = 70000\nmode = timed\n", "mode timed runs at most 65536 agents"},
+        {"[run]\nagents = 8193\n[membership]\nmode = swim\n",
+         "run.agents = 8193 (c.ini:2): membership.mode = swim runs at most 8192 agents"},
         {"[mixing]\nalgorithm = dpsgd\n",
          "mixing.algorithm = dpsgd (c.ini:2) cannot run on mixing.topology = random (default)"},
         {"[faults]\nevent = 1 heal\nevent = 5 crash 3,40\n",
