@@ -602,15 +602,24 @@ static void table_churn_consistent(void **state)
     assert_int_equal(t.alloc.live, 0);
 }
 
-/* Feed a member into s through a SYNC_REPLY (from that member). */
-static void know(gossip_swim *s, uint64_t id, const char *addr)
+/* Feed s a full-state message of `type` from `sender` holding one record
+ * (rec, len bytes) at `now`. */
+static void full_state(gossip_swim *s, uint8_t type, uint64_t sender, const uint8_t *rec,
+                       size_t rlen, gossip_time_us now)
 {
     uint8_t p[MANIFEST0 + 4 + GOSSIP_SWIM_RECORD_MAX];
     size_t len = put_manifest0(p);
     gossip_put_u32(p + len, 1);
     len += 4;
-    len += put_alive(p + len, id, 0, addr);
-    assert_int_equal(deliver(s, GOSSIP_MSG_SYNC_REPLY, id, p, len, 0), GOSSIP_OK);
+    memcpy(p + len, rec, rlen);
+    assert_int_equal(deliver(s, type, sender, p, len + rlen, now), GOSSIP_OK);
+}
+
+/* Feed a member into s through a SYNC_REPLY (from that member). */
+static void know(gossip_swim *s, uint64_t id, const char *addr)
+{
+    uint8_t rec[GOSSIP_SWIM_RECORD_MAX];
+    full_state(s, GOSSIP_MSG_SYNC_REPLY, id, rec, put_alive(rec, id, 0, addr), 0);
 }
 
 /* PING_REQ: the relay pings the target under its own sequence number and
@@ -1284,19 +1293,6 @@ static void lone_joiner_retries_soon(void **state)
     for (int k = 0; k < 3; k++)
         gossip_swim_destroy(sw[k]);
     assert_int_equal(t.alloc.live, 0);
-}
-
-/* Feed s a full-state message of `type` from `sender` holding one record
- * (rec, len bytes) at `now`. */
-static void full_state(gossip_swim *s, uint8_t type, uint64_t sender, const uint8_t *rec,
-                       size_t rlen, gossip_time_us now)
-{
-    uint8_t p[MANIFEST0 + 4 + GOSSIP_SWIM_RECORD_MAX];
-    size_t len = put_manifest0(p);
-    gossip_put_u32(p + len, 1);
-    len += 4;
-    memcpy(p + len, rec, rlen);
-    assert_int_equal(deliver(s, type, sender, p, len + rlen, now), GOSSIP_OK);
 }
 
 /* When 2 is declared dead by an object that heard it suspected by 3, 4
