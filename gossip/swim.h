@@ -16,10 +16,14 @@
  * Shape: the sans-IO contract of docs/ARCHITECTURE.md. Time is an argument,
  * memory and randomness come from gossip_env, everything is allocated in
  * gossip_swim_create and bounded by cfg.members_max and the constants below,
- * except the frame of a full-state message (SYNC, SYNC_REPLY: a record per
- * member), allocated when it is polled and freed by the next poll_send; if
- * that allocation fails the message is dropped (stats.outq_drops) and a
- * later push-pull repairs what it would have carried.
+ * except three buffers (docs/MEMBERSHIP.md, "Bounds"): the members'
+ * addresses, packed, and the suspects' confirmers grow with them, and the
+ * frame of a full-state message (SYNC, SYNC_REPLY: a record per member) is
+ * allocated when it is polled and freed by the next poll_send. A failed
+ * allocation is counted (stats.no_memory) and loses only what a later
+ * message repairs: a record not applied, confirmations not counted (a
+ * later death, never an earlier one), a full-state message dropped
+ * (stats.outq_drops too).
  *
  * Invariants:
  * - self is always in the table; its state is ALIVE until gossip_swim_leave.

@@ -50,6 +50,8 @@ static void create_validates(void **state)
     assert_int_equal(gossip_mix_create(&m, &t.env, &c), GOSSIP_EINVAL);
     c = ok, c.choco_gamma = 1.5f;
     assert_int_equal(gossip_mix_create(&m, &t.env, &c), GOSSIP_EINVAL);
+    c = ok, c.peers_max = GOSSIP_MEMBERS_MAX + 1;
+    assert_int_equal(gossip_mix_create(&m, &t.env, &c), GOSSIP_EINVAL);
     assert_int_equal(t.alloc.live, 0);
 
     assert_int_equal(gossip_mix_create(&m, &t.env, &ok), GOSSIP_OK);
