@@ -2,6 +2,8 @@
  * docs/MEMBERSHIP.md. */
 #include "gossip/swim.h"
 
+#include "gossip/topology.h"
+
 #include <assert.h>
 #include <math.h>
 #include <stdlib.h>
@@ -502,14 +504,7 @@ static void rebuild_view(gossip_swim *s)
             uint64_t id = s->changed[k];
             const member *m = find(s, id);
             int live = m && is_live(m->state);
-            uint32_t lo = 0, hi = s->view_n;
-            while (lo < hi) {
-                uint32_t mid = lo + (hi - lo) / 2;
-                if (s->view_ids[mid] < id)
-                    lo = mid + 1;
-                else
-                    hi = mid;
-            }
+            uint32_t lo = gossip_ids_lower_bound(s->view_ids, 0, s->view_n, id);
             int in = lo < s->view_n && s->view_ids[lo] == id;
             if (live && !in) {
                 memmove(s->view_ids + lo + 1, s->view_ids + lo,
@@ -1876,9 +1871,6 @@ int gossip_swim_recv(gossip_swim *s, uint64_t from, const gossip_header *h, cons
  * Lifeguard buddy system, so a suspected member learns it at once. */
 /* The smallest record of any kind (LEFT: state, id, incarnation). */
 #define RECORD_MIN (1u + 8u + 4u)
-/* Transmit counts sorted by counting; a larger count (a retransmit limit
- * above this) sorts the slow way. */
-#define ORDER_BUCKETS GOSSIP_SWIM_TBUCKETS
 
 static int cmp_key(const void *a, const void *b)
 {
@@ -1887,15 +1879,12 @@ static int cmp_key(const void *a, const void *b)
 }
 
 /* Queue indices in (transmits, index) order, the entry of id `skip`
- * left out; returns how many. */
+ * left out; returns how many. Sorted by counting, unless an entry is in
+ * the last (open) bucket of s->tcount: then the slow way. */
 static uint32_t queue_order(const gossip_swim *s, uint64_t skip, uint32_t *order)
 {
-    uint32_t tmax = 0;
-    for (uint32_t i = 0; i < s->queue_n; i++)
-        if (s->queue[i].transmits > tmax)
-            tmax = s->queue[i].transmits;
     uint32_t n = 0;
-    if (tmax >= ORDER_BUCKETS) {
+    if (s->tcount[GOSSIP_SWIM_TBUCKETS - 1]) {
         uint64_t keys[GOSSIP_SWIM_QUEUE_MAX];
         for (uint32_t i = 0; i < s->queue_n; i++)
             if (s->queue[i].id != skip)
@@ -1905,11 +1894,11 @@ static uint32_t queue_order(const gossip_swim *s, uint64_t skip, uint32_t *order
             order[k] = (uint32_t)keys[k];
         return n;
     }
-    uint32_t start[ORDER_BUCKETS + 1] = {0};
+    uint32_t start[GOSSIP_SWIM_TBUCKETS] = {0};
     for (uint32_t i = 0; i < s->queue_n; i++)
         if (s->queue[i].id != skip)
             start[s->queue[i].transmits + 1]++;
-    for (uint32_t t = 0; t < ORDER_BUCKETS; t++)
+    for (uint32_t t = 0; t + 1 < GOSSIP_SWIM_TBUCKETS; t++)
         start[t + 1] += start[t];
     for (uint32_t i = 0; i < s->queue_n; i++)
         if (s->queue[i].id != skip)

@@ -166,12 +166,18 @@ uint32_t gossip_view_index(const gossip_view *v, uint64_t id)
         else
             hi = g;
     }
+    lo = gossip_ids_lower_bound(v->ids, lo, hi, id);
+    return lo < v->n && v->ids[lo] == id ? lo : UINT32_MAX;
+}
+
+uint32_t gossip_ids_lower_bound(const uint64_t *ids, uint32_t lo, uint32_t hi, uint64_t id)
+{
     while (lo < hi) {
         uint32_t mid = lo + (hi - lo) / 2;
-        if (v->ids[mid] < id)
+        if (ids[mid] < id)
             lo = mid + 1;
         else
             hi = mid;
     }
-    return lo < v->n && v->ids[lo] == id ? lo : UINT32_MAX;
+    return lo;
 }

@@ -85,4 +85,8 @@ uint32_t gossip_topology_pick(gossip_topology t, const gossip_env *env, uint32_t
 /* Index of id in a view (binary search over the sorted ids), or UINT32_MAX. */
 uint32_t gossip_view_index(const gossip_view *v, uint64_t id);
 
+/* The first index in [lo, hi) of ascending ids whose id is >= id (hi if
+ * none): where id is, or would be inserted. */
+uint32_t gossip_ids_lower_bound(const uint64_t *ids, uint32_t lo, uint32_t hi, uint64_t id);
+
 #endif
