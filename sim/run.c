@@ -423,14 +423,14 @@ static int setup(runner *r)
         .algo = (gossip_mix_algo)sc->mixing.algorithm,
         .topology = (gossip_topology)sc->mixing.topology,
         .bits = sc->mixing.bits,
-        /* Shared views: members_max sizes only gossip's table of measured
-         * links (least recently used replaced, scanned per lookup): one per
-         * member up to 1024 agents as in the agent, SIM_MIX_LINKS_BIG beyond
-         * (1024 would cost 32 KB a mixer, 32 GB at 10^6 agents, and a scan
-         * per frame). Swim: members_max sizes the mixer's copy of its node's
-         * view (N ids) and peers_max the same table of links. */
-        .members_max = r->swim || r->n <= GOSSIP_MIX_MEMBERS_DEFAULT ? r->n : SIM_MIX_LINKS_BIG,
-        .peers_max = r->swim && r->n > GOSSIP_MIX_MEMBERS_DEFAULT ? SIM_MIX_LINKS_BIG : 0,
+        /* members_max: the mixer's copy of its node's view under swim (N
+         * ids; unused with shared views). peers_max: gossip's table of
+         * measured links (least recently used replaced, scanned per
+         * lookup), one per member up to 1024 agents as in the agent,
+         * SIM_MIX_LINKS_BIG beyond (1024 would cost 32 KB a mixer, 32 GB at
+         * 10^6 agents, and a scan per frame). */
+        .members_max = r->n <= GOSSIP_MEMBERS_MAX ? r->n : 0,
+        .peers_max = r->n > GOSSIP_MIX_MEMBERS_DEFAULT ? SIM_MIX_LINKS_BIG : 0,
         .shared_views = !r->swim,
         .sync_window = gossip_topology_is_static((gossip_topology)sc->mixing.topology) &&
                                sc->mixing.topology != GOSSIP_TOPO_EXPONENTIAL
