@@ -343,12 +343,7 @@ static int alloc_core(gossip_mix *m)
         ok = (m->txq = gossip_alloc(env, GOSSIP_MIX_TXQ_MAX * m->frame_cap)) != NULL;
     if (ok && (flags & MIX_OPS_ENC))
         ok = (m->enc = gossip_alloc(env, m->enc_cap ? m->enc_cap : 1)) != NULL;
-    if (ok && stash) {
-        ok = (m->stash = gossip_calloc(env, GOSSIP_MIX_STASH_MAX, sizeof *m->stash)) &&
-             (m->stash_mem = gossip_calloc(env, GOSSIP_MIX_STASH_MAX, m->frame_cap));
-        for (uint32_t k = 0; ok && k < GOSSIP_MIX_STASH_MAX; k++)
-            m->stash[k].payload = m->stash_mem + (size_t)k * m->frame_cap;
-    }
+    m->stash_on = stash != 0; /* its buffers come with the first frame kept */
     return ok ? GOSSIP_OK : GOSSIP_ENOMEM;
 }
 
@@ -685,10 +680,28 @@ static int recv_frame(gossip_mix *m, uint64_t from, const gossip_header *h, cons
  * for each view change. Keep the last GOSSIP_MIX_STASH_MAX such frames of
  * the rules that ask for it (stash_types) and replay them when we install
  * their view. */
+/* The stash's buffers, allocated when the first frame is kept (a view
+ * installed late is rare, and GOSSIP_MIX_STASH_MAX frames a member would
+ * be most of a small model's mixer: 6 KB of 8 at dim 16). */
+static int stash_alloc(gossip_mix *m)
+{
+    mix_stash *st = gossip_calloc(m->env, GOSSIP_MIX_STASH_MAX, sizeof *st);
+    uint8_t *mem = st ? gossip_calloc(m->env, GOSSIP_MIX_STASH_MAX, m->frame_cap) : NULL;
+    if (!mem) {
+        gossip_free(m->env, st);
+        return 0;
+    }
+    for (uint32_t k = 0; k < GOSSIP_MIX_STASH_MAX; k++)
+        st[k].payload = mem + (size_t)k * m->frame_cap;
+    m->stash = st;
+    m->stash_mem = mem;
+    return 1;
+}
+
 static void stash_put(gossip_mix *m, uint64_t from, const gossip_header *h, const uint8_t *p,
                       size_t len)
 {
-    if (!m->stash || m->replaying || from == 0 || from == m->self || len > m->frame_cap ||
+    if (!m->stash_on || m->replaying || from == 0 || from == m->self || len > m->frame_cap ||
         !is_mix_type(h->type))
         return;
     uint32_t bit = MIX_TYPE_BIT(h->type);
@@ -703,6 +716,10 @@ static void stash_put(gossip_mix *m, uint64_t from, const gossip_header *h, cons
     }
     if (a >= GOSSIP_MIX_ALGO_COUNT || !m->st[a] || !(mix_rules[a]->stash_types & bit))
         return;
+    if (!m->stash && !stash_alloc(m)) {
+        m->stats.stash_no_memory++; /* lost: as if the network had dropped it */
+        return;
+    }
     mix_stash *e = &m->stash[m->stash_next];
     m->stash_next = (m->stash_next + 1) % GOSSIP_MIX_STASH_MAX;
     e->used = 1;

@@ -80,7 +80,8 @@ typedef enum gossip_mix_algo {
 #define GOSSIP_MIX_HEADER_MAX  32u
 /* Frames of the synchronous algorithms kept for a view we do not hold yet
  * (a member installed it before us): replayed when we install it. Each
- * entry is one frame buffer (frame_cap bytes). */
+ * entry is one frame buffer (frame_cap bytes), allocated with the first
+ * frame kept. */
 #define GOSSIP_MIX_STASH_MAX 32u
 /* Frames queued for replies (gossip answers) before pushes are refused:
  * one per chunk of a concurrent push; the caller drains poll_send after every
@@ -161,6 +162,7 @@ typedef struct gossip_mix_stats {
     uint64_t choco_resets;   /* public copies restarted (a lost round, here or at a peer) */
     uint64_t round_jumps;    /* dpsgd/choco: caught up with members rounds ahead */
     uint64_t stash_replayed; /* frames of a view installed late, replayed (GOSSIP_MIX_STASH_MAX) */
+    uint64_t stash_no_memory; /* ...not kept: no memory for the stash (allocated on first use) */
     uint64_t exchanges_cancelled; /* gossip: exchanges ended early, their peer left the view */
     uint64_t robust_clipped;      /* peers' contributions clipped (gossip/robust.h) */
     uint64_t robust_dropped;      /* ...of them ignored: their peer is quarantined */

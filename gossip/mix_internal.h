@@ -35,7 +35,9 @@
  *   enc       the encoded vector of the round (rules with MIX_OPS_ENC)
  *   frame     one outgoing frame built by poll_send
  *   txq       GOSSIP_MIX_TXQ_MAX reply frames (rules with MIX_OPS_REPLIES)
- *   stash     GOSSIP_MIX_STASH_MAX frames (rules with stash_types)
+ *   stash     GOSSIP_MIX_STASH_MAX frames (rules with stash_types), allocated
+ *             when the first frame is kept (stash_alloc); none kept without
+ *             memory (stats.stash_no_memory)
  */
 #ifndef GOSSIP_MIX_INTERNAL_H
 #define GOSSIP_MIX_INTERNAL_H
@@ -188,8 +190,9 @@ struct gossip_mix {
     size_t enc_cap;
 
     /* frames of a view installed late */
-    mix_stash *stash;
+    mix_stash *stash;   /* NULL until the first frame is kept */
     uint8_t *stash_mem;
+    int stash_on;       /* an enabled rule keeps frames (stash_types) */
     uint32_t stash_next;
     int replaying;
 

@@ -93,6 +93,73 @@ static void create_validates(void **state)
     assert_int_equal(gossip_mix_algo_parse("nope", &al), GOSSIP_EINVAL);
 }
 
+/* A frame of a view we do not hold yet is kept and replayed when we install
+ * it; the stash is allocated with the first frame kept, and without memory
+ * for it the frame is lost as if the network had dropped it (counted), the
+ * mixer runs on and a later frame is kept once memory is back. */
+static void late_view_frames_stashed_on_demand(void **state)
+{
+    (void)state;
+    for (int starve = 0; starve < 2; starve++) {
+        test_env t;
+        test_env_init(&t, 5);
+        gossip_mix_config cfg = base_config(GOSSIP_MIX_DPSGD, GOSSIP_TOPO_RING);
+        cfg.dim = 4;
+        gossip_mix *a = NULL, *b = NULL;
+        cfg.self = 1;
+        assert_int_equal(gossip_mix_create(&a, &t.env, &cfg), GOSSIP_OK);
+        cfg.self = 2;
+        assert_int_equal(gossip_mix_create(&b, &t.env, &cfg), GOSSIP_OK);
+        long created = t.alloc.live;
+        uint64_t old_ids[2] = {1, 2}, new_ids[3] = {1, 2, 3};
+        gossip_view old_v = {.epoch = 1, .n = 2, .ids = old_ids};
+        gossip_view new_v = {.epoch = 2, .n = 3, .ids = new_ids};
+        assert_int_equal(gossip_mix_set_view(a, &old_v, 0), GOSSIP_OK);
+        assert_int_equal(gossip_mix_set_view(b, &old_v, 0), GOSSIP_OK);
+        assert_int_equal(gossip_mix_set_view(a, &new_v, 0), GOSSIP_OK); /* a is ahead */
+        float x[4] = {1, 2, 3, 4};
+        assert_int_equal(gossip_mix_start(a, x, 0), GOSSIP_OK);
+        if (starve)
+            t.alloc.fail_at = t.alloc.count + 1; /* the stash's first allocation */
+        gossip_send out;
+        int to_b = 0;
+        uint8_t first[512];
+        size_t first_len = 0;
+        gossip_header h;
+        while (gossip_mix_poll_send(a, &out, 0) == 1) {
+            if (out.dest != 2)
+                continue;
+            assert_int_equal(gossip_header_decode(out.frame, out.len, &h), GOSSIP_OK);
+            if (!first_len && out.len <= sizeof first)
+                memcpy(first, out.frame, first_len = out.len);
+            assert_int_not_equal(gossip_mix_recv(b, 1, &h, out.frame + GOSSIP_HEADER_SIZE,
+                                                 out.len - GOSSIP_HEADER_SIZE, 0),
+                                 GOSSIP_OK); /* not its view */
+            to_b++;
+        }
+        assert_int_equal(to_b, 1);
+        assert_true(first_len > GOSSIP_HEADER_SIZE);
+        const gossip_mix_stats *st = gossip_mix_get_stats(b);
+        assert_int_equal(st->stash_no_memory, starve ? 1 : 0);
+        assert_int_equal(t.alloc.live, created + (starve ? 0 : 2)); /* entries, frames */
+        if (starve) { /* memory back: the frame again (a retransmit) is kept */
+            t.alloc.fail_at = 0;
+            assert_int_equal(gossip_header_decode(first, first_len, &h), GOSSIP_OK);
+            assert_int_not_equal(gossip_mix_recv(b, 1, &h, first + GOSSIP_HEADER_SIZE,
+                                                 first_len - GOSSIP_HEADER_SIZE, 0),
+                                 GOSSIP_OK);
+            assert_int_equal(t.alloc.live, created + 2);
+        }
+        assert_int_equal(gossip_mix_get_stats(b)->stash_replayed, 0);
+        assert_int_equal(gossip_mix_set_view(b, &new_v, 0), GOSSIP_OK);
+        assert_int_equal(gossip_mix_get_stats(b)->stash_replayed, 1);
+        assert_int_equal(gossip_mix_get_stats(b)->stash_no_memory, starve ? 1 : 0);
+        gossip_mix_destroy(a);
+        gossip_mix_destroy(b);
+        assert_int_equal(t.alloc.live, 0);
+    }
+}
+
 static void alloc_failures_leave_nothing(void **state)
 {
     (void)state;
@@ -1711,6 +1778,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(create_validates),
         cmocka_unit_test(alloc_failures_leave_nothing),
+        cmocka_unit_test(late_view_frames_stashed_on_demand),
         cmocka_unit_test(dpsgd_and_gossip_keep_mean),
         cmocka_unit_test(gossip_passive_exchange_keeps_training),
         cmocka_unit_test(pushsum_keeps_mass_under_loss),
