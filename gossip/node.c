@@ -1,5 +1,6 @@
 /* gossip/node — see node.h. */
 #include "gossip/node.h"
+#include "gossip/topology.h"
 
 #include <assert.h>
 #include <string.h>
@@ -28,9 +29,9 @@ struct gossip_node {
     /* the end of the job: what is known, and the JOB_END frames to send */
     int ended;
     gossip_node_job_end_info end;
-    uint64_t *end_dest; /* members_max destinations */
+    uint64_t *end_dest; /* end_few, or an announcement's whole view (allocated for it) */
     uint32_t end_n, end_at;
-    uint32_t end_cap;
+    uint64_t end_few[GOSSIP_NODE_RELAY_MAX];
     uint8_t end_frame[GOSSIP_HEADER_SIZE + GOSSIP_NODE_JOB_END_BYTES];
 };
 
@@ -51,7 +52,8 @@ void gossip_node_destroy(gossip_node *n)
     gossip_xfer_destroy(n->xfer);
     gossip_mix_destroy(n->mix);
     gossip_swim_destroy(n->swim);
-    gossip_free(n->env, n->end_dest);
+    if (n->end_dest != n->end_few)
+        gossip_free(n->env, n->end_dest);
     gossip_free(n->env, n);
 }
 
@@ -89,12 +91,7 @@ int gossip_node_create(gossip_node **out, const gossip_env *env, const gossip_no
         hc.self = cfg->self;
         rc = gossip_shards_create(&n->shards, env, &hc);
     }
-    if (!rc) {
-        n->end_cap = cfg->swim.members_max ? cfg->swim.members_max : GOSSIP_MEMBERS_MAX;
-        n->end_dest = gossip_calloc(env, n->end_cap, sizeof *n->end_dest);
-        if (!n->end_dest)
-            rc = GOSSIP_ENOMEM;
-    }
+    n->end_dest = n->end_few;
     if (rc) {
         gossip_node_destroy(n);
         return rc;
@@ -212,23 +209,57 @@ int gossip_node_join(gossip_node *n, const char *const *seeds, size_t count, gos
 
 /* ---- the end of the job (JOB_END) ---- */
 
-/* Queue JOB_END to the members of the view: all of them (fanout 0), or
- * `fanout` of them chosen at random (a relay). Never to self or `skip`. */
+static uint32_t node_relay_fanout(uint32_t members);
+
+/* Member k of the view without self and `skip` (their indices in v, or
+ * v->n when absent, given in ascending order as ex[0] <= ex[1]). */
+static uint64_t end_candidate(const gossip_view *v, const uint32_t ex[2], uint32_t k)
+{
+    for (int e = 0; e < 2; e++)
+        if (k >= ex[e])
+            k++;
+    return v->ids[k];
+}
+
+/* Queue JOB_END to the members of the view but self and `skip`: all of them
+ * (fanout 0), or `fanout` of them chosen at random (a relay:
+ * gossip_sample_distinct, a partial Fisher-Yates that needs no copy of the
+ * view); an announcement to the whole view allocates its list, and without
+ * memory for it goes to a relay's fanout instead (an epidemic all the
+ * same: each of them relays). */
 static void node_end_spread(gossip_node *n, uint32_t fanout, uint64_t skip)
 {
+    if (fanout > GOSSIP_NODE_RELAY_MAX)
+        fanout = GOSSIP_NODE_RELAY_MAX;
     gossip_view v;
     gossip_swim_view(n->swim, &v);
-    uint32_t m = 0;
-    for (uint32_t i = 0; i < v.n && m < n->end_cap; i++)
-        if (v.ids[i] != n->self && v.ids[i] != skip)
-            n->end_dest[m++] = v.ids[i];
-    if (fanout && fanout < m) { /* a partial Fisher-Yates: the first `fanout` */
-        for (uint32_t i = 0; i < fanout; i++) {
-            uint32_t j = i + (uint32_t)gossip_random_below(n->env, m - i);
-            uint64_t t = n->end_dest[i];
-            n->end_dest[i] = n->end_dest[j];
-            n->end_dest[j] = t;
+    uint32_t ex[2] = {v.n, v.n};
+    for (uint32_t i = 0, e = 0; i < v.n && e < 2; i++)
+        if (v.ids[i] == n->self || v.ids[i] == skip)
+            ex[e++] = i;
+    uint32_t m = v.n - (ex[0] < v.n) - (ex[1] < v.n);
+    if (n->end_dest != n->end_few)
+        gossip_free(n->env, n->end_dest);
+    n->end_dest = n->end_few;
+    if (!fanout && m > GOSSIP_NODE_RELAY_MAX) {
+        uint64_t *all = gossip_alloc(n->env, (size_t)m * sizeof *all);
+        if (all) {
+            for (uint32_t k = 0; k < m; k++)
+                all[k] = end_candidate(&v, ex, k);
+            n->end_dest = all;
+        } else {
+            n->stats.job_end_no_memory++;
+            fanout = node_relay_fanout(v.n);
         }
+    }
+    if (n->end_dest == n->end_few && (!fanout || fanout >= m)) {
+        for (uint32_t k = 0; k < m; k++) /* m <= GOSSIP_NODE_RELAY_MAX here */
+            n->end_few[k] = end_candidate(&v, ex, k);
+    } else if (n->end_dest == n->end_few) {
+        uint32_t pick[GOSSIP_NODE_RELAY_MAX];
+        gossip_sample_distinct(n->env, m, fanout, pick);
+        for (uint32_t i = 0; i < fanout; i++)
+            n->end_few[i] = end_candidate(&v, ex, pick[i]);
         m = fanout;
     }
     n->end_n = m;
@@ -244,7 +275,6 @@ static void node_end_spread(gossip_node *n, uint32_t fanout, uint64_t skip)
     gossip_header h = {
         .type = GOSSIP_MSG_JOB_END, .payload_len = GOSSIP_NODE_JOB_END_BYTES, .sender = n->self};
     gossip_header_encode(&h, n->end_frame);
-    assert(n->end_n <= n->end_cap);
 }
 
 /* 3 + ceil(log2 N) */

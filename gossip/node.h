@@ -83,6 +83,9 @@
  * O(log N) fanout: with 3 extra copies a loss of a few frames does not
  * stop the spread). */
 #define GOSSIP_NODE_JOB_END_BYTES         24u
+/* Most members a relay sends JOB_END to: 3 + ceil(log2 GOSSIP_MEMBERS_MAX)
+ * = 17 fit (and at most GOSSIP_SAMPLE_MAX). */
+#define GOSSIP_NODE_RELAY_MAX 32u
 #define GOSSIP_NODE_JOB_END_REASON_TARGET 1u
 
 /* The end of the job as this node knows it (gossip_node_job_end). */
@@ -128,6 +131,7 @@ typedef struct gossip_node_stats {
     uint64_t views;                      /* views passed to mixer and replicator */
     uint64_t fetch_tries;                /* state transfers started */
     uint64_t job_end_sent;               /* JOB_END frames sent (announced or relayed) */
+    uint64_t job_end_no_memory; /* announcements sent to a relay's fanout: no memory for the view */
 } gossip_node_stats;
 
 typedef struct gossip_node gossip_node;

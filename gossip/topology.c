@@ -181,3 +181,28 @@ uint32_t gossip_ids_lower_bound(const uint64_t *ids, uint32_t lo, uint32_t hi, u
     }
     return lo;
 }
+
+void gossip_sample_distinct(const gossip_env *env, uint32_t m, uint32_t k, uint32_t *out)
+{
+    /* positions after i that a swap filled, and what they hold; position i
+     * itself is never drawn again (every later j >= i + 1) */
+    uint32_t pos[GOSSIP_SAMPLE_MAX], val[GOSSIP_SAMPLE_MAX];
+    uint32_t moved = 0;
+    for (uint32_t i = 0; i < k; i++) {
+        uint32_t j = i + (uint32_t)gossip_random_below(env, m - i);
+        uint32_t qi = moved, qj = moved; /* moved: not found */
+        for (uint32_t q = 0; q < moved; q++) {
+            if (pos[q] == i)
+                qi = q;
+            if (pos[q] == j)
+                qj = q;
+        }
+        uint32_t vi = qi < moved ? val[qi] : i;
+        out[i] = qj < moved ? val[qj] : j;
+        if (j != i) {
+            if (qj == moved)
+                pos[moved++] = j;
+            val[qj] = vi;
+        }
+    }
+}

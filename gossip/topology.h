@@ -89,4 +89,14 @@ uint32_t gossip_view_index(const gossip_view *v, uint64_t id);
  * none): where id is, or would be inserted. */
 uint32_t gossip_ids_lower_bound(const uint64_t *ids, uint32_t lo, uint32_t hi, uint64_t id);
 
+/* Most draws of gossip_sample_distinct. */
+#define GOSSIP_SAMPLE_MAX 64u
+
+/* k distinct indices of [0, m) at random into out[k] (k <= m, k <=
+ * GOSSIP_SAMPLE_MAX): the first k positions of a partial Fisher-Yates
+ * shuffle of 0 .. m-1 (draw i: j = i + random_below(m - i), swap i and j),
+ * the same draws and the same result as shuffling an array of m, without
+ * the array: only the positions a swap moved are kept (at most k). */
+void gossip_sample_distinct(const gossip_env *env, uint32_t m, uint32_t k, uint32_t *out);
+
 #endif

@@ -1,6 +1,7 @@
 /* gossip/topology: neighbour sets, degrees, symmetry, peer choice. */
 #include "tests/harness.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "gossip/topology.h"
@@ -196,6 +197,47 @@ static void view_index_finds_ids(void **state)
     }
 }
 
+/* gossip_sample_distinct gives the first k of a partial Fisher-Yates over
+ * an array of m: the same draws from the same RNG give the same indices as
+ * shuffling the array itself, distinct and in range, for small and large
+ * m and every k up to GOSSIP_SAMPLE_MAX. */
+static void sample_distinct_is_a_partial_shuffle(void **state)
+{
+    (void)state;
+    const uint32_t ms[] = {1, 2, 3, 5, 17, 64, 100, 1000, 16384};
+    uint32_t *arr = malloc(16384 * sizeof *arr);
+    assert_non_null(arr);
+    for (size_t a = 0; a < sizeof ms / sizeof ms[0]; a++)
+        for (uint32_t k = 0; k <= GOSSIP_SAMPLE_MAX && k <= ms[a]; k++)
+            for (uint64_t seed = 1; seed <= 4; seed++) {
+                uint32_t m = ms[a];
+                test_env t1, t2;
+                test_env_init(&t1, seed);
+                test_env_init(&t2, seed);
+                uint32_t got[GOSSIP_SAMPLE_MAX];
+                gossip_sample_distinct(&t1.env, m, k, got);
+                for (uint32_t i = 0; i < m; i++)
+                    arr[i] = i;
+                for (uint32_t i = 0; i < k; i++) {
+                    uint32_t j = i + (uint32_t)gossip_random_below(&t2.env, m - i);
+                    uint32_t x = arr[i];
+                    arr[i] = arr[j];
+                    arr[j] = x;
+                }
+                for (uint32_t i = 0; i < k; i++) {
+                    if (got[i] != arr[i])
+                        fail_msg("m %u k %u seed %llu: index %u is %u, the shuffle's %u", m, k,
+                                 (unsigned long long)seed, i, got[i], arr[i]);
+                    for (uint32_t q = 0; q < i; q++)
+                        assert_int_not_equal(got[q], got[i]);
+                }
+                /* the same number of draws: the next one agrees */
+                assert_int_equal(gossip_random_below(&t1.env, 1u << 30),
+                                 gossip_random_below(&t2.env, 1u << 30));
+            }
+    free(arr);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -205,6 +247,7 @@ int main(void)
         cmocka_unit_test(exponential_and_one_peer),
         cmocka_unit_test(pick_is_a_neighbour_and_random_is_uniform),
         cmocka_unit_test(view_index_finds_ids),
+        cmocka_unit_test(sample_distinct_is_a_partial_shuffle),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
