@@ -159,9 +159,9 @@ typedef struct gossip_mix_stats {
     uint64_t rejected_by[GOSSIP_ERR_COUNT]; /* by error code */
     uint64_t rounds_completed, rounds_aborted;
     uint64_t aborts_sent, aborts_received;
-    uint64_t choco_resets;   /* public copies restarted (a lost round, here or at a peer) */
-    uint64_t round_jumps;    /* dpsgd/choco: caught up with members rounds ahead */
-    uint64_t stash_replayed; /* frames of a view installed late, replayed (GOSSIP_MIX_STASH_MAX) */
+    uint64_t choco_resets;    /* public copies restarted (a lost round, here or at a peer) */
+    uint64_t round_jumps;     /* dpsgd/choco: caught up with members rounds ahead */
+    uint64_t stash_replayed;  /* frames of a view installed late, replayed (GOSSIP_MIX_STASH_MAX) */
     uint64_t stash_no_memory; /* ...not kept: no memory for the stash (allocated on first use) */
     uint64_t exchanges_cancelled; /* gossip: exchanges ended early, their peer left the view */
     uint64_t robust_clipped;      /* peers' contributions clipped (gossip/robust.h) */

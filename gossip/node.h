@@ -82,10 +82,10 @@
  * 3 + ceil(log2 N) random members of a view of N (gossip's usual
  * O(log N) fanout: with 3 extra copies a loss of a few frames does not
  * stop the spread). */
-#define GOSSIP_NODE_JOB_END_BYTES         24u
+#define GOSSIP_NODE_JOB_END_BYTES 24u
 /* Most members a relay sends JOB_END to: 3 + ceil(log2 GOSSIP_MEMBERS_MAX)
  * = 17 fit (and at most GOSSIP_SAMPLE_MAX). */
-#define GOSSIP_NODE_RELAY_MAX 32u
+#define GOSSIP_NODE_RELAY_MAX             32u
 #define GOSSIP_NODE_JOB_END_REASON_TARGET 1u
 
 /* The end of the job as this node knows it (gossip_node_job_end). */
