@@ -138,8 +138,9 @@ struct gossip_swim {
 
     member *members; /* cap slots */
     uint32_t hw;     /* slots [0, hw) have been used */
-    uint32_t *free_slots;
-    uint32_t n_free;
+    /* Free slots below hw, last freed first: the index + 1 of the first in
+     * free_head, each free slot's `inc` the index + 1 of the next (0 ends). */
+    uint32_t free_head;
     uint32_t *hash; /* slot + 1, 0 = empty; hash_mask + 1 entries */
     uint32_t hash_mask;
     uint32_t self_slot;
@@ -439,7 +440,8 @@ static void remove_member(gossip_swim *s, member *m)
     set_state(s, m, GOSSIP_MEMBER_NONE, 0);
     hash_remove(s, m->id);
     m->id = 0;
-    s->free_slots[s->n_free++] = slot_of(s, m);
+    m->inc = s->free_head; /* a free slot's inc links the free list */
+    s->free_head = slot_of(s, m) + 1;
 }
 
 /* Oldest tombstone, or NULL. */
@@ -459,7 +461,7 @@ static member *add_member(gossip_swim *s, uint64_t id, const char *addr, size_t 
 {
     if (addr_room(s, addr_len + 1))
         return NULL;
-    if (s->n_free == 0 && s->hw == s->cap) {
+    if (s->free_head == 0 && s->hw == s->cap) {
         member *victim = oldest_tomb(s);
         if (!victim) {
             s->stats.table_full++;
@@ -467,7 +469,12 @@ static member *add_member(gossip_swim *s, uint64_t id, const char *addr, size_t 
         }
         remove_member(s, victim);
     }
-    uint32_t slot = s->n_free ? s->free_slots[--s->n_free] : s->hw++;
+    uint32_t slot = s->hw;
+    if (s->free_head) {
+        slot = s->free_head - 1;
+        s->free_head = s->members[slot].inc;
+    } else
+        s->hw++;
     member *m = &s->members[slot];
     memset(m, 0, sizeof *m);
     m->id = id;
@@ -1214,8 +1221,12 @@ int gossip_swim_create(gossip_swim **out, const gossip_env *env, const gossip_sw
         s->manifest = *cfg->manifest;
     s->manifest.spec[GOSSIP_MANIFEST_SPEC_MAX - 1] = 0;
     s->cfg.manifest = &s->manifest;
+    /* Linear probing with the table at most 2/3 full: 6 to 12 bytes per
+     * member slot (8, at most half full, for members_max = N + 8 at a
+     * power-of-two N, as the simulator sets it), not 8 to 16 (16 there)
+     * as when it was at most half full whatever members_max. */
     uint32_t hsize = 4;
-    while (hsize < 2 * s->cap)
+    while (hsize < s->cap + s->cap / 2)
         hsize *= 2;
     s->hash_mask = hsize - 1;
     /* A probe message, or a JOIN (our manifest and one record). A SYNC or
@@ -1228,8 +1239,7 @@ int gossip_swim_create(gossip_swim **out, const gossip_env *env, const gossip_sw
         s->frame_cap =
             GOSSIP_HEADER_SIZE + GOSSIP_SWIM_PROBE_FIXED_MAX + GOSSIP_SWIM_PIGGYBACK_BYTES_MAX;
     s->members = gossip_calloc(env, s->cap, sizeof *s->members);
-    s->free_slots = s->members ? gossip_calloc(env, s->cap, sizeof *s->free_slots) : NULL;
-    s->hash = s->free_slots ? gossip_calloc(env, hsize, sizeof *s->hash) : NULL;
+    s->hash = s->members ? gossip_calloc(env, hsize, sizeof *s->hash) : NULL;
     s->probe_order = s->hash ? gossip_calloc(env, s->cap, sizeof *s->probe_order) : NULL;
     s->queue = s->probe_order ? gossip_calloc(env, GOSSIP_SWIM_QUEUE_MAX, sizeof *s->queue) : NULL;
     s->view_ids = s->queue ? gossip_calloc(env, s->cap, sizeof *s->view_ids) : NULL;
@@ -1265,7 +1275,6 @@ void gossip_swim_destroy(gossip_swim *s)
     gossip_free(env, s->queue);
     gossip_free(env, s->probe_order);
     gossip_free(env, s->hash);
-    gossip_free(env, s->free_slots);
     gossip_free(env, s->members);
     gossip_free(env, s);
 }
