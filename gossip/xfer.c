@@ -180,11 +180,17 @@ int gossip_xfer_create(gossip_xfer **out, const gossip_env *env, const gossip_xf
         return GOSSIP_ENOMEM;
     x->env = env;
     x->cfg = *cfg;
-    size_t data = GOSSIP_XFER_DATA_FIXED + (size_t)cfg->chunk_values * 4;
+    /* A chunk never holds more than the model: with dim below chunk_values
+     * the one chunk is the same either way (as are the frames, the INFO's
+     * chunk count and the hash), and the buffers shrink to the model (the
+     * simulator's dim-16 agents kept 128 KiB each at the default). */
+    if (x->cfg.chunk_values > cfg->dim)
+        x->cfg.chunk_values = cfg->dim;
+    size_t data = GOSSIP_XFER_DATA_FIXED + (size_t)x->cfg.chunk_values * 4;
     x->frame_cap =
         GOSSIP_HEADER_SIZE + (data > GOSSIP_XFER_INFO_SIZE ? data : GOSSIP_XFER_INFO_SIZE);
     x->frame = gossip_alloc(env, x->frame_cap);
-    x->scratch = gossip_alloc(env, (size_t)cfg->chunk_values * 4);
+    x->scratch = gossip_alloc(env, (size_t)x->cfg.chunk_values * 4);
     x->values = gossip_alloc(env, (size_t)cfg->dim * sizeof(float));
     if (!x->frame || !x->scratch || !x->values) {
         gossip_xfer_destroy(x);
