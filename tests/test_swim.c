@@ -77,6 +77,8 @@ static size_t put_suspect(uint8_t *p, uint8_t state, uint64_t id, uint32_t inc, 
 }
 
 static void know(gossip_swim *s, uint64_t id, const char *addr);
+static void full_state(gossip_swim *s, uint8_t type, uint64_t sender, const uint8_t *rec,
+                       size_t rlen, gossip_time_us now);
 
 static void config_rejects(void **state)
 {
@@ -537,7 +539,7 @@ static void table_churn_consistent(void **state)
     know(s, 9999, "pinger"); /* news is believed from members only */
     enum { POOL = 4000 };
     static uint8_t alive[POOL]; /* 1 = must be findable as ALIVE */
-    uint32_t next_id = 0, n_alive = 0;
+    uint32_t next_id = 0, n_alive = 0, pinger_inc = 0;
     uint8_t p[64];
     for (int it = 0; it < 20000; it++) {
         gossip_time_us now = (gossip_time_us)it * 100000u;
@@ -574,6 +576,17 @@ static void table_churn_consistent(void **state)
             gossip_swim_tick(s, now); /* probes fail: suspicions, deaths, reaping */
             while (gossip_swim_poll_send(s, &o, now) == 1)
                 ;
+            /* the pinger never answers probes either: when our timers
+             * suspect it or kill it, it refutes with a higher incarnation
+             * (news is believed from members only) */
+            gossip_swim_member pm;
+            if (gossip_swim_lookup(s, 9999, &pm) != GOSSIP_OK || pm.state != GOSSIP_MEMBER_ALIVE) {
+                uint8_t rec[GOSSIP_SWIM_RECORD_MAX];
+                full_state(s, GOSSIP_MSG_SYNC_REPLY, 9999, rec,
+                           put_alive(rec, 9999, ++pinger_inc, "pinger"), now);
+                assert_int_equal(gossip_swim_lookup(s, 9999, &pm), GOSSIP_OK);
+                assert_int_equal(pm.state, GOSSIP_MEMBER_ALIVE);
+            }
         }
         gossip_view v;
         gossip_swim_view(s, &v);
