@@ -65,17 +65,15 @@
 /* Liveness changes patched into the sorted view one by one (a binary
  * search and a move each) before a rebuild and sort is cheaper. */
 #define VIEW_CHANGES_MAX 64u
+/* Entries of the once-a-period limits' table at create (a power of two). */
+#define LIMITS_MIN 16u
 
 typedef struct member {
     uint64_t id;
     uint64_t suspect_from;           /* who first suspected / declared it (for gossip) */
     gossip_time_us state_at;         /* when the current state began */
     gossip_time_us suspect_deadline; /* SUSPECT only */
-    gossip_time_us last_reconnect;   /* last sync started because it was dead to us */
-    gossip_time_us last_sync_reply;  /* last SYNC we answered (one a period) */
-    gossip_time_us notice_at;        /* last notice to an address it moved from */
-    uint32_t notice_key;             /* ... and a hash of that address */
-    uint32_t inc;
+    uint32_t inc;        /* a free slot: the index + 1 of the next free one (free_head) */
     uint32_t verify_seq; /* last-chance ping in flight (SUSPECT only), 0 = none */
     uint32_t queue_pos;  /* index + 1 in the piggyback queue, 0 = none */
     uint32_t conf;       /* SUSPECT: index + 1 of its suspecters in s->conf, 0 = none */
@@ -89,6 +87,18 @@ typedef struct member {
  * leaves the queue before its slot is freed) and its record's size, kept
  * equal to record_size() of the member by queue_resize, so that choosing
  * what to piggyback reads the queue alone. */
+/* Once-a-period limits of a member (at most one of each kind a period):
+ * a sync started because it was dead to us, a SYNC answered, a notice to
+ * an address it moved from. An entry older than a period limits nothing,
+ * as none does, so the few members limited in the last period are all the
+ * table holds (the three times were 28 bytes in every member slot). */
+enum { LIMIT_RECONNECT, LIMIT_SYNC_REPLY, LIMIT_NOTICE, LIMIT_KINDS };
+typedef struct swim_limit {
+    uint32_t key;        /* slot * LIMIT_KINDS + kind, + 1; 0 = empty */
+    uint32_t notice_key; /* LIMIT_NOTICE: a hash of the address */
+    gossip_time_us at;   /* when */
+} swim_limit;
+
 typedef struct queued {
     uint64_t id;
     uint32_t transmits;
@@ -161,6 +171,12 @@ struct gossip_swim {
      * twice their size. */
     char *abuf;
     size_t abuf_cap, abuf_used, abuf_garbage;
+
+    /* Once-a-period limits (swim_limit), linear probing at most half full;
+     * LIMITS_MIN entries from create, entries older than a period dropped
+     * before it grows. */
+    swim_limit *lim;
+    uint32_t lim_cap, lim_n;
 
     uint32_t *probe_order;
     uint32_t probe_n, probe_pos;
@@ -375,6 +391,122 @@ static void set_state(gossip_swim *s, member *m, uint8_t st, gossip_time_us now)
         s->n_tomb++;
 }
 
+/* ---------------------------------------------------------------- limits */
+
+static uint32_t limit_key(const gossip_swim *s, const member *m, unsigned kind)
+{
+    return slot_of(s, m) * LIMIT_KINDS + kind + 1;
+}
+
+static uint32_t limit_home(const gossip_swim *s, uint32_t key)
+{
+    return hash_id(key) & (s->lim_cap - 1);
+}
+
+static swim_limit *limit_find(const gossip_swim *s, uint32_t key)
+{
+    for (uint32_t i = limit_home(s, key);; i = (i + 1) & (s->lim_cap - 1)) {
+        if (s->lim[i].key == key)
+            return &s->lim[i];
+        if (s->lim[i].key == 0)
+            return NULL;
+    }
+}
+
+static void limit_put_at(swim_limit *t, uint32_t cap, swim_limit e)
+{
+    uint32_t i = hash_id(e.key) & (cap - 1);
+    while (t[i].key != 0)
+        i = (i + 1) & (cap - 1);
+    t[i] = e;
+}
+
+/* Remove the entry at index i (backward-shift deletion, no tombstones). */
+static void limit_remove_at(gossip_swim *s, uint32_t i)
+{
+    uint32_t mask = s->lim_cap - 1, j = i;
+    s->lim[i].key = 0;
+    s->lim_n--;
+    for (;;) {
+        j = (j + 1) & mask;
+        if (s->lim[j].key == 0)
+            return;
+        uint32_t home = limit_home(s, s->lim[j].key);
+        if ((j > i && (home <= i || home > j)) || (j < i && (home <= i && home > j))) {
+            s->lim[i] = s->lim[j];
+            s->lim[j].key = 0;
+            i = j;
+        }
+    }
+}
+
+/* Room for one more entry: drop those older than a period (in place),
+ * then double if still half full. 0, or GOSSIP_ENOMEM (nothing lost). */
+static int limit_room(gossip_swim *s, gossip_time_us now)
+{
+    if (2 * (s->lim_n + 1) <= s->lim_cap)
+        return 0;
+    for (uint32_t i = 0; i < s->lim_cap; i++)
+        while (s->lim[i].key && now - s->lim[i].at >= period_us(s))
+            limit_remove_at(s, i); /* re-check i: the shift may fill it */
+    if (2 * (s->lim_n + 1) <= s->lim_cap)
+        return 0;
+    uint32_t cap = 2 * s->lim_cap;
+    swim_limit *t = gossip_calloc(s->env, cap, sizeof *t);
+    if (!t) {
+        s->stats.no_memory++;
+        return GOSSIP_ENOMEM;
+    }
+    for (uint32_t i = 0; i < s->lim_cap; i++)
+        if (s->lim[i].key)
+            limit_put_at(t, cap, s->lim[i]);
+    gossip_free(s->env, s->lim);
+    s->lim = t;
+    s->lim_cap = cap;
+    return 0;
+}
+
+/* Whether member m did `kind` in the last period (for a notice: to the
+ * address of notice_key). */
+static int limit_recent(const gossip_swim *s, const member *m, unsigned kind, uint32_t notice_key,
+                        gossip_time_us now)
+{
+    const swim_limit *e = limit_find(s, limit_key(s, m, kind));
+    return e && now - e->at < period_us(s) && (kind != LIMIT_NOTICE || e->notice_key == notice_key);
+}
+
+/* Record that member m did `kind` now. GOSSIP_ENOMEM without memory for
+ * it (counted in stats.no_memory): the caller then does not do it, since
+ * the limits bound work done for others and one that cannot be kept
+ * must do less, not more. */
+static int limit_record(gossip_swim *s, const member *m, unsigned kind, uint32_t notice_key,
+                        gossip_time_us now)
+{
+    uint32_t key = limit_key(s, m, kind);
+    swim_limit *e = limit_find(s, key);
+    if (!e) {
+        if (limit_room(s, now))
+            return GOSSIP_ENOMEM;
+        limit_put_at(s->lim, s->lim_cap, (swim_limit){key, 0, 0});
+        s->lim_n++;
+        e = limit_find(s, key);
+    }
+    e->at = now ? now : 1; /* as the slot's times were: 0 read as never */
+    e->notice_key = notice_key;
+    return GOSSIP_OK;
+}
+
+/* A slot freed: its limits go with it (a member that takes the slot starts
+ * with none, as a zeroed slot did). */
+static void limit_forget(gossip_swim *s, const member *m)
+{
+    for (unsigned kind = 0; kind < LIMIT_KINDS; kind++) {
+        swim_limit *e = limit_find(s, limit_key(s, m, kind));
+        if (e)
+            limit_remove_at(s, (uint32_t)(e - s->lim));
+    }
+}
+
 /* ---------------------------------------------------------------- addresses */
 
 static const char *maddr(const gossip_swim *s, const member *m)
@@ -439,6 +571,7 @@ static void remove_member(gossip_swim *s, member *m)
     queue_remove(s, m);
     set_state(s, m, GOSSIP_MEMBER_NONE, 0);
     hash_remove(s, m->id);
+    limit_forget(s, m);
     m->id = 0;
     m->inc = s->free_head; /* a free slot's inc links the free list */
     s->free_head = slot_of(s, m) + 1;
@@ -981,10 +1114,8 @@ static void notice_push(gossip_swim *s, uint8_t type, const char *addr, size_t l
 static void moved_away(gossip_swim *s, member *m, gossip_time_us now)
 {
     uint32_t key = addr_key(maddr(s, m), m->addr_len);
-    if (m->notice_at && now - m->notice_at < period_us(s) && m->notice_key == key)
+    if (limit_recent(s, m, LIMIT_NOTICE, key, now) || limit_record(s, m, LIMIT_NOTICE, key, now))
         return;
-    m->notice_at = now ? now : 1;
-    m->notice_key = key;
     notice_push(s, GOSSIP_MSG_SYNC, maddr(s, m), m->addr_len);
 }
 
@@ -1246,7 +1377,9 @@ int gossip_swim_create(gossip_swim **out, const gossip_env *env, const gossip_sw
     s->frame = s->view_ids ? gossip_alloc(env, s->frame_cap) : NULL;
     s->abuf_cap = 4u * GOSSIP_ADDR_MAX;
     s->abuf = s->frame ? gossip_alloc(env, s->abuf_cap) : NULL;
-    if (!s->abuf) {
+    s->lim_cap = LIMITS_MIN;
+    s->lim = s->abuf ? gossip_calloc(env, s->lim_cap, sizeof *s->lim) : NULL;
+    if (!s->lim) {
         gossip_swim_destroy(s);
         return GOSSIP_ENOMEM;
     }
@@ -1270,6 +1403,7 @@ void gossip_swim_destroy(gossip_swim *s)
     gossip_free(env, s->frame);
     gossip_free(env, s->big);
     gossip_free(env, s->conf);
+    gossip_free(env, s->lim);
     gossip_free(env, s->abuf);
     gossip_free(env, s->view_ids);
     gossip_free(env, s->queue);
@@ -1767,9 +1901,8 @@ int gossip_swim_recv(gossip_swim *s, uint64_t from, const gossip_header *h, cons
     /* A frame from someone we hold dead: the path is back (healed partition
      * or a restart). Push-pull with it, at most once per period. */
     if (sm && sm->state == GOSSIP_MEMBER_DEAD && h->type != GOSSIP_MSG_SYNC &&
-        h->type != GOSSIP_MSG_JOIN &&
-        (sm->last_reconnect == 0 || now - sm->last_reconnect >= period_us(s))) {
-        sm->last_reconnect = now ? now : 1;
+        h->type != GOSSIP_MSG_JOIN && !limit_recent(s, sm, LIMIT_RECONNECT, 0, now) &&
+        limit_record(s, sm, LIMIT_RECONNECT, 0, now) == GOSSIP_OK) {
         start_sync(s, sender);
     }
 
@@ -1848,11 +1981,10 @@ int gossip_swim_recv(gossip_swim *s, uint64_t from, const gossip_header *h, cons
     case GOSSIP_MSG_JOIN:
         /* A full state is O(N) bytes: answer one SYNC per member and period
          * (a JOIN always: a restarted process must learn its state). */
-        if (h->type == GOSSIP_MSG_SYNC && sm && sm->last_sync_reply &&
-            now - sm->last_sync_reply < period_us(s))
+        if (h->type == GOSSIP_MSG_SYNC && sm && limit_recent(s, sm, LIMIT_SYNC_REPLY, 0, now))
             break;
-        if (sm)
-            sm->last_sync_reply = now ? now : 1;
+        if (sm && limit_record(s, sm, LIMIT_SYNC_REPLY, 0, now) && h->type == GOSSIP_MSG_SYNC)
+            break;         /* no memory to keep the limit: not answered (a JOIN is) */
         if (elsewhere_len) /* to the process that sent it, not the id's other one */
             notice_push(s, GOSSIP_MSG_SYNC_REPLY, elsewhere, elsewhere_len);
         else

@@ -1392,6 +1392,81 @@ static void runtime_allocation_failures_fail_safe(void **state)
     assert_int_equal(t.alloc.live, 0);
 }
 
+/* Full-state messages of `type` from member `id` at `now`; returns the
+ * SYNC_REPLY frames s sends back. */
+static int sync_from(gossip_swim *s, uint8_t type, uint64_t id, const char *addr,
+                     gossip_time_us now)
+{
+    uint8_t rec[GOSSIP_SWIM_RECORD_MAX];
+    full_state(s, type, id, rec, put_alive(rec, id, 0, addr), now);
+    gossip_send o;
+    int replies = 0;
+    while (gossip_swim_poll_send(s, &o, now) == 1)
+        replies += o.frame[3] == GOSSIP_MSG_SYNC_REPLY && o.dest == id;
+    return replies;
+}
+
+/* A SYNC is answered once per member and period (a full state is O(N)
+ * bytes), a JOIN always. The limits are kept in a table of the members
+ * limited in the last period: 40 at once grow it past its first size, a
+ * period later they have expired. Without memory to record a limit the
+ * SYNC is not answered (counted), the JOIN still is, and the SYNC is
+ * answered once memory is back. */
+static void sync_answered_once_a_period(void **state)
+{
+    (void)state;
+    test_env t;
+    test_env_init(&t, 34);
+    gossip_swim *s = make(&t, 1, "one", 64);
+    enum { K = 40 };
+    char addr[K][16];
+    for (int k = 0; k < K; k++) {
+        snprintf(addr[k], sizeof addr[k], "m%d", k);
+        know(s, 100 + (uint64_t)k, addr[k]);
+    }
+    gossip_send o;
+    while (gossip_swim_poll_send(s, &o, 0) == 1)
+        ;
+    const gossip_time_us t0 = 10u * PERIOD;
+    for (int k = 0; k < K; k++)
+        assert_int_equal(sync_from(s, GOSSIP_MSG_SYNC, 100 + (uint64_t)k, addr[k], t0), 1);
+    for (int k = 0; k < K; k++)
+        assert_int_equal(sync_from(s, GOSSIP_MSG_SYNC, 100 + (uint64_t)k, addr[k], t0 + PERIOD / 2),
+                         0);
+    assert_int_equal(sync_from(s, GOSSIP_MSG_JOIN, 100, addr[0], t0 + PERIOD / 2), 1);
+    /* a period after t0: all but member 100, whose JOIN came later */
+    for (int k = 0; k < K; k++)
+        assert_int_equal(sync_from(s, GOSSIP_MSG_SYNC, 100 + (uint64_t)k, addr[k], t0 + PERIOD),
+                         k != 0);
+    assert_int_equal(sync_from(s, GOSSIP_MSG_SYNC, 100, addr[0], t0 + PERIOD + PERIOD / 2), 1);
+    assert_int_equal(gossip_swim_stats_get(s)->no_memory, 0);
+    gossip_swim_destroy(s);
+    assert_int_equal(t.alloc.live, 0);
+
+    /* 8 limits fit the first table (at most half full); the 9th needs it
+     * to grow */
+    test_env_init(&t, 35);
+    s = make(&t, 1, "one", 64);
+    for (int k = 0; k < 10; k++)
+        know(s, 100 + (uint64_t)k, addr[k]);
+    while (gossip_swim_poll_send(s, &o, 0) == 1)
+        ;
+    for (int k = 0; k < 8; k++)
+        assert_int_equal(sync_from(s, GOSSIP_MSG_SYNC, 100 + (uint64_t)k, addr[k], t0), 1);
+    t.alloc.fail_at = t.alloc.count + 1;
+    assert_int_equal(sync_from(s, GOSSIP_MSG_SYNC, 108, addr[8], t0), 0);
+    assert_int_equal(gossip_swim_stats_get(s)->no_memory, 1);
+    assert_int_equal(gossip_swim_stats_get(s)->outq_drops, 0); /* not a frame: the limit */
+    t.alloc.fail_at = t.alloc.count + 1;
+    assert_int_equal(sync_from(s, GOSSIP_MSG_JOIN, 109, addr[9], t0), 1);
+    assert_int_equal(gossip_swim_stats_get(s)->no_memory, 2);
+    t.alloc.fail_at = 0;
+    assert_int_equal(sync_from(s, GOSSIP_MSG_SYNC, 108, addr[8], t0), 1);
+    assert_int_equal(sync_from(s, GOSSIP_MSG_SYNC, 108, addr[8], t0 + 1), 0);
+    gossip_swim_destroy(s);
+    assert_int_equal(t.alloc.live, 0);
+}
+
 /* Members' addresses are packed in one buffer that moves (grows, or drops
  * the replaced ones) when full. Through thousands of address changes of
  * every length, with every other move's allocation failed: each lookup
@@ -1499,6 +1574,7 @@ int main(void)
         cmocka_unit_test(restart_same_address_admitted),
         cmocka_unit_test(runtime_allocation_failures_fail_safe),
         cmocka_unit_test(packed_addresses_churn_and_fail_closed),
+        cmocka_unit_test(sync_answered_once_a_period),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
