@@ -246,32 +246,47 @@ static uint32_t hash_id(uint64_t id)
     return (uint32_t)id;
 }
 
+/* An id index entry: the slot + 1 in the low 16 bits (0 = empty), the top
+ * 16 bits of the id's hash above them, so that a probe past another id
+ * reads no member slot (a cache miss each at scale) unless the tags match. */
+#define HASH_SLOT_BITS 16u
+_Static_assert(GOSSIP_MEMBERS_MAX < (1u << HASH_SLOT_BITS) - 1u, "slot + 1 fits the entry");
+
+static uint32_t hash_entry(uint32_t h, uint32_t slot)
+{
+    return (h >> HASH_SLOT_BITS) << HASH_SLOT_BITS | (slot + 1);
+}
+
+static uint32_t hash_slot(uint32_t v)
+{
+    return (v & ((1u << HASH_SLOT_BITS) - 1u)) - 1u;
+}
+
 static member *find(const gossip_swim *s, uint64_t id)
 {
-    uint32_t i = hash_id(id) & s->hash_mask;
-    for (;;) {
+    uint32_t h = hash_id(id), tag = h >> HASH_SLOT_BITS;
+    for (uint32_t i = h & s->hash_mask;; i = (i + 1) & s->hash_mask) {
         uint32_t v = s->hash[i];
         if (v == 0)
             return NULL;
-        if (s->members[v - 1].id == id)
-            return &s->members[v - 1];
-        i = (i + 1) & s->hash_mask;
+        if (v >> HASH_SLOT_BITS == tag && s->members[hash_slot(v)].id == id)
+            return &s->members[hash_slot(v)];
     }
 }
 
 static void hash_insert(gossip_swim *s, uint64_t id, uint32_t slot)
 {
-    uint32_t i = hash_id(id) & s->hash_mask;
+    uint32_t h = hash_id(id), i = h & s->hash_mask;
     while (s->hash[i] != 0)
         i = (i + 1) & s->hash_mask;
-    s->hash[i] = slot + 1;
+    s->hash[i] = hash_entry(h, slot);
 }
 
 /* Linear-probing delete with backward shift (no tombstones in the hash). */
 static void hash_remove(gossip_swim *s, uint64_t id)
 {
     uint32_t i = hash_id(id) & s->hash_mask;
-    while (s->hash[i] != 0 && s->members[s->hash[i] - 1].id != id)
+    while (s->hash[i] != 0 && s->members[hash_slot(s->hash[i])].id != id)
         i = (i + 1) & s->hash_mask;
     if (s->hash[i] == 0)
         return;
@@ -282,7 +297,7 @@ static void hash_remove(gossip_swim *s, uint64_t id)
             j = (j + 1) & s->hash_mask;
             if (s->hash[j] == 0)
                 return;
-            uint32_t home = hash_id(s->members[s->hash[j] - 1].id) & s->hash_mask;
+            uint32_t home = hash_id(s->members[hash_slot(s->hash[j])].id) & s->hash_mask;
             /* move j back to i unless its home lies cyclically in (i, j] */
             if (i <= j ? (i < home && home <= j) : (i < home || home <= j))
                 continue;
