@@ -206,3 +206,89 @@ void gossip_sample_distinct(const gossip_env *env, uint32_t m, uint32_t k, uint3
         }
     }
 }
+
+static void sift_down_u64(uint64_t *a, size_t n, size_t i)
+{
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= n)
+            return;
+        if (c + 1 < n && a[c + 1] > a[c])
+            c++;
+        if (a[i] >= a[c])
+            return;
+        uint64_t t = a[i];
+        a[i] = a[c];
+        a[c] = t;
+        i = c;
+    }
+}
+
+static void sort_u64(uint64_t *a, size_t n, unsigned depth)
+{
+    while (n > 16) {
+        if (depth-- == 0) { /* heapsort */
+            for (size_t i = n / 2; i-- > 0;)
+                sift_down_u64(a, n, i);
+            for (size_t e = n - 1; e > 0; e--) {
+                uint64_t t = a[0];
+                a[0] = a[e];
+                a[e] = t;
+                sift_down_u64(a, e, 0);
+            }
+            return;
+        }
+        uint64_t x = a[0], y = a[n / 2], z = a[n - 1];
+        uint64_t pivot = x < y ? (y < z ? y : (x < z ? z : x)) : (x < z ? x : (y < z ? z : y));
+        size_t i = 0, j = n - 1;
+        for (;;) { /* Hoare partition: [0, j] <= pivot <= [j + 1, n) */
+            while (a[i] < pivot)
+                i++;
+            while (a[j] > pivot)
+                j--;
+            if (i >= j)
+                break;
+            uint64_t t = a[i];
+            a[i++] = a[j];
+            a[j--] = t;
+        }
+        size_t left = j + 1;
+        if (left < n - left) {
+            sort_u64(a, left, depth);
+            a += left;
+            n -= left;
+        } else {
+            sort_u64(a + left, n - left, depth);
+            n = left;
+        }
+    }
+    for (size_t i = 1; i < n; i++) {
+        uint64_t v = a[i];
+        size_t k = i;
+        while (k > 0 && a[k - 1] > v) {
+            a[k] = a[k - 1];
+            k--;
+        }
+        a[k] = v;
+    }
+}
+
+static unsigned sort_depth(size_t n)
+{
+    unsigned d = 0;
+    while (n > 1) {
+        n >>= 1;
+        d += 2;
+    }
+    return d;
+}
+
+void gossip_ids_sort(uint64_t *ids, uint32_t n)
+{
+    sort_u64(ids, n, sort_depth(n));
+}
+
+void gossip_ids_sort_depth(uint64_t *ids, uint32_t n, unsigned depth)
+{
+    sort_u64(ids, n, depth);
+}

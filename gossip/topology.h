@@ -89,6 +89,15 @@ uint32_t gossip_view_index(const gossip_view *v, uint64_t id);
  * none): where id is, or would be inserted. */
 uint32_t gossip_ids_lower_bound(const uint64_t *ids, uint32_t lo, uint32_t hi, uint64_t id);
 
+/* Sort ids ascending in place: introsort (median-of-three quicksort into
+ * the smaller side first, heapsort past 2 log2 n levels, so that no order
+ * a peer can bring costs more than O(n log n); insertion sort below 16),
+ * without qsort's comparison callback. */
+void gossip_ids_sort(uint64_t *ids, uint32_t n);
+/* The same with the quicksort levels before heapsort given (the tests'
+ * way to reach the heapsort: 0 = heapsort above 16 ids). */
+void gossip_ids_sort_depth(uint64_t *ids, uint32_t n, unsigned depth);
+
 /* Most draws of gossip_sample_distinct. */
 #define GOSSIP_SAMPLE_MAX 64u
 

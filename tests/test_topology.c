@@ -238,6 +238,59 @@ static void sample_distinct_is_a_partial_shuffle(void **state)
     free(arr);
 }
 
+static int cmp_id(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* gossip_ids_sort gives qsort's order for every shape of input: random,
+ * already sorted, reversed, organ pipe, all equal, few distinct values,
+ * sizes around the insertion-sort cutoff and large; so does its heapsort
+ * (what an order that defeats the quicksort's pivots falls back to). */
+static void ids_sort_matches_qsort(void **state)
+{
+    (void)state;
+    const uint32_t sizes[] = {0, 1, 2, 3, 15, 16, 17, 33, 100, 1000, 40000};
+    uint64_t *a = malloc(40000 * sizeof *a), *b = malloc(40000 * sizeof *b);
+    assert_non_null(a);
+    assert_non_null(b);
+    model_rng rng;
+    model_rng_seed(&rng, test_seed(5), 1);
+    for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++)
+        for (int shape = 0; shape < 6; shape++) {
+            uint32_t n = sizes[si];
+            for (uint32_t i = 0; i < n; i++) {
+                uint64_t r = model_rng_u64(&rng);
+                a[i] = shape == 0   ? r
+                       : shape == 1 ? (uint64_t)i * 7 + 1
+                       : shape == 2 ? (uint64_t)(n - i) * 7
+                       : shape == 3 ? (uint64_t)(i < n / 2 ? i : n - i)
+                       : shape == 4 ? 42
+                                    : r % 5;
+            }
+            memcpy(b, a, (size_t)n * sizeof *a);
+            qsort(b, n, sizeof *b, cmp_id);
+            /* the default depth (-1), then the heapsort at once (0) or after
+             * one or two quicksort levels */
+            uint64_t *orig = malloc((size_t)(n ? n : 1) * sizeof *orig);
+            assert_non_null(orig);
+            memcpy(orig, a, (size_t)n * sizeof *a);
+            for (int d = -1; d < 3; d++) {
+                memcpy(a, orig, (size_t)n * sizeof *a);
+                if (d < 0)
+                    gossip_ids_sort(a, n);
+                else
+                    gossip_ids_sort_depth(a, n, (unsigned)d);
+                if (n && memcmp(a, b, (size_t)n * sizeof *a) != 0)
+                    fail_msg("n %u shape %d depth %d: not qsort's order", n, shape, d);
+            }
+            free(orig);
+        }
+    free(a);
+    free(b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -248,6 +301,7 @@ int main(void)
         cmocka_unit_test(pick_is_a_neighbour_and_random_is_uniform),
         cmocka_unit_test(view_index_finds_ids),
         cmocka_unit_test(sample_distinct_is_a_partial_shuffle),
+        cmocka_unit_test(ids_sort_matches_qsort),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
