@@ -325,12 +325,10 @@ static int alloc_core(gossip_mix *m)
     const gossip_env *env = m->env;
     size_t dim = m->dim;
     uint32_t chunk_max = mix_min_u32(m->cv, m->dim + 1);
-    uint32_t flags = 0, stash = 0;
+    uint32_t flags = 0;
     for (unsigned a = 0; a < GOSSIP_MIX_ALGO_COUNT; a++)
-        if (m->algos & (1u << a)) {
+        if (m->algos & (1u << a))
             flags |= mix_rules[a]->flags;
-            stash |= mix_rules[a]->stash_types;
-        }
     int ok = (m->shared_views ||
               (m->ids_buf = gossip_calloc(env, m->members_max, sizeof *m->ids_buf))) &&
              (m->work = gossip_calloc(env, dim, sizeof(float))) &&
@@ -343,7 +341,6 @@ static int alloc_core(gossip_mix *m)
         ok = (m->txq = gossip_alloc(env, GOSSIP_MIX_TXQ_MAX * m->frame_cap)) != NULL;
     if (ok && (flags & MIX_OPS_ENC))
         ok = (m->enc = gossip_alloc(env, m->enc_cap ? m->enc_cap : 1)) != NULL;
-    m->stash_on = stash != 0; /* its buffers come with the first frame kept */
     return ok ? GOSSIP_OK : GOSSIP_ENOMEM;
 }
 
@@ -701,8 +698,7 @@ static int stash_alloc(gossip_mix *m)
 static void stash_put(gossip_mix *m, uint64_t from, const gossip_header *h, const uint8_t *p,
                       size_t len)
 {
-    if (!m->stash_on || m->replaying || from == 0 || from == m->self || len > m->frame_cap ||
-        !is_mix_type(h->type))
+    if (m->replaying || from == 0 || from == m->self || len > m->frame_cap || !is_mix_type(h->type))
         return;
     uint32_t bit = MIX_TYPE_BIT(h->type);
     unsigned a = 0;

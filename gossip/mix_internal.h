@@ -192,7 +192,6 @@ struct gossip_mix {
     /* frames of a view installed late */
     mix_stash *stash; /* NULL until the first frame is kept */
     uint8_t *stash_mem;
-    int stash_on; /* an enabled rule keeps frames (stash_types) */
     uint32_t stash_next;
     int replaying;
 

@@ -209,7 +209,16 @@ int gossip_node_join(gossip_node *n, const char *const *seeds, size_t count, gos
 
 /* ---- the end of the job (JOB_END) ---- */
 
-static uint32_t node_relay_fanout(uint32_t members);
+/* 3 + ceil(log2 N) */
+static uint32_t node_relay_fanout(uint32_t members)
+{
+    uint32_t f = 3, k = 1;
+    while (k < members) {
+        k <<= 1;
+        f++;
+    }
+    return f;
+}
 
 /* Member k of the view without self and `skip` (their indices in v, or
  * v->n when absent, given in ascending order as ex[0] <= ex[1]). */
@@ -252,15 +261,17 @@ static void node_end_spread(gossip_node *n, uint32_t fanout, uint64_t skip)
             fanout = node_relay_fanout(v.n);
         }
     }
-    if (n->end_dest == n->end_few && (!fanout || fanout >= m)) {
-        for (uint32_t k = 0; k < m; k++) /* m <= GOSSIP_NODE_RELAY_MAX here */
-            n->end_few[k] = end_candidate(&v, ex, k);
-    } else if (n->end_dest == n->end_few) {
-        uint32_t pick[GOSSIP_NODE_RELAY_MAX];
-        gossip_sample_distinct(n->env, m, fanout, pick);
-        for (uint32_t i = 0; i < fanout; i++)
-            n->end_few[i] = end_candidate(&v, ex, pick[i]);
-        m = fanout;
+    if (n->end_dest == n->end_few) {
+        if (fanout && fanout < m) {
+            uint32_t pick[GOSSIP_NODE_RELAY_MAX];
+            gossip_sample_distinct(n->env, m, fanout, pick);
+            for (uint32_t i = 0; i < fanout; i++)
+                n->end_few[i] = end_candidate(&v, ex, pick[i]);
+            m = fanout;
+        } else {
+            for (uint32_t k = 0; k < m; k++) /* m <= GOSSIP_NODE_RELAY_MAX here */
+                n->end_few[k] = end_candidate(&v, ex, k);
+        }
     }
     n->end_n = m;
     n->end_at = 0;
@@ -275,17 +286,6 @@ static void node_end_spread(gossip_node *n, uint32_t fanout, uint64_t skip)
     gossip_header h = {
         .type = GOSSIP_MSG_JOB_END, .payload_len = GOSSIP_NODE_JOB_END_BYTES, .sender = n->self};
     gossip_header_encode(&h, n->end_frame);
-}
-
-/* 3 + ceil(log2 N) */
-static uint32_t node_relay_fanout(uint32_t members)
-{
-    uint32_t f = 3, k = 1;
-    while (k < members) {
-        k <<= 1;
-        f++;
-    }
-    return f;
 }
 
 static int node_recv_job_end(gossip_node *n, uint64_t from, const gossip_header *h,

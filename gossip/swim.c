@@ -83,10 +83,6 @@ typedef struct member {
     uint8_t addr_len;
 } member;
 
-/* A pending update: its member's slot (stable while queued: a member
- * leaves the queue before its slot is freed) and its record's size, kept
- * equal to record_size() of the member by queue_resize, so that choosing
- * what to piggyback reads the queue alone. */
 /* Once-a-period limits of a member (at most one of each kind a period):
  * a sync started because it was dead to us, a SYNC answered, a notice to
  * an address it moved from. An entry older than a period limits nothing,
@@ -99,6 +95,10 @@ typedef struct swim_limit {
     gossip_time_us at;   /* when */
 } swim_limit;
 
+/* A pending update: its member's slot (stable while queued: a member
+ * leaves the queue before its slot is freed) and its record's size, kept
+ * equal to record_size() of the member by queue_resize, so that choosing
+ * what to piggyback reads the queue alone. */
 typedef struct queued {
     uint64_t id;
     uint32_t transmits;
@@ -151,7 +151,7 @@ struct gossip_swim {
     /* Free slots below hw, last freed first: the index + 1 of the first in
      * free_head, each free slot's `inc` the index + 1 of the next (0 ends). */
     uint32_t free_head;
-    uint32_t *hash; /* slot + 1, 0 = empty; hash_mask + 1 entries */
+    uint32_t *hash; /* hash_entry(), 0 = empty; hash_mask + 1 entries */
     uint32_t hash_mask;
     uint32_t self_slot;
     uint32_t n_suspect, n_tomb;
@@ -282,6 +282,14 @@ static void hash_insert(gossip_swim *s, uint64_t id, uint32_t slot)
     s->hash[i] = hash_entry(h, slot);
 }
 
+/* Backward-shift deletion (no tombstones) in a linear-probing table: the
+ * entry at j, whose home slot is `home`, stays where it is after slot i was
+ * emptied iff home lies cyclically in (i, j]. */
+static int probe_stays(uint32_t i, uint32_t j, uint32_t home)
+{
+    return i <= j ? (i < home && home <= j) : (i < home || home <= j);
+}
+
 /* Linear-probing delete with backward shift (no tombstones in the hash). */
 static void hash_remove(gossip_swim *s, uint64_t id)
 {
@@ -299,7 +307,7 @@ static void hash_remove(gossip_swim *s, uint64_t id)
                 return;
             uint32_t home = hash_id(s->members[hash_slot(s->hash[j])].id) & s->hash_mask;
             /* move j back to i unless its home lies cyclically in (i, j] */
-            if (i <= j ? (i < home && home <= j) : (i < home || home <= j))
+            if (probe_stays(i, j, home))
                 continue;
             break;
         }
@@ -413,14 +421,14 @@ static uint32_t limit_key(const gossip_swim *s, const member *m, unsigned kind)
     return slot_of(s, m) * LIMIT_KINDS + kind + 1;
 }
 
-static uint32_t limit_home(const gossip_swim *s, uint32_t key)
+static uint32_t limit_home(uint32_t key, uint32_t cap)
 {
-    return hash_id(key) & (s->lim_cap - 1);
+    return hash_id(key) & (cap - 1);
 }
 
 static swim_limit *limit_find(const gossip_swim *s, uint32_t key)
 {
-    for (uint32_t i = limit_home(s, key);; i = (i + 1) & (s->lim_cap - 1)) {
+    for (uint32_t i = limit_home(key, s->lim_cap);; i = (i + 1) & (s->lim_cap - 1)) {
         if (s->lim[i].key == key)
             return &s->lim[i];
         if (s->lim[i].key == 0)
@@ -428,12 +436,13 @@ static swim_limit *limit_find(const gossip_swim *s, uint32_t key)
     }
 }
 
-static void limit_put_at(swim_limit *t, uint32_t cap, swim_limit e)
+static swim_limit *limit_put_at(swim_limit *t, uint32_t cap, swim_limit e)
 {
-    uint32_t i = hash_id(e.key) & (cap - 1);
+    uint32_t i = limit_home(e.key, cap);
     while (t[i].key != 0)
         i = (i + 1) & (cap - 1);
     t[i] = e;
+    return &t[i];
 }
 
 /* Remove the entry at index i (backward-shift deletion, no tombstones). */
@@ -446,8 +455,7 @@ static void limit_remove_at(gossip_swim *s, uint32_t i)
         j = (j + 1) & mask;
         if (s->lim[j].key == 0)
             return;
-        uint32_t home = limit_home(s, s->lim[j].key);
-        if ((j > i && (home <= i || home > j)) || (j < i && (home <= i && home > j))) {
+        if (!probe_stays(i, j, limit_home(s->lim[j].key, s->lim_cap))) {
             s->lim[i] = s->lim[j];
             s->lim[j].key = 0;
             i = j;
@@ -502,9 +510,8 @@ static int limit_record(gossip_swim *s, const member *m, unsigned kind, uint32_t
     if (!e) {
         if (limit_room(s, now))
             return GOSSIP_ENOMEM;
-        limit_put_at(s->lim, s->lim_cap, (swim_limit){key, 0, 0});
+        e = limit_put_at(s->lim, s->lim_cap, (swim_limit){key, 0, 0});
         s->lim_n++;
-        e = limit_find(s, key);
     }
     e->at = now ? now : 1; /* as the slot's times were: 0 read as never */
     e->notice_key = notice_key;
