@@ -9,45 +9,80 @@
 # "skipped: " or with "NAME: skipped: " (NAME one word, as the scripts name
 # themselves): it is listed as "skip" and counted as skipped, neither passed
 # nor failed. Any other output with status 0 is a pass.
+#
+# PARALLEL_SUITES run TEST_JOBS at a time (default 2), before the others:
+# they are single-threaded and deterministic, open no socket and hold no
+# wall-clock bound (the simulator's and the models' suites), so a second
+# suite on the other core changes nothing they check. Every other suite
+# runs alone: it starts real agents, sockets or timeouts that a neighbour
+# would stretch. A suite not listed runs alone.
 set -u
+timeout_s=${TEST_TIMEOUT_S:-900}
+# run.sh --cmocka-one DIR BIN: run one cmocka binary; its output goes to
+# DIR/NAME, "STATUS SECONDS" to DIR/NAME.rc (the parallel lane's worker)
+if [ "${1:-}" = "--cmocka-one" ]; then
+    out="$2/$(basename "$3")"
+    start=$(date +%s)
+    CMOCKA_MESSAGE_OUTPUT=stdout timeout "$timeout_s" "$3" >"$out" 2>&1
+    echo "$? $(($(date +%s) - start))" >"$out.rc"
+    exit 0
+fi
+PARALLEL_SUITES="test_sim_primaries test_simrun test_swim_net test_shards test_mix test_simlink
+test_sim_engine test_model_train test_model_cnn"
+jobs=${TEST_JOBS:-2}
 build=${1:-build}
 only=${2:-}
 passed=0
 failed=0
 skipped=0
-timeout_s=${TEST_TIMEOUT_S:-900}
 want() {
     [ -z "$only" ] && return 0
     case ",$only," in *",$1,"*) return 0 ;; esac
     return 1
 }
-log=$(mktemp)
-trap 'rm -f "$log"' EXIT
+dir=$(mktemp -d)
+log="$dir/integration.log"
+trap 'rm -rf "$dir"' EXIT
+# count and print the result of cmocka suite NAME from DIR/NAME{,.rc}
+cmocka_report() { # name
+    [ -f "$dir/$1.rc" ] || { echo "1 0" >"$dir/$1.rc" && echo "suite $1 left no status" >>"$dir/$1"; }
+    read -r rc secs <"$dir/$1.rc"
+    p=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$dir/$1" | tail -n1)
+    f=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) test.*/\1/p' "$dir/$1" | tail -n1)
+    p=${p:-0}
+    f=${f:-0}
+    if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
+        f=1
+        echo "suite $1 exited with status $rc" >>"$dir/$1"
+    fi
+    passed=$((passed + p))
+    failed=$((failed + f))
+    if [ "$f" -ne 0 ]; then
+        cat "$dir/$1"
+        echo "FAIL $1: $p passed, $f failed (${secs}s)"
+    else
+        echo "ok   $1: $p passed (${secs}s)"
+    fi
+}
+par=""
+ser=""
 for bin in "$build"/tests/test_*; do
     [ -x "$bin" ] || continue
     case "$bin" in *.o|*.d) continue ;; esac
     name=$(basename "$bin")
     want "$name" || continue
-    start=$(date +%s)
-    CMOCKA_MESSAGE_OUTPUT=stdout timeout "$timeout_s" "$bin" >"$log" 2>&1
-    rc=$?
-    p=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$log" | tail -n1)
-    f=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) test.*/\1/p' "$log" | tail -n1)
-    p=${p:-0}
-    f=${f:-0}
-    if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
-        f=1
-        echo "suite $name exited with status $rc" >>"$log"
-    fi
-    passed=$((passed + p))
-    failed=$((failed + f))
-    secs=$(($(date +%s) - start))
-    if [ "$f" -ne 0 ]; then
-        cat "$log"
-        echo "FAIL $name: $p passed, $f failed (${secs}s)"
-    else
-        echo "ok   $name: $p passed (${secs}s)"
-    fi
+    case " $(echo $PARALLEL_SUITES) " in
+    *" $name "*) par="$par $bin" ;;
+    *) ser="$ser $bin" ;;
+    esac
+done
+if [ -n "$par" ]; then
+    printf '%s\n' $par | xargs -n 1 -P "$jobs" sh "$0" --cmocka-one "$dir"
+    for bin in $par; do cmocka_report "$(basename "$bin")"; done
+fi
+for bin in $ser; do
+    sh "$0" --cmocka-one "$dir" "$bin"
+    cmocka_report "$(basename "$bin")"
 done
 for script in tests/integration/*.sh; do
     [ -f "$script" ] || continue

@@ -32,7 +32,9 @@ for mix in gossip allreduce; do
             [ "$(field $i mixing_rounds)" -ge 50 ] || return 1
         done
     }
-    wait_for 60 converged || fail "$mix: no convergence in 60 s"
+    # an upper limit for slow hosts (ThreadSanitizer on a loaded CI host), not
+    # a convergence-speed claim
+    wait_for 120 converged || fail "$mix: no convergence in 120 s"
     held=0
     for i in 1 2 3; do held=$((held + $(field $i shards_held))); done
     [ "$held" -ge 24 ] || fail "$mix: $held shard copies held, want 2 x 12"

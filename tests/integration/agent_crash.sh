@@ -21,7 +21,7 @@ ready() {
         [ "$(field $i step)" -ge 600 ] || return 1
     done
 }
-wait_for 40 ready || fail "cluster not training with 3 members within 40 s"
+wait_for 90 ready || fail "cluster not training with 3 members within 90 s"
 ckpt=$(sed -n 's/.*event=checkpoint_written .* step=\([0-9]*\) .*/\1/p' "$tmp/a3.log" | tail -n 1)
 [ -n "$ckpt" ] || fail "agent 3 wrote no checkpoint"
 
