@@ -70,18 +70,27 @@
 
 typedef struct member {
     uint64_t id;
-    uint64_t suspect_from;           /* who first suspected / declared it (for gossip) */
-    gossip_time_us state_at;         /* when the current state began */
-    gossip_time_us suspect_deadline; /* SUSPECT only */
-    uint32_t inc;        /* a free slot: the index + 1 of the next free one (free_head) */
-    uint32_t verify_seq; /* last-chance ping in flight (SUSPECT only), 0 = none */
-    uint32_t queue_pos;  /* index + 1 in the piggyback queue, 0 = none */
-    uint32_t conf;       /* SUSPECT: index + 1 of its suspecters in s->conf, 0 = none */
-    uint32_t addr_off;   /* its address: s->abuf + addr_off, addr_len bytes and a NUL */
-    uint8_t state;       /* gossip_member_state, NONE = free slot */
+    uint64_t suspect_from;   /* who first suspected / declared it (for gossip) */
+    gossip_time_us state_at; /* when the current state began */
+    uint32_t inc;            /* a free slot: the index + 1 of the next free one (free_head) */
+    uint32_t queue_pos;      /* index + 1 in the piggyback queue, 0 = none */
+    uint32_t conf;           /* SUSPECT: index + 1 of its suspicion in s->conf, 0 = none */
+    uint32_t addr_off;       /* its address: s->abuf + addr_off, addr_len bytes and a NUL */
+    uint8_t state;           /* gossip_member_state, NONE = free slot */
     uint8_t n_confirm;
     uint8_t addr_len;
 } member;
+
+/* A suspect's suspicion: who suspects it (n_confirm of them, the newest
+ * last), when it is declared dead or pinged a last time, and that ping's
+ * sequence number. A handful of members are suspects at a time; the
+ * deadline and the sequence number were 12 bytes in every member slot. A
+ * free entry's by[0] is the index + 1 of the next free one. */
+typedef struct suspicion {
+    uint64_t by[GOSSIP_SWIM_CONFIRM_MAX];
+    gossip_time_us deadline;
+    uint32_t verify_seq; /* last-chance ping in flight, 0 = none */
+} suspicion;
 
 /* Once-a-period limits of a member (at most one of each kind a period):
  * a sync started because it was dead to us, a SYNC answered, a notice to
@@ -156,12 +165,11 @@ struct gossip_swim {
     uint32_t self_slot;
     uint32_t n_suspect, n_tomb;
 
-    /* The suspecters of each suspect (n_confirm of them), in a table of
-     * its own: a handful of members are suspects at a time, and 64 bytes
-     * kept in every member slot were a third of the table. Grown by
-     * doubling when every entry is taken (at most cap entries); a free
-     * entry's first word is the index + 1 of the next free one. */
-    uint64_t (*conf)[GOSSIP_SWIM_CONFIRM_MAX];
+    /* The suspicion of each suspect, in a table of its own (the
+     * suspecters' 64 bytes kept in every member slot were a third of the
+     * table). Grown by doubling when every entry is taken (at most cap
+     * entries). */
+    suspicion *conf;
     uint32_t conf_cap, conf_free;
 
     /* Every member's address, packed (a short address costs its length,
@@ -349,9 +357,10 @@ static void queue_remove(gossip_swim *s, member *m);
 static void queue_resize(gossip_swim *s, const member *m);
 static size_t record_size(const member *m);
 
-/* A suspecters entry for m (SUSPECT); 0 when memory runs out, and then
- * confirmations of that suspicion are not counted (its timeout stays at
- * the longest: slower to declare a death, never faster). */
+/* A suspicion entry for m (SUSPECT); 0 when memory runs out, and then
+ * confirmations of that suspicion are not counted, its timeout stays at
+ * the longest (slower to declare a death, never faster) and it has no
+ * last-chance ping (suspect_deadline, verify_suspect). */
 static uint32_t conf_take(gossip_swim *s)
 {
     if (!s->conf_free) {
@@ -360,7 +369,7 @@ static uint32_t conf_take(gossip_swim *s)
             cap = s->cap;
         if (cap <= s->conf_cap)
             return 0;
-        uint64_t(*t)[GOSSIP_SWIM_CONFIRM_MAX] = gossip_alloc(s->env, (size_t)cap * sizeof *t);
+        suspicion *t = gossip_alloc(s->env, (size_t)cap * sizeof *t);
         if (!t) {
             s->stats.no_memory++;
             return 0;
@@ -370,13 +379,14 @@ static uint32_t conf_take(gossip_swim *s)
         gossip_free(s->env, s->conf);
         s->conf = t;
         for (uint32_t i = cap; i > s->conf_cap; i--) { /* free list in index order */
-            s->conf[i - 1][0] = s->conf_free;
+            s->conf[i - 1].by[0] = s->conf_free;
             s->conf_free = i;
         }
         s->conf_cap = cap;
     }
     uint32_t e = s->conf_free;
-    s->conf_free = (uint32_t)s->conf[e - 1][0];
+    s->conf_free = (uint32_t)s->conf[e - 1].by[0];
+    s->conf[e - 1].verify_seq = 0;
     return e;
 }
 
@@ -384,9 +394,26 @@ static void conf_release(gossip_swim *s, member *m)
 {
     if (!m->conf)
         return;
-    s->conf[m->conf - 1][0] = s->conf_free;
+    s->conf[m->conf - 1].by[0] = s->conf_free;
     s->conf_free = m->conf;
     m->conf = 0;
+}
+
+/* m's suspicion (SUSPECT), NULL without one */
+static suspicion *susp(const gossip_swim *s, const member *m)
+{
+    return m->conf ? &s->conf[m->conf - 1] : NULL;
+}
+
+static gossip_time_us suspicion_timeout(const gossip_swim *s, uint32_t confirmations);
+
+/* When suspect m is pinged a last time, or declared dead after that ping;
+ * without a suspicion entry (no memory), the longest timeout from the
+ * start of the suspicion, and no last-chance ping. */
+static gossip_time_us suspect_deadline(const gossip_swim *s, const member *m)
+{
+    const suspicion *e = susp(s, m);
+    return e ? e->deadline : m->state_at + suspicion_timeout(s, 0);
 }
 
 static void set_state(gossip_swim *s, member *m, uint8_t st, gossip_time_us now)
@@ -407,7 +434,6 @@ static void set_state(gossip_swim *s, member *m, uint8_t st, gossip_time_us now)
     queue_resize(s, m);
     m->state_at = now;
     m->n_confirm = 0;
-    m->verify_seq = 0;
     if (st == GOSSIP_MEMBER_SUSPECT)
         s->n_suspect++;
     if (is_tomb(st))
@@ -751,8 +777,8 @@ static void refresh_suspect_deadline(gossip_swim *s)
         return;
     for (uint32_t i = 0; i < s->hw; i++) {
         const member *m = &s->members[i];
-        if (m->state == GOSSIP_MEMBER_SUSPECT && m->suspect_deadline < s->next_suspect)
-            s->next_suspect = m->suspect_deadline;
+        if (m->state == GOSSIP_MEMBER_SUSPECT && suspect_deadline(s, m) < s->next_suspect)
+            s->next_suspect = suspect_deadline(s, m);
     }
 }
 
@@ -1177,14 +1203,16 @@ static void start_suspect(gossip_swim *s, member *m, uint32_t inc, uint64_t from
     m->inc = inc;
     set_state(s, m, GOSSIP_MEMBER_SUSPECT, now);
     m->suspect_from = from;
-    if ((m->conf = conf_take(s)) != 0)
-        s->conf[m->conf - 1][0] = from;
     m->n_confirm = 1; /* the first suspecter; confirmations are the others */
-    /* A death reported by a full-state sync was confirmed over there: give
-     * the subject the minimum time to refute (it still gets it). */
-    m->suspect_deadline = now + suspicion_timeout(s, confirmed ? GOSSIP_SWIM_CONFIRM_MAX : 0);
-    if (m->suspect_deadline < s->next_suspect)
-        s->next_suspect = m->suspect_deadline;
+    suspicion *e = (m->conf = conf_take(s)) != 0 ? susp(s, m) : NULL;
+    if (e) {
+        e->by[0] = from;
+        /* A death reported by a full-state sync was confirmed over there:
+         * give the subject the minimum time to refute (it still gets it). */
+        e->deadline = now + suspicion_timeout(s, confirmed ? GOSSIP_SWIM_CONFIRM_MAX : 0);
+    }
+    if (suspect_deadline(s, m) < s->next_suspect)
+        s->next_suspect = suspect_deadline(s, m);
     s->stats.suspicions++;
     enqueue_news(s, m);
 }
@@ -1193,7 +1221,8 @@ static void confirm_suspect(gossip_swim *s, member *m, uint64_t from)
 {
     if (!m->conf) /* no memory for its suspecters: not counted */
         return;
-    uint64_t *who = s->conf[m->conf - 1];
+    suspicion *e = susp(s, m);
+    uint64_t *who = e->by;
     for (uint32_t i = 0; i < m->n_confirm; i++)
         if (who[i] == from)
             return;
@@ -1202,8 +1231,8 @@ static void confirm_suspect(gossip_swim *s, member *m, uint64_t from)
     who[m->n_confirm++] = from;
     m->suspect_from = from; /* gossip the newest suspecter: others count it */
     gossip_time_us d = m->state_at + suspicion_timeout(s, m->n_confirm - 1u);
-    if (d < m->suspect_deadline) {
-        m->suspect_deadline = d;
+    if (d < e->deadline) {
+        e->deadline = d;
         if (d < s->next_suspect)
             s->next_suspect = d;
     }
@@ -1622,12 +1651,13 @@ static void reconnect(gossip_swim *s)
  * covers the e^-(sends) chance that a refutation's gossip missed us. */
 static void verify_suspect(gossip_swim *s, member *m, gossip_time_us now)
 {
-    m->verify_seq = ++s->seq;
-    m->suspect_deadline = now + VERIFY_PERIODS * period_us(s) * scale(s);
+    suspicion *e = susp(s, m);
+    e->verify_seq = ++s->seq;
+    e->deadline = now + VERIFY_PERIODS * period_us(s) * scale(s);
     for (uint32_t i = 0; i < VERIFY_PINGS; i++) {
         outmsg *o = out_push(s, GOSSIP_MSG_PING, m->id);
         if (o) {
-            o->seq = m->verify_seq;
+            o->seq = e->verify_seq;
             o->target = m->id;
         }
     }
@@ -1663,17 +1693,16 @@ static void run_timers(gossip_swim *s, gossip_time_us now)
     if (now >= s->next_suspect) {
         for (uint32_t i = 0; i < s->hw; i++) {
             member *m = &s->members[i];
-            if (m->state == GOSSIP_MEMBER_SUSPECT && m->suspect_deadline <= now &&
-                m->verify_seq == 0) {
+            if (m->state != GOSSIP_MEMBER_SUSPECT || suspect_deadline(s, m) > now)
+                continue;
+            if (m->conf && susp(s, m)->verify_seq == 0) {
                 verify_suspect(s, m, now);
                 continue;
             }
-            if (m->state == GOSSIP_MEMBER_SUSPECT && m->suspect_deadline <= now) {
-                set_state(s, m, GOSSIP_MEMBER_DEAD, now);
-                m->suspect_from = s->cfg.self_id;
-                s->stats.deaths++;
-                enqueue_news(s, m);
-            }
+            set_state(s, m, GOSSIP_MEMBER_DEAD, now);
+            m->suspect_from = s->cfg.self_id;
+            s->stats.deaths++;
+            enqueue_news(s, m);
         }
         refresh_suspect_deadline(s);
     }
@@ -1937,13 +1966,14 @@ int gossip_swim_recv(gossip_swim *s, uint64_t from, const gossip_header *h, cons
         foreign_answer(s, seq, now);
         if (s->refused)
             return GOSSIP_OK;
-        if (sm && sm->state == GOSSIP_MEMBER_SUSPECT && sm->verify_seq == seq && seq) {
+        suspicion *se = sm && sm->state == GOSSIP_MEMBER_SUSPECT ? susp(s, sm) : NULL;
+        if (se && se->verify_seq == seq && seq) {
             /* it answers: wait for its refutation, clock restarted */
-            sm->verify_seq = 0;
+            se->verify_seq = 0;
             sm->state_at = now;
-            sm->suspect_deadline = now + suspicion_timeout(s, sm->n_confirm - 1u);
-            if (sm->suspect_deadline < s->next_suspect)
-                s->next_suspect = sm->suspect_deadline;
+            se->deadline = now + suspicion_timeout(s, sm->n_confirm - 1u);
+            if (se->deadline < s->next_suspect)
+                s->next_suspect = se->deadline;
             break;
         }
         relay *rl = relay_find(s, seq);

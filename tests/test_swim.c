@@ -1346,17 +1346,24 @@ static gossip_time_us death_after_confirmations(int fail)
     return dead_at;
 }
 
-/* The two allocations after create (the table of a suspect's suspecters,
- * the frame of a full-state message) fail safe: a suspicion whose
- * suspecters cannot be kept counts no confirmation and so takes its
- * longest timeout (a death is declared later, never sooner), and a
- * SYNC_REPLY without memory is dropped and counted, the next one goes. */
+/* The two allocations after create (the table of suspicions, the frame
+ * of a full-state message) fail safe: a suspicion that cannot be kept
+ * counts no confirmation and so takes its longest timeout (a death is
+ * declared later, never sooner), and a SYNC_REPLY without memory is
+ * dropped and counted, the next one goes. */
 static void runtime_allocation_failures_fail_safe(void **state)
 {
     (void)state;
     gossip_time_us kept = death_after_confirmations(0);
     gossip_time_us lost = death_after_confirmations(1);
     assert_true(lost > kept);
+    /* kept: three suspecters bring the timeout down to its shortest (4
+     * periods at 5 members with the defaults), then the last-chance pings
+     * wait 2 periods or more (more when awareness has grown); lost: the
+     * longest, 6 x 4 periods, and no last-chance ping (it has no entry to
+     * keep the ping's number in) */
+    assert_true(kept >= 6u * (gossip_time_us)PERIOD && kept < 24u * (gossip_time_us)PERIOD);
+    assert_int_equal(lost, 24u * (gossip_time_us)PERIOD);
 
     test_env t;
     test_env_init(&t, 32);
