@@ -493,6 +493,44 @@ static void job_end_spreads(void **state)
 /* A member that reaches the target announces JOB_END and leaves at once:
  * its LEAVE can be processed before its JOB_END, so a member that left the
  * view (state LEFT) is still heard; one never in the view is not. */
+/* The mixer holds its node's swim view by pointer (no copy): swim changes
+ * that array in place, so the node hands the view over after every call
+ * that can change it. After a leave (no frame, no tick: the leave alone),
+ * the mixer's view is the swim's without self, and a round cannot start. */
+static void mixer_view_follows_swim(void **state)
+{
+    (void)state;
+    world w;
+    world_init_whole(&w);
+    gossip_view v;
+    for (uint32_t i = 0; i < N_AGENTS; i++) {
+        gossip_swim_view(gossip_node_swim(w.a[i].node), &v);
+        assert_int_equal(gossip_mix_view_epoch(gossip_node_mix(w.a[i].node)), v.epoch);
+    }
+    gossip_swim_view(gossip_node_swim(w.a[2].node), &v);
+    uint64_t before = v.epoch;
+    gossip_mix *m2 = gossip_node_mix(w.a[2].node);
+    gossip_node_leave(w.a[2].node, sim_driver_now(w.d));
+    gossip_swim_view(gossip_node_swim(w.a[2].node), &v);
+    assert_true(v.epoch > before);
+    assert_int_equal(v.n, N_AGENTS - 1);
+    assert_int_equal(gossip_mix_view_epoch(m2), v.epoch);
+    assert_int_equal(gossip_mix_start(m2, w.a[2].x, sim_driver_now(w.d)), GOSSIP_ENOTFOUND);
+    for (int k = 0; k < 50 && view_size(&w, 1) != N_AGENTS - 1; k++)
+        run_ms(&w, 100);
+    for (uint32_t i = 0; i < N_AGENTS; i++) {
+        if (i == 2)
+            continue;
+        gossip_swim_view(gossip_node_swim(w.a[i].node), &v);
+        assert_int_equal(v.n, N_AGENTS - 1);
+        assert_int_equal(gossip_mix_view_epoch(gossip_node_mix(w.a[i].node)), v.epoch);
+        assert_int_equal(
+            gossip_mix_start(gossip_node_mix(w.a[i].node), w.a[i].x, sim_driver_now(w.d)),
+            GOSSIP_OK);
+    }
+    world_free(&w);
+}
+
 static void job_end_heard_after_leave(void **state)
 {
     (void)state;
@@ -590,6 +628,7 @@ int main(void)
         cmocka_unit_test(joiners_retry_busy_peers_soon),
         cmocka_unit_test(joiners_give_up_when_nobody_serves),
         cmocka_unit_test(job_end_spreads),
+        cmocka_unit_test(mixer_view_follows_swim),
         cmocka_unit_test(job_end_heard_after_leave),
         cmocka_unit_test(job_end_goes_before_leave),
         cmocka_unit_test(create_survives_oom),
