@@ -777,8 +777,11 @@ static void refresh_suspect_deadline(gossip_swim *s)
         return;
     for (uint32_t i = 0; i < s->hw; i++) {
         const member *m = &s->members[i];
-        if (m->state == GOSSIP_MEMBER_SUSPECT && suspect_deadline(s, m) < s->next_suspect)
-            s->next_suspect = suspect_deadline(s, m);
+        if (m->state != GOSSIP_MEMBER_SUSPECT)
+            continue;
+        gossip_time_us d = suspect_deadline(s, m);
+        if (d < s->next_suspect)
+            s->next_suspect = d;
     }
 }
 
@@ -1204,15 +1207,17 @@ static void start_suspect(gossip_swim *s, member *m, uint32_t inc, uint64_t from
     set_state(s, m, GOSSIP_MEMBER_SUSPECT, now);
     m->suspect_from = from;
     m->n_confirm = 1; /* the first suspecter; confirmations are the others */
-    suspicion *e = (m->conf = conf_take(s)) != 0 ? susp(s, m) : NULL;
+    m->conf = conf_take(s);
+    suspicion *e = susp(s, m);
     if (e) {
         e->by[0] = from;
         /* A death reported by a full-state sync was confirmed over there:
          * give the subject the minimum time to refute (it still gets it). */
         e->deadline = now + suspicion_timeout(s, confirmed ? GOSSIP_SWIM_CONFIRM_MAX : 0);
     }
-    if (suspect_deadline(s, m) < s->next_suspect)
-        s->next_suspect = suspect_deadline(s, m);
+    gossip_time_us d = suspect_deadline(s, m);
+    if (d < s->next_suspect)
+        s->next_suspect = d;
     s->stats.suspicions++;
     enqueue_news(s, m);
 }

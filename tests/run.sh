@@ -27,8 +27,8 @@ if [ "${1:-}" = "--cmocka-one" ]; then
     echo "$? $(($(date +%s) - start))" >"$out.rc"
     exit 0
 fi
-PARALLEL_SUITES="test_sim_primaries test_simrun test_swim_net test_shards test_mix test_simlink
-test_sim_engine test_model_train test_model_cnn"
+PARALLEL_SUITES=" test_sim_primaries test_simrun test_swim_net test_shards test_mix test_simlink
+test_sim_engine test_model_train test_model_cnn "
 jobs=${TEST_JOBS:-2}
 build=${1:-build}
 only=${2:-}
@@ -71,8 +71,8 @@ for bin in "$build"/tests/test_*; do
     case "$bin" in *.o|*.d) continue ;; esac
     name=$(basename "$bin")
     want "$name" || continue
-    case " $(echo $PARALLEL_SUITES) " in
-    *" $name "*) par="$par $bin" ;;
+    case "$PARALLEL_SUITES" in
+    *[[:space:]]"$name"[[:space:]]*) par="$par $bin" ;;
     *) ser="$ser $bin" ;;
     esac
 done
