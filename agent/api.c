@@ -175,8 +175,15 @@ MURMUR_API int murmur_mix(murmur_agent *a, float *params, uint32_t steps, uint64
 {
     if (!a || !params)
         return MURMUR_EINVAL;
-    if (a->stop)
+    if (a->stop) {
+        /* The steps are in params, which murmur_close checkpoints: counted,
+         * so the checkpoint's step is the step its parameters stand at. */
+        pthread_mutex_lock(&a->mu);
+        a->host_steps += steps;
+        a->host_samples += samples;
+        pthread_mutex_unlock(&a->mu);
         return MURMUR_ESTOPPED;
+    }
     pthread_mutex_lock(&a->mu);
     /* A host with no data (0 steps, 0 samples) on an agent whose store is
      * full will get none: one schedule step, not counted as a local step,
@@ -212,8 +219,10 @@ MURMUR_API int murmur_mix(murmur_agent *a, float *params, uint32_t steps, uint64
     agent_metric_add(a->ms.samples, samples);
     if (due)
         net_transport_wake(a->t);
-    if (max_steps) /* run.max_steps: the trainer's next call gets ESTOPPED */
+    if (max_steps) { /* run.max_steps: the host stops at exactly that step */
         agent_runtime_job_end(a, "max_steps", AGENT_EXIT_MAX_STEPS);
+        return MURMUR_ESTOPPED;
+    }
     /* the pause and slow faults ([faults], murmur fault): the host's loop
      * is held here, whoever the host is (agent/chaos.h) */
     if (a->faults && agent_faults_host_gate(a))

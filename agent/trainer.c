@@ -308,6 +308,27 @@ static void trainer_evaluate(trainer *tr)
     murmur_report(tr->a, tr->loss_init ? tr->loss_avg : NAN, tr->test_loss, tr->acc);
 }
 
+/* One evaluation of the parameters as they are, logged as model_evaluated
+ * with `when` (final at a stop, or where a restored model came from): the
+ * shutdown's last accuracy and the restart's first are of the same bytes,
+ * so an operator (and tests/integration/agent_checkpoint.sh) sees that a
+ * restart lost nothing. */
+static void trainer_evaluate_logged(trainer *tr, const char *when)
+{
+    double loss, acc;
+    if (model_net_evaluate(tr->net, &tr->test, &tr->norm, &loss, &acc) != MODEL_OK)
+        return;
+    tr->acc = acc;
+    tr->test_loss = loss;
+    agent_log_line l;
+    agent_log_begin(&l, AGENT_LOG_INFO, "model_evaluated");
+    agent_log_str(&l, "when", when);
+    agent_log_u64(&l, "step", tr->step);
+    agent_log_f64(&l, "accuracy", tr->acc);
+    agent_log_f64(&l, "test_loss", tr->test_loss);
+    agent_log_end(&l);
+}
+
 /* A step whose loss is not finite (a learning rate too high for the
  * model, or values from a peer that slipped through mixing's bounds):
  * the agent never stops for it. The parameters go back to the agent's
@@ -440,10 +461,19 @@ int agent_trainer_run(const agent_config *cfg, murmur_agent *volatile *running,
         tr->step = st.steps; /* a restart resumes its step count */
         /* Each agent shuffles its data with its own stream. */
         model_rng_seed(&tr->rng, st.node_id, 1);
+        if (source == MURMUR_SOURCE_CHECKPOINT || source == MURMUR_SOURCE_TRANSFER) {
+            trainer_evaluate_logged(tr, source == MURMUR_SOURCE_CHECKPOINT ? "checkpoint"
+                                                                           : "state_transfer");
+            murmur_report(tr->a, NAN, tr->test_loss, tr->acc);
+        }
         trainer_loop(tr);
     }
     *running = NULL;
     int code = murmur_close(tr->a, params, tr->sgd.velocity);
+    /* close folded the peers' pending changes into params: this is the
+     * model the final checkpoint holds */
+    if (rc == MURMUR_OK && tr->step)
+        trainer_evaluate_logged(tr, "final");
     trainer_free(tr);
     free(tr);
     return code;

@@ -148,7 +148,10 @@ MURMUR_API int murmur_wait_ready(murmur_agent *a, float *params, float *momentum
  * MURMUR_ESTOPPED (the agent is stopping: call murmur_close),
  * MURMUR_ENONFINITE (a round was due and params hold a NaN or an
  * infinity: nothing was sent; restore your model, e.g. from
- * murmur_latest) or MURMUR_EINVAL. The steps are counted either way.
+ * murmur_latest) or MURMUR_EINVAL. The steps are counted either way, also
+ * on a stopping agent, so the step murmur_close checkpoints is the step
+ * params stand at. The call that counts the run.max_steps-th step returns
+ * MURMUR_ESTOPPED.
  * A host with no data calls it with 0 steps and 0 samples; while the
  * agent's shards directory is full (it has handed its primaries to other
  * agents and gets no data), such a call counts one schedule step, not a

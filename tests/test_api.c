@@ -231,6 +231,10 @@ static void two_hosts_mix_and_resume(void **state)
     assert_int_equal(sa.steps, 400 + (uint64_t)calls);
     murmur_stop(a);
     assert_int_equal(murmur_mix(a, xa, 1, 64), MURMUR_ESTOPPED);
+    /* a step taken while the agent stops is in params: still counted, so
+     * the final checkpoint's step is the step its parameters stand at */
+    assert_int_equal(murmur_status_get(a, &sa), MURMUR_OK);
+    assert_int_equal(sa.steps, 401 + (uint64_t)calls);
     assert_int_equal(murmur_close(a, NULL, NULL), 0);
 }
 
