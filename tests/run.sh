@@ -10,10 +10,11 @@
 # themselves): it is listed as "skip" and counted as skipped, neither passed
 # nor failed. Any other output with status 0 is a pass.
 #
-# PARALLEL_SUITES run TEST_JOBS at a time (default 2), before the others:
-# they are single-threaded and deterministic, open no socket and hold no
-# wall-clock bound (the simulator's and the models' suites), so a second
-# suite on the other core changes nothing they check. Every other suite
+# PARALLEL_SUITES (cmocka) and PARALLEL_SCRIPTS (integration) run
+# TEST_JOBS at a time (default 2), before the others: they open no socket,
+# start no agent and hold no wall-clock bound (the simulator's and the
+# models' suites, murmur sim / train / export as commands), so a second
+# suite on the other core only makes them take longer. Every other suite
 # runs alone: it starts real agents, sockets or timeouts that a neighbour
 # would stretch. A suite not listed runs alone.
 set -u
@@ -27,8 +28,18 @@ if [ "${1:-}" = "--cmocka-one" ]; then
     echo "$? $(($(date +%s) - start))" >"$out.rc"
     exit 0
 fi
+# run.sh --script-one DIR BUILD SCRIPT: the same for an integration script
+if [ "${1:-}" = "--script-one" ]; then
+    out="$2/$(basename "$4" .sh).script"
+    start=$(date +%s)
+    BUILD="$3" timeout "$timeout_s" sh "$4" >"$out" 2>&1
+    echo "$? $(($(date +%s) - start))" >"$out.rc"
+    exit 0
+fi
 PARALLEL_SUITES=" test_sim_primaries test_simrun test_swim_net test_shards test_mix test_simlink
 test_sim_engine test_model_train test_model_cnn "
+PARALLEL_SCRIPTS=" sim_soak sim_experiments experiments_subset export train_cli train_fashion
+deploy_systemd "
 jobs=${TEST_JOBS:-2}
 build=${1:-build}
 only=${2:-}
@@ -84,27 +95,49 @@ for bin in $ser; do
     sh "$0" --cmocka-one "$dir" "$bin"
     cmocka_report "$(basename "$bin")"
 done
+# count and print the result of script NAME: RC SECS, its output in FILE
+script_report() { # name rc secs file
+    if [ "$2" -eq 0 ] && [ "$(wc -l <"$4")" -eq 1 ] &&
+        grep -q '^\([A-Za-z0-9_.-]\{1,\}: \)\{0,1\}skipped: ' "$4"; then
+        skipped=$((skipped + 1))
+        # "skip NAME: why", whichever of the two forms the script printed
+        echo "skip $1: $(sed 's/^\([A-Za-z0-9_.-]\{1,\}: \)\{0,1\}skipped: //; s/^'"$1"': //' "$4")"
+    elif [ "$2" -eq 0 ]; then
+        passed=$((passed + 1))
+        echo "ok   $1 (${3}s)"
+    else
+        failed=$((failed + 1))
+        tail -n 60 "$4"
+        echo "FAIL $1: exit $2 (${3}s)"
+    fi
+}
+par=""
+ser=""
 for script in tests/integration/*.sh; do
     [ -f "$script" ] || continue
     name=$(basename "$script" .sh)
     want "$name" || continue
+    case "$PARALLEL_SCRIPTS" in
+    *[[:space:]]"$name"[[:space:]]*) par="$par $script" ;;
+    *) ser="$ser $script" ;;
+    esac
+done
+if [ -n "$par" ]; then
+    printf '%s\n' $par | xargs -n 1 -P "$jobs" sh "$0" --script-one "$dir" "$build"
+    for script in $par; do
+        name=$(basename "$script" .sh)
+        out="$dir/$name.script"
+        [ -f "$out.rc" ] || { echo "1 0" >"$out.rc" && echo "suite $name left no status" >>"$out"; }
+        read -r rc secs <"$out.rc"
+        script_report "$name" "$rc" "$secs" "$out"
+    done
+fi
+for script in $ser; do
+    name=$(basename "$script" .sh)
     start=$(date +%s)
     BUILD="$build" timeout "$timeout_s" sh "$script" >"$log" 2>&1
     rc=$?
-    secs=$(($(date +%s) - start))
-    if [ "$rc" -eq 0 ] && [ "$(wc -l <"$log")" -eq 1 ] &&
-        grep -q '^\([A-Za-z0-9_.-]\{1,\}: \)\{0,1\}skipped: ' "$log"; then
-        skipped=$((skipped + 1))
-        # "skip NAME: why", whichever of the two forms the script printed
-        echo "skip $name: $(sed 's/^\([A-Za-z0-9_.-]\{1,\}: \)\{0,1\}skipped: //; s/^'"$name"': //' "$log")"
-    elif [ "$rc" -eq 0 ]; then
-        passed=$((passed + 1))
-        echo "ok   $name (${secs}s)"
-    else
-        failed=$((failed + 1))
-        tail -n 60 "$log"
-        echo "FAIL $name: exit $rc (${secs}s)"
-    fi
+    script_report "$name" "$rc" "$(($(date +%s) - start))" "$log"
 done
 [ "$skipped" -eq 0 ] || echo "$skipped skipped (not counted as passed)"
 echo "$passed passed, $failed failed"

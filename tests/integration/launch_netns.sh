@@ -34,9 +34,9 @@ exec ip netns exec "${netns_pfx}_\${host##*.}" sh -c "\$*"
 RSH
 chmod +x "$tmp/rsh"
 hosts="10.77.0.1:1,10.77.0.2:1,10.77.0.3:1,10.77.0.4:1"
-# the launcher itself runs on host 1; r = 2, host 4 dies at 25 s
+# the launcher itself runs on host 1; r = 2, host 4 dies at 18 s
 netns_spawn 1 "$tmp/launch.out" "$bin" launch --hosts "$hosts" --rsh "$tmp/rsh" --dir "$tmp/c" \
-    --shard-dir "$tmp/split" --port 7000 --interval 5 --duration 50 --fault 25:kill:4 \
+    --shard-dir "$tmp/split" --port 7000 --interval 5 --duration 34 --fault 18:kill:4 \
     --set model.spec=mlp:32 --set model.eval_samples=500 --set model.eval_every_steps=200 \
     --set shards.replication=2 --set membership.probe_interval_ms=200 \
     --set membership.probe_timeout_ms=100 --set log.progress_interval_ms=500
@@ -51,7 +51,7 @@ for i in 1 2 3 4; do
 done
 grep -q 'tcp://10.77.0.3:7000' "$tmp/c/a3.log" || grep -q '10.77.0.3' "$tmp/launch.out" ||
     fail "agent 3 does not run on 10.77.0.3"
-# host 4 dies: the launcher SIGKILLs its agent at 25 s; cut its cable too
+# host 4 dies: the launcher SIGKILLs its agent at 18 s; cut its cable too
 until grep -q 'fault SIGKILL agent 4' "$tmp/launch.out"; do
     kill -0 "$lpid" 2>/dev/null || fail "the launcher ended before the fault"
     sleep 0.5
