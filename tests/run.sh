@@ -39,7 +39,7 @@ fi
 PARALLEL_SUITES=" test_sim_primaries test_simrun test_swim_net test_shards test_mix test_simlink
 test_sim_engine test_model_train test_model_cnn "
 PARALLEL_SCRIPTS=" sim_soak sim_experiments experiments_subset export train_cli train_fashion
-deploy_systemd "
+deploy_systemd sim_cli "
 jobs=${TEST_JOBS:-2}
 build=${1:-build}
 only=${2:-}
