@@ -70,13 +70,14 @@
 
 typedef struct member {
     uint64_t id;
-    uint64_t suspect_from;   /* who first suspected / declared it (for gossip) */
     gossip_time_us state_at; /* when the current state began */
     uint32_t inc;            /* a free slot: the index + 1 of the next free one (free_head) */
     uint32_t queue_pos;      /* index + 1 in the piggyback queue, 0 = none */
-    uint32_t conf;           /* SUSPECT: index + 1 of its suspicion in s->conf, 0 = none */
-    uint32_t addr_off;       /* its address: s->abuf + addr_off, addr_len bytes and a NUL */
-    uint8_t state;           /* gossip_member_state, NONE = free slot */
+    /* SUSPECT: index + 1 of its suspicion in s->conf; DEAD: of its
+     * declarer in s->tomb; 0 = none (no memory; member_from) */
+    uint32_t conf;
+    uint32_t addr_off; /* its address: s->abuf + addr_off, addr_len bytes and a NUL */
+    uint8_t state;     /* gossip_member_state, NONE = free slot */
     uint8_t n_confirm;
     uint8_t addr_len;
 } member;
@@ -171,6 +172,12 @@ struct gossip_swim {
      * entries). */
     suspicion *conf;
     uint32_t conf_cap, conf_free;
+    /* Who declared each dead member dead (the `from` its DEAD record
+     * gossips), in a table of its own for the same reason: 8 bytes in
+     * every slot for the few dead. A free entry holds the index + 1 of the
+     * next free one. Grown by doubling, at most cap entries. */
+    uint64_t *tomb;
+    uint32_t tomb_cap, tomb_free;
 
     /* Every member's address, packed (a short address costs its length,
      * not GOSSIP_ADDR_MAX in every slot): [0, abuf_used) holds the members'
@@ -242,7 +249,7 @@ struct gossip_swim {
     gossip_time_us next_stranger_sync;
     char notice_addr[GOSSIP_SWIM_NOTICES_MAX][GOSSIP_ADDR_MAX]; /* by-address destinations */
     uint8_t notice_busy[GOSSIP_SWIM_NOTICES_MAX];               /* a frame waits for it */
-    char sent_addr[GOSSIP_ADDR_MAX]; /* dest_addr of the last notice polled */
+    char sent_addr[GOSSIP_ADDR_MAX]; /* dest_addr last polled: a notice's, or a canonical one */
 };
 
 /* ---------------------------------------------------------------- table */
@@ -391,19 +398,69 @@ static uint32_t conf_take(gossip_swim *s)
     return e;
 }
 
+/* The declarer entry of a member going DEAD, 0 when memory runs out
+ * (its DEAD record then names us: member_from). */
+static uint32_t tomb_take(gossip_swim *s)
+{
+    if (!s->tomb_free) {
+        uint32_t cap = s->tomb_cap ? 2 * s->tomb_cap : 8;
+        if (cap > s->cap)
+            cap = s->cap;
+        if (cap <= s->tomb_cap)
+            return 0;
+        uint64_t *t = gossip_alloc(s->env, (size_t)cap * sizeof *t);
+        if (!t) {
+            s->stats.no_memory++;
+            return 0;
+        }
+        if (s->tomb_cap)
+            memcpy(t, s->tomb, (size_t)s->tomb_cap * sizeof *t);
+        gossip_free(s->env, s->tomb);
+        s->tomb = t;
+        for (uint32_t i = cap; i > s->tomb_cap; i--) { /* free list in index order */
+            s->tomb[i - 1] = s->tomb_free;
+            s->tomb_free = i;
+        }
+        s->tomb_cap = cap;
+    }
+    uint32_t e = s->tomb_free;
+    s->tomb_free = (uint32_t)s->tomb[e - 1];
+    return e;
+}
+
+/* Give back m's side entry (its suspicion, or its declarer): called with
+ * m still in the state the entry belongs to. */
 static void conf_release(gossip_swim *s, member *m)
 {
     if (!m->conf)
         return;
-    s->conf[m->conf - 1].by[0] = s->conf_free;
-    s->conf_free = m->conf;
+    if (m->state == GOSSIP_MEMBER_SUSPECT) {
+        s->conf[m->conf - 1].by[0] = s->conf_free;
+        s->conf_free = m->conf;
+    } else {
+        assert(m->state == GOSSIP_MEMBER_DEAD);
+        s->tomb[m->conf - 1] = s->tomb_free;
+        s->tomb_free = m->conf;
+    }
     m->conf = 0;
 }
 
 /* m's suspicion (SUSPECT), NULL without one */
 static suspicion *susp(const gossip_swim *s, const member *m)
 {
-    return m->conf ? &s->conf[m->conf - 1] : NULL;
+    return m->conf && m->state == GOSSIP_MEMBER_SUSPECT ? &s->conf[m->conf - 1] : NULL;
+}
+
+/* The `from` of m's SUSPECT or DEAD record: the newest of its suspecters
+ * (others count it as a confirmation), or who declared it dead; without a
+ * side entry (no memory), ourselves, who hold it so. */
+static uint64_t member_from(const gossip_swim *s, const member *m)
+{
+    if (m->conf && m->state == GOSSIP_MEMBER_SUSPECT)
+        return s->conf[m->conf - 1].by[m->n_confirm - 1];
+    if (m->conf && m->state == GOSSIP_MEMBER_DEAD)
+        return s->tomb[m->conf - 1];
+    return s->cfg.self_id;
 }
 
 static gossip_time_us suspicion_timeout(const gossip_swim *s, uint32_t confirmations);
@@ -439,6 +496,15 @@ static void set_state(gossip_swim *s, member *m, uint8_t st, gossip_time_us now)
         s->n_suspect++;
     if (is_tomb(st))
         s->n_tomb++;
+}
+
+/* m is dead, declared so by `from` (gossiped in its DEAD record). */
+static void set_dead(gossip_swim *s, member *m, uint64_t from, gossip_time_us now)
+{
+    set_state(s, m, GOSSIP_MEMBER_DEAD, now);
+    m->conf = tomb_take(s);
+    if (m->conf)
+        s->tomb[m->conf - 1] = from;
 }
 
 /* ---------------------------------------------------------------- limits */
@@ -558,14 +624,32 @@ static void limit_forget(gossip_swim *s, const member *m)
 
 /* ---------------------------------------------------------------- addresses */
 
-static const char *maddr(const gossip_swim *s, const member *m)
+/* addr_off of a member whose address is cfg.addr_of's for its id: no
+ * bytes in abuf. */
+#define ADDR_CANON UINT32_MAX
+
+/* m's address (addr_len bytes and a NUL): in abuf, or written into tmp
+ * (GOSSIP_ADDR_MAX bytes) when it is the canonical one. */
+static const char *maddr(const gossip_swim *s, const member *m, char *tmp)
 {
-    return s->abuf + m->addr_off;
+    if (m->addr_off != ADDR_CANON)
+        return s->abuf + m->addr_off;
+    size_t n = s->cfg.addr_of(s->cfg.addr_ctx, m->id, tmp);
+    assert(n == m->addr_len);
+    (void)n;
+    return tmp;
 }
 
 static int addr_same(const gossip_swim *s, const member *m, const void *addr, size_t len)
 {
-    return m->addr_len == len && memcmp(maddr(s, m), addr, len) == 0;
+    char tmp[GOSSIP_ADDR_MAX];
+    return m->addr_len == len && memcmp(maddr(s, m, tmp), addr, len) == 0;
+}
+
+/* Bytes of abuf that m's address takes (0: canonical). */
+static size_t addr_bytes(const member *m)
+{
+    return m->addr_off == ADDR_CANON ? 0 : (size_t)m->addr_len + 1;
 }
 
 /* Room for `need` more bytes of addresses; GOSSIP_ENOMEM (nothing changed)
@@ -589,9 +673,9 @@ static int addr_room(gossip_swim *s, size_t need)
     size_t used = 0;
     for (uint32_t i = 0; i < s->hw; i++) {
         member *m = &s->members[i];
-        if (m->state == GOSSIP_MEMBER_NONE)
+        if (m->state == GOSSIP_MEMBER_NONE || m->addr_off == ADDR_CANON)
             continue;
-        memcpy(b + used, maddr(s, m), (size_t)m->addr_len + 1);
+        memcpy(b + used, s->abuf + m->addr_off, (size_t)m->addr_len + 1);
         m->addr_off = (uint32_t)used;
         used += (size_t)m->addr_len + 1;
     }
@@ -611,8 +695,10 @@ static int addr_room(gossip_swim *s, size_t need)
  * simulator's arena) every smaller one before it: at 8 192 simulated
  * members about 40 bytes a member of 106. */
 #define ADDR_SLACK 4u
-static size_t addr_reserve(uint32_t members_max, size_t self_len)
+static size_t addr_reserve(const gossip_swim_config *c, uint32_t members_max, size_t self_len)
 {
+    if (c->addr_of) /* most addresses are the canonical ones: none stored */
+        return 4u * GOSSIP_ADDR_MAX;
     size_t want = (size_t)members_max * (self_len + 1 + ADDR_SLACK);
     return want > 4u * GOSSIP_ADDR_MAX ? want : 4u * GOSSIP_ADDR_MAX;
 }
@@ -623,18 +709,25 @@ static void addr_put(gossip_swim *s, member *m, const void *addr, size_t len, in
 {
     assert(s->abuf_used + len + 1 <= s->abuf_cap);
     if (old)
-        s->abuf_garbage += (size_t)m->addr_len + 1;
+        s->abuf_garbage += addr_bytes(m);
+    m->addr_len = (uint8_t)len;
+    if (s->cfg.addr_of) {
+        char canon[GOSSIP_ADDR_MAX];
+        if (s->cfg.addr_of(s->cfg.addr_ctx, m->id, canon) == len && !memcmp(canon, addr, len)) {
+            m->addr_off = ADDR_CANON;
+            return;
+        }
+    }
     m->addr_off = (uint32_t)s->abuf_used;
     memcpy(s->abuf + s->abuf_used, addr, len);
     s->abuf[s->abuf_used + len] = 0;
     s->abuf_used += len + 1;
-    m->addr_len = (uint8_t)len;
 }
 
 static void remove_member(gossip_swim *s, member *m)
 {
     assert(m != &s->members[s->self_slot]);
-    s->abuf_garbage += (size_t)m->addr_len + 1;
+    s->abuf_garbage += addr_bytes(m);
     queue_remove(s, m);
     set_state(s, m, GOSSIP_MEMBER_NONE, 0);
     hash_remove(s, m->id);
@@ -921,9 +1014,10 @@ static void write_record(const gossip_swim *s, gossip_writer *w, const member *m
     gossip_w_u32(w, m->inc);
     if (m->state == GOSSIP_MEMBER_ALIVE) {
         gossip_w_u8(w, m->addr_len);
-        gossip_w_bytes(w, maddr(s, m), m->addr_len);
+        char tmp[GOSSIP_ADDR_MAX];
+        gossip_w_bytes(w, maddr(s, m, tmp), m->addr_len);
     } else if (m->state != GOSSIP_MEMBER_LEFT) {
-        gossip_w_u64(w, m->suspect_from);
+        gossip_w_u64(w, member_from(s, m));
     }
 }
 
@@ -1052,8 +1146,7 @@ static void refuse_manifest(gossip_swim *s, uint64_t peer, uint8_t type,
     refused_add(s, peer, now);
     member *m = find(s, peer);
     if (m && is_live(m->state)) {
-        set_state(s, m, GOSSIP_MEMBER_DEAD, now);
-        m->suspect_from = s->cfg.self_id;
+        set_dead(s, m, s->cfg.self_id, now);
         enqueue_news(s, m);
     }
     if (type == GOSSIP_MSG_JOIN || type == GOSSIP_MSG_SYNC) {
@@ -1177,10 +1270,11 @@ static void notice_push(gossip_swim *s, uint8_t type, const char *addr, size_t l
  * one it leaves, at most once a period for one address. */
 static void moved_away(gossip_swim *s, member *m, gossip_time_us now)
 {
-    uint32_t key = addr_key(maddr(s, m), m->addr_len);
+    char tmp[GOSSIP_ADDR_MAX];
+    uint32_t key = addr_key(maddr(s, m, tmp), m->addr_len);
     if (limit_recent(s, m, LIMIT_NOTICE, key, now) || limit_record(s, m, LIMIT_NOTICE, key, now))
         return;
-    notice_push(s, GOSSIP_MSG_SYNC, maddr(s, m), m->addr_len);
+    notice_push(s, GOSSIP_MSG_SYNC, maddr(s, m, tmp), m->addr_len);
 }
 
 /* The address a full-state message's sender gives for itself, into out,
@@ -1224,7 +1318,6 @@ static void start_suspect(gossip_swim *s, member *m, uint32_t inc, uint64_t from
 {
     m->inc = inc;
     set_state(s, m, GOSSIP_MEMBER_SUSPECT, now);
-    m->suspect_from = from;
     m->n_confirm = 1; /* the first suspecter; confirmations are the others */
     m->conf = conf_take(s);
     suspicion *e = susp(s, m);
@@ -1252,8 +1345,7 @@ static void confirm_suspect(gossip_swim *s, member *m, uint64_t from)
             return;
     if (m->n_confirm == GOSSIP_SWIM_CONFIRM_MAX)
         return;
-    who[m->n_confirm++] = from;
-    m->suspect_from = from; /* gossip the newest suspecter: others count it */
+    who[m->n_confirm++] = from; /* gossiped as the newest (member_from): others count it */
     gossip_time_us d = m->state_at + suspicion_timeout(s, m->n_confirm - 1u);
     if (d < e->deadline) {
         e->deadline = d;
@@ -1340,8 +1432,10 @@ static void apply(gossip_swim *s, const record *r, int from_sync, gossip_time_us
         if (r->inc < m->inc || is_tomb(m->state))
             return;
         m->inc = r->inc;
-        m->suspect_from = r->from;
-        set_state(s, m, st, now);
+        if (st == GOSSIP_MEMBER_DEAD)
+            set_dead(s, m, r->from, now);
+        else
+            set_state(s, m, st, now);
         enqueue_news(s, m);
         return;
     }
@@ -1444,7 +1538,7 @@ int gossip_swim_create(gossip_swim **out, const gossip_env *env, const gossip_sw
     s->queue = s->probe_order ? gossip_calloc(env, GOSSIP_SWIM_QUEUE_MAX, sizeof *s->queue) : NULL;
     s->view_ids = s->queue ? gossip_calloc(env, s->cap, sizeof *s->view_ids) : NULL;
     s->frame = s->view_ids ? gossip_alloc(env, s->frame_cap) : NULL;
-    s->abuf_cap = addr_reserve(s->cap, strlen(s->self_addr));
+    s->abuf_cap = addr_reserve(&c, s->cap, strlen(s->self_addr));
     s->abuf = s->frame ? gossip_alloc(env, s->abuf_cap) : NULL;
     s->lim_cap = LIMITS_MIN;
     s->lim = s->abuf ? gossip_calloc(env, s->lim_cap, sizeof *s->lim) : NULL;
@@ -1472,6 +1566,7 @@ void gossip_swim_destroy(gossip_swim *s)
     gossip_free(env, s->frame);
     gossip_free(env, s->big);
     gossip_free(env, s->conf);
+    gossip_free(env, s->tomb);
     gossip_free(env, s->lim);
     gossip_free(env, s->abuf);
     gossip_free(env, s->view_ids);
@@ -1723,8 +1818,7 @@ static void run_timers(gossip_swim *s, gossip_time_us now)
                 verify_suspect(s, m, now);
                 continue;
             }
-            set_state(s, m, GOSSIP_MEMBER_DEAD, now);
-            m->suspect_from = s->cfg.self_id;
+            set_dead(s, m, s->cfg.self_id, now);
             s->stats.deaths++;
             enqueue_news(s, m);
         }
@@ -2213,7 +2307,7 @@ int gossip_swim_poll_send(gossip_swim *s, gossip_send *out, gossip_time_us now)
         } else {
             const member *m = find(s, o.dest);
             if (m)
-                addr = maddr(s, m);
+                addr = maddr(s, m, s->sent_addr);
         }
         uint8_t *buf = s->frame;
         size_t cap = s->frame_cap;
@@ -2300,7 +2394,8 @@ int gossip_swim_lookup(const gossip_swim *s, uint64_t id, gossip_swim_member *ou
     out->incarnation = m->inc;
     out->state = (gossip_member_state)m->state;
     memset(out->addr, 0, GOSSIP_ADDR_MAX);
-    memcpy(out->addr, maddr(s, m), m->addr_len);
+    char tmp[GOSSIP_ADDR_MAX];
+    memcpy(out->addr, maddr(s, m, tmp), m->addr_len);
     return GOSSIP_OK;
 }
 

@@ -151,6 +151,15 @@ typedef struct gossip_swim_config {
     /* What this cluster agrees on (copied); NULL = all zero. Carried by
      * JOIN, SYNC and SYNC_REPLY; a sender with another one is refused. */
     const gossip_manifest *manifest;
+    /* Optional: the address a member has unless its records say otherwise
+     * (a simulator's "sim://I" of member I + 1). It writes the address of
+     * `id` and a NUL into buf (GOSSIP_ADDR_MAX bytes) and returns its
+     * length, or 0 when there is none. A member whose address is this one
+     * costs no byte of the address table (at 16 384 simulated members,
+     * 11 bytes each of 16 383 others, for each of them). A pure function
+     * of the id: no clock, no state, no I/O. NULL: every address stored. */
+    size_t (*addr_of)(void *ctx, uint64_t id, char *buf);
+    void *addr_ctx;
 } gossip_swim_config;
 
 /* A member as seen by this object. addr is a copy. */

@@ -1552,6 +1552,226 @@ static void packed_addresses_churn_and_fail_closed(void **state)
     assert_int_equal(t.alloc.live, 0);
 }
 
+/* The record of `id` in a full-state frame (header, manifest, count,
+ * records): its state and its `from` (SUSPECT, DEAD) or its address
+ * (ALIVE, into addr); 0 when the frame holds none. */
+static int record_of(const uint8_t *frame, size_t len, uint64_t id, uint8_t *st, uint64_t *from,
+                     char *addr)
+{
+    const uint8_t *p = frame + GOSSIP_HEADER_SIZE, *end = frame + len;
+    p += 2 + gossip_get_u16(p); /* the manifest */
+    uint32_t n = gossip_get_u32(p);
+    p += 4;
+    for (uint32_t i = 0; i < n && p < end; i++) {
+        uint8_t state = p[0];
+        uint64_t rid = gossip_get_u64(p + 1);
+        p += 13;
+        if (state == GOSSIP_MEMBER_ALIVE) {
+            if (rid == id) {
+                memcpy(addr, p + 1, p[0]);
+                addr[p[0]] = 0;
+            }
+            p += 1 + p[0];
+        } else if (state != GOSSIP_MEMBER_LEFT) {
+            if (rid == id)
+                *from = gossip_get_u64(p);
+            p += 8;
+        }
+        if (rid == id) {
+            *st = state;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* s's full state, answered to a SYNC from member 4 ("four"): the record
+ * of `id` (record_of). A SYNC is answered once a period: callers step
+ * `now` by more than a period between calls. */
+static int gossiped(gossip_swim *s, uint64_t id, gossip_time_us now, uint8_t *st, uint64_t *from)
+{
+    uint8_t rec[GOSSIP_SWIM_RECORD_MAX];
+    full_state(s, GOSSIP_MSG_SYNC, 4, rec, put_alive(rec, 4, 0, "four"), now);
+    gossip_send o;
+    int found = 0;
+    char addr[GOSSIP_ADDR_MAX];
+    while (gossip_swim_poll_send(s, &o, now) == 1)
+        if (o.frame[3] == GOSSIP_MSG_SYNC_REPLY && o.dest == 4)
+            found = record_of(o.frame, o.len, id, st, from, addr);
+    return found;
+}
+
+/* One record piggybacked on a PING from member 4 (a full state would
+ * take a death for a suspicion to check). */
+static void piggyback(gossip_swim *s, const uint8_t *rec, size_t rlen, gossip_time_us now)
+{
+    uint8_t p[13 + GOSSIP_SWIM_RECORD_MAX];
+    gossip_put_u32(p, 7);
+    gossip_put_u64(p + 4, 1);
+    p[12] = 1;
+    memcpy(p + 13, rec, rlen);
+    assert_int_equal(deliver(s, GOSSIP_MSG_PING, 4, p, 13 + rlen, now), GOSSIP_OK);
+    gossip_send o;
+    while (gossip_swim_poll_send(s, &o, now) == 1)
+        ;
+}
+
+/* A suspect's `from` is its newest suspecter, a dead member's its
+ * declarer (kept in side tables, not in every member slot); our own
+ * declaration names us, and so does a death recorded without memory for
+ * its entry. */
+static void records_name_suspecter_and_declarer(void **state)
+{
+    (void)state;
+    test_env t;
+    test_env_init(&t, 11);
+    gossip_swim *s = make(&t, 1, "one", 16);
+    know(s, 2, "two");
+    know(s, 3, "three");
+    know(s, 4, "four");
+    uint8_t rec[GOSSIP_SWIM_RECORD_MAX], st = 0;
+    uint64_t from = 0;
+    gossip_time_us now = 0;
+    full_state(s, GOSSIP_MSG_SYNC_REPLY, 3, rec, put_suspect(rec, GOSSIP_MEMBER_SUSPECT, 2, 0, 3),
+               now);
+    assert_true(gossiped(s, 2, now, &st, &from));
+    assert_int_equal(st, GOSSIP_MEMBER_SUSPECT);
+    assert_int_equal(from, 3);
+    full_state(s, GOSSIP_MSG_SYNC_REPLY, 4, rec, put_suspect(rec, GOSSIP_MEMBER_SUSPECT, 2, 0, 4),
+               now);
+    assert_true(gossiped(s, 2, now += 2 * PERIOD, &st, &from));
+    assert_int_equal(from, 4); /* the newest suspecter */
+    piggyback(s, rec, put_suspect(rec, GOSSIP_MEMBER_DEAD, 3, 0, 77), now);
+    assert_true(gossiped(s, 3, now += 2 * PERIOD, &st, &from));
+    assert_int_equal(st, GOSSIP_MEMBER_DEAD);
+    assert_int_equal(from, 77);
+    /* our own timer declares 2 dead: the record names us; 3's stays 77 */
+    gossip_swim_member m;
+    while (now < 60u * PERIOD) {
+        gossip_time_us d = gossip_swim_deadline(s);
+        now = d > now ? d : now + 1;
+        gossip_swim_tick(s, now);
+        gossip_send o;
+        while (gossip_swim_poll_send(s, &o, now) == 1)
+            ;
+        assert_int_equal(gossip_swim_lookup(s, 2, &m), GOSSIP_OK);
+        if (m.state == GOSSIP_MEMBER_DEAD)
+            break;
+    }
+    assert_int_equal(m.state, GOSSIP_MEMBER_DEAD);
+    assert_true(gossiped(s, 2, now, &st, &from));
+    assert_int_equal(st, GOSSIP_MEMBER_DEAD);
+    assert_int_equal(from, 1);
+    assert_true(gossiped(s, 3, now + 2 * PERIOD, &st, &from));
+    assert_int_equal(from, 77);
+    gossip_swim_destroy(s);
+
+    /* no memory for the declarer's entry: the death is still recorded, and
+     * gossiped under our name */
+    s = make(&t, 1, "one", 16);
+    know(s, 2, "two");
+    know(s, 4, "four");
+    uint64_t nomem = gossip_swim_stats_get(s)->no_memory;
+    t.alloc.fail_at = t.alloc.count + 1;
+    piggyback(s, rec, put_suspect(rec, GOSSIP_MEMBER_DEAD, 2, 0, 77), 0);
+    t.alloc.fail_at = 0;
+    assert_int_equal(gossip_swim_stats_get(s)->no_memory, nomem + 1);
+    assert_int_equal(gossip_swim_lookup(s, 2, &m), GOSSIP_OK);
+    assert_int_equal(m.state, GOSSIP_MEMBER_DEAD);
+    assert_true(gossiped(s, 2, 0, &st, &from));
+    assert_int_equal(st, GOSSIP_MEMBER_DEAD);
+    assert_int_equal(from, 1);
+    gossip_swim_destroy(s);
+    assert_int_equal(t.alloc.live, 0);
+}
+
+/* "c<id>": the canonical address of the test's addr_of. */
+static size_t canon_addr(void *ctx, uint64_t id, char *buf)
+{
+    (void)ctx;
+    int n = snprintf(buf, GOSSIP_ADDR_MAX, "c%llu", (unsigned long long)id);
+    return n > 0 && n < (int)GOSSIP_ADDR_MAX ? (size_t)n : 0;
+}
+
+/* With addr_of, a member at its canonical address is stored without its
+ * bytes: two objects fed the same frames, one with addr_of and one
+ * without, send the same bytes and report the same addresses, through
+ * members moving between canonical and other addresses, joining and being
+ * dropped from a full table. */
+static void canonical_addresses_not_stored(void **state)
+{
+    (void)state;
+    uint64_t seed = test_seed(41);
+    test_env ta, tb;
+    test_env_init(&ta, seed);
+    test_env_init(&tb, seed);
+    model_rng rng;
+    model_rng_seed(&rng, seed, 5);
+    gossip_swim_config c = {.self_id = 1, .self_addr = "c1", .members_max = 16};
+    gossip_swim *a = NULL, *b = NULL;
+    assert_int_equal(gossip_swim_create(&a, &ta.env, &c), GOSSIP_OK);
+    c.addr_of = canon_addr;
+    assert_int_equal(gossip_swim_create(&b, &tb.env, &c), GOSSIP_OK);
+    know(a, 9999, "pinger");
+    know(b, 9999, "pinger");
+    enum { M = 24 }; /* more than the table holds: members are dropped */
+    uint32_t inc[M] = {0};
+    uint64_t canon = 0, seen_canon = 0;
+    for (int it = 0; it < 3000; it++) {
+        uint32_t k = (uint32_t)model_rng_below(&rng, M);
+        uint64_t id = 100 + k;
+        char addr[GOSSIP_ADDR_MAX];
+        if (model_rng_below(&rng, 2)) {
+            canon_addr(NULL, id, addr);
+            canon++;
+        } else {
+            snprintf(addr, sizeof addr, "x%u-%llu", (unsigned)model_rng_below(&rng, 1000),
+                     (unsigned long long)id);
+        }
+        uint8_t p[13 + GOSSIP_SWIM_RECORD_MAX];
+        gossip_put_u32(p, (uint32_t)it + 1);
+        gossip_put_u64(p + 4, 1);
+        p[12] = 1;
+        size_t len = 13 + put_alive(p + 13, id, ++inc[k], addr);
+        gossip_time_us now = (gossip_time_us)it * (PERIOD / 4);
+        assert_int_equal(deliver(a, GOSSIP_MSG_PING, 9999, p, len, now),
+                         deliver(b, GOSSIP_MSG_PING, 9999, p, len, now));
+        gossip_swim_tick(a, now);
+        gossip_swim_tick(b, now);
+        gossip_send oa, ob;
+        for (;;) {
+            int ra = gossip_swim_poll_send(a, &oa, now), rb = gossip_swim_poll_send(b, &ob, now);
+            assert_int_equal(ra, rb);
+            if (ra != 1)
+                break;
+            assert_int_equal(oa.dest, ob.dest);
+            assert_int_equal(oa.len, ob.len);
+            assert_memory_equal(oa.frame, ob.frame, oa.len);
+            assert_true(!oa.dest_addr == !ob.dest_addr);
+            if (oa.dest_addr)
+                assert_string_equal(oa.dest_addr, ob.dest_addr);
+        }
+        for (uint32_t j = 0; j < M; j++) {
+            gossip_swim_member ma, mb;
+            int rc = gossip_swim_lookup(a, 100 + j, &ma);
+            assert_int_equal(rc, gossip_swim_lookup(b, 100 + j, &mb));
+            if (rc == GOSSIP_OK) {
+                assert_int_equal(ma.state, mb.state);
+                assert_string_equal(ma.addr, mb.addr);
+                char want[GOSSIP_ADDR_MAX];
+                canon_addr(NULL, 100 + j, want);
+                seen_canon += !strcmp(ma.addr, want);
+            }
+        }
+    }
+    assert_true(canon > 1000);
+    assert_true(seen_canon > 1000); /* the records were applied */
+    gossip_swim_destroy(a);
+    gossip_swim_destroy(b);
+    assert_int_equal(ta.alloc.live, 0);
+    assert_int_equal(tb.alloc.live, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1582,6 +1802,8 @@ int main(void)
         cmocka_unit_test(runtime_allocation_failures_fail_safe),
         cmocka_unit_test(packed_addresses_churn_and_fail_closed),
         cmocka_unit_test(sync_answered_once_a_period),
+        cmocka_unit_test(records_name_suspecter_and_declarer),
+        cmocka_unit_test(canonical_addresses_not_stored),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
