@@ -6,6 +6,7 @@
 
 #include <assert.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -365,32 +366,47 @@ static void queue_remove(gossip_swim *s, member *m);
 static void queue_resize(gossip_swim *s, const member *m);
 static size_t record_size(const member *m);
 
+/* The side tables (suspicions, declarers) grow by doubling up to cap
+ * entries; a free entry's first 8 bytes hold the index + 1 of the next
+ * free one. Returns the grown table (old entries copied, the new ones
+ * put on the free list in index order), or NULL when it is at cap or
+ * there is no memory (counted); the old table is then untouched. */
+static void *side_grow(gossip_swim *s, void *tab, uint32_t *cap_io, uint32_t *free_io, size_t elem)
+{
+    uint32_t old = *cap_io, cap = old ? 2 * old : 8;
+    if (cap > s->cap)
+        cap = s->cap;
+    if (cap <= old)
+        return NULL;
+    uint8_t *t = gossip_alloc(s->env, (size_t)cap * elem);
+    if (!t) {
+        s->stats.no_memory++;
+        return NULL;
+    }
+    if (old)
+        memcpy(t, tab, (size_t)old * elem);
+    gossip_free(s->env, tab);
+    for (uint32_t i = cap; i > old; i--) {
+        uint64_t next = *free_io;
+        memcpy(t + (size_t)(i - 1) * elem, &next, sizeof next);
+        *free_io = i;
+    }
+    *cap_io = cap;
+    return t;
+}
+
 /* A suspicion entry for m (SUSPECT); 0 when memory runs out, and then
  * confirmations of that suspicion are not counted, its timeout stays at
  * the longest (slower to declare a death, never faster) and it has no
  * last-chance ping (suspect_deadline, verify_suspect). */
 static uint32_t conf_take(gossip_swim *s)
 {
+    _Static_assert(offsetof(suspicion, by) == 0, "the free list's link is by[0]");
     if (!s->conf_free) {
-        uint32_t cap = s->conf_cap ? 2 * s->conf_cap : 8;
-        if (cap > s->cap)
-            cap = s->cap;
-        if (cap <= s->conf_cap)
+        suspicion *t = side_grow(s, s->conf, &s->conf_cap, &s->conf_free, sizeof *t);
+        if (!t)
             return 0;
-        suspicion *t = gossip_alloc(s->env, (size_t)cap * sizeof *t);
-        if (!t) {
-            s->stats.no_memory++;
-            return 0;
-        }
-        if (s->conf_cap)
-            memcpy(t, s->conf, (size_t)s->conf_cap * sizeof *t);
-        gossip_free(s->env, s->conf);
         s->conf = t;
-        for (uint32_t i = cap; i > s->conf_cap; i--) { /* free list in index order */
-            s->conf[i - 1].by[0] = s->conf_free;
-            s->conf_free = i;
-        }
-        s->conf_cap = cap;
     }
     uint32_t e = s->conf_free;
     s->conf_free = (uint32_t)s->conf[e - 1].by[0];
@@ -403,25 +419,10 @@ static uint32_t conf_take(gossip_swim *s)
 static uint32_t tomb_take(gossip_swim *s)
 {
     if (!s->tomb_free) {
-        uint32_t cap = s->tomb_cap ? 2 * s->tomb_cap : 8;
-        if (cap > s->cap)
-            cap = s->cap;
-        if (cap <= s->tomb_cap)
+        uint64_t *t = side_grow(s, s->tomb, &s->tomb_cap, &s->tomb_free, sizeof *t);
+        if (!t)
             return 0;
-        uint64_t *t = gossip_alloc(s->env, (size_t)cap * sizeof *t);
-        if (!t) {
-            s->stats.no_memory++;
-            return 0;
-        }
-        if (s->tomb_cap)
-            memcpy(t, s->tomb, (size_t)s->tomb_cap * sizeof *t);
-        gossip_free(s->env, s->tomb);
         s->tomb = t;
-        for (uint32_t i = cap; i > s->tomb_cap; i--) { /* free list in index order */
-            s->tomb[i - 1] = s->tomb_free;
-            s->tomb_free = i;
-        }
-        s->tomb_cap = cap;
     }
     uint32_t e = s->tomb_free;
     s->tomb_free = (uint32_t)s->tomb[e - 1];
