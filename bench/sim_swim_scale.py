@@ -3,7 +3,7 @@
 
 Runs `murmur sim` with `membership.mode = swim` (every agent runs the real
 protocol core, gossip/node: SWIM, its own view, the mixer on that view) at
-N = 1024, 2048, ... up to --max agents (SIM_SWIM_AGENTS_MAX, 8192, by
+N = 1024, 2048, ... up to --max agents (SIM_SWIM_AGENTS_MAX, 16384, by
 default): the consensus model (16 values), pairwise gossip with random
 peers, a step every 100 ms, 200 ms probe periods, --duration simulated
 seconds (10) from a cold start where every agent joins through three others
@@ -14,7 +14,7 @@ every agent holds a table of the whole cluster), events, bytes sent by the
 busiest agent, and how many agents' views were not yet exactly the live
 set at the end (views_wrong_final), with the growth from the size before.
 
-    python3 bench/sim_swim_scale.py [--build build] [--max 8192] [--duration 10]
+    python3 bench/sim_swim_scale.py [--build build] [--max 16384] [--duration 10]
                                     [--record docs/BENCHMARKS.md | --no-record]
 """
 import argparse
@@ -74,7 +74,7 @@ def run_one(build, n, duration, tmp):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default="build")
-    ap.add_argument("--max", type=int, default=8192)
+    ap.add_argument("--max", type=int, default=16384)
     ap.add_argument("--duration", type=float, default=10.0)
     ap.add_argument("--record", default="docs/BENCHMARKS.md")
     ap.add_argument("--no-record", action="store_true")

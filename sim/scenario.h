@@ -117,9 +117,9 @@ typedef enum sim_membership_mode {
     SIM_MEMBERSHIP_SWIM,
 } sim_membership_mode;
 /* Most agents in membership.mode = swim: each holds a table of the whole
- * cluster: 11.6 GB of RSS at 8192 agents, 45 GB expected at 16384 (see
- * docs/SIMULATOR.md, "Scale"). */
-#define SIM_SWIM_AGENTS_MAX 8192u
+ * cluster (N^2 memory, about 60 bytes a member pair: docs/SIMULATOR.md,
+ * "Scale"); GOSSIP_MEMBERS_MAX, the most members a table holds. */
+#define SIM_SWIM_AGENTS_MAX GOSSIP_MEMBERS_MAX
 
 /* shards.mode: protocol = every agent runs gossip/shards over the simulated
  * network; oracle = placement computed centrally, copies timed without
