@@ -298,13 +298,21 @@ static void trainer_follow_shards(trainer *tr)
     }
 }
 
-static void trainer_evaluate(trainer *tr)
+/* Evaluate the parameters on the test set into tr->acc and tr->test_loss
+ * (kept as they were if it fails); 0 on success. */
+static int trainer_measure(trainer *tr)
 {
     double loss, acc;
-    if (model_net_evaluate(tr->net, &tr->test, &tr->norm, &loss, &acc) == MODEL_OK) {
-        tr->acc = acc;
-        tr->test_loss = loss;
-    }
+    if (model_net_evaluate(tr->net, &tr->test, &tr->norm, &loss, &acc) != MODEL_OK)
+        return -1;
+    tr->acc = acc;
+    tr->test_loss = loss;
+    return 0;
+}
+
+static void trainer_evaluate(trainer *tr)
+{
+    trainer_measure(tr);
     murmur_report(tr->a, tr->loss_init ? tr->loss_avg : NAN, tr->test_loss, tr->acc);
 }
 
@@ -315,11 +323,8 @@ static void trainer_evaluate(trainer *tr)
  * restart lost nothing. */
 static void trainer_evaluate_logged(trainer *tr, const char *when)
 {
-    double loss, acc;
-    if (model_net_evaluate(tr->net, &tr->test, &tr->norm, &loss, &acc) != MODEL_OK)
+    if (trainer_measure(tr))
         return;
-    tr->acc = acc;
-    tr->test_loss = loss;
     agent_log_line l;
     agent_log_begin(&l, AGENT_LOG_INFO, "model_evaluated");
     agent_log_str(&l, "when", when);
