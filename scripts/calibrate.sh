@@ -78,6 +78,10 @@
 #   CALIB_INTERVAL_STEPS 16  CALIB_BITS 8  CALIB_EVAL_EVERY 100
 #   CALIB_EVAL_SAMPLES 2000  CALIB_SIM_SEEDS 2  CALIB_RECORD docs/SIMULATOR.md
 #   CALIB_LOGS DIR   keep the agents' logs and the simulator's runs there
+#   CALIB_REPS 2     real runs per row, each with its own fit and its own
+#                    simulation; the row gives the means over them (time
+#                    to target: over the runs in which both sides reached
+#                    it), so one run's noise weighs 1/CALIB_REPS
 #   CALIB_STEADY 0.85  CALIB_TRIES 3: a real run whose window's slower half
 #                    stepped at less than CALIB_STEADY of its faster half
 #                    (the host's load changed: a shared machine) is run
@@ -124,13 +128,15 @@ sched=${CALIB_SCHED:-1}
 qlat=${CALIB_QUEUE_MS:-500}ms
 steady_min=${CALIB_STEADY:-0.85}
 tries=${CALIB_TRIES:-3}
+reps=${CALIB_REPS:-2}
+case "$reps" in '' | *[!0-9]* | 0) echo "calibrate: CALIB_REPS=$reps: a count of runs, 1 or more" >&2; exit 2 ;; esac
 fitsets=""
 goodput=0.956407 # 1448 / 1514, see above
 cmdline="sh scripts/calibrate.sh $build"
 for v in CALIB_BANDWIDTHS CALIB_ALGOS CALIB_AGENTS CALIB_TARGET CALIB_DURATION_S CALIB_FIT_S \
     CALIB_HIDDEN CALIB_BATCH CALIB_LR CALIB_INTERVAL_STEPS CALIB_BITS CALIB_EVAL_EVERY \
     CALIB_EVAL_SAMPLES CALIB_SIM_SEEDS CALIB_WARMUP_S CALIB_NICE CALIB_FIT CALIB_MEASURED CALIB_SCHED \
-    CALIB_QUEUE_MS CALIB_STEADY CALIB_TRIES; do
+    CALIB_QUEUE_MS CALIB_STEADY CALIB_TRIES CALIB_REPS; do
     eval "x=\${$v:-}"
     [ -z "$x" ] || cmdline="$v='$x' $cmdline"
 done
@@ -430,12 +436,12 @@ sched_fit() {
 run_case() { # alg bw step_ms rtt_ms real_steps real_bytes real_tta [start_lag real_round_ms steady]
     payload=$(awk -v b="$2" -v g="$goodput" 'BEGIN { printf "%.6g", b * g }')
     [ -z "$measured" ] || payload=$2
-    s=$(sim_run "$1" "$payload" "$3" "$4" "$tmp/sim-$1-$2")
+    s=$(sim_run "$1" "$payload" "$3" "$4" "$tmp/sim-$1-$2-r${rep:-1}")
     fitd=$(echo "$fitsets" | awk '{ for (i = 1; i <= NF; i++) if (split($i, kv, "=") == 2) v[kv[1]] = kv[2] }
         END { if (!("compute.step_ms" in v)) print "-"
               else printf "%.3g,%.3g,%.3g,%.4g\n", v["compute.step_ms"], v["compute.slow_prob"], v["compute.slowdown"], v["compute.loop_frame_us"] }')
     echo "$1 $2 $3 $4 $5 $6 $7 $s ${9:--} $fitd ${10:--}" >>"$rows"
-    echo "calibrate: $1 at $2 Mb/s: step ${3} ms, rtt ${4} ms; real: $5 steps/s, $6 B, tta $7, round ${9:--} ms (all training ${8:-?} s after the first resume); sim: $s"
+    echo "calibrate: $1 at $2 Mb/s (run ${rep:-1}): step ${3} ms, rtt ${4} ms; real: $5 steps/s, $6 B, tta $7, round ${9:--} ms (all training ${8:-?} s after the first resume); sim: $s"
 }
 
 if [ -n "$measured" ]; then
@@ -457,6 +463,8 @@ else
         rtt=$(rtt_ms)
         [ -n "$rtt" ] || rtt=0.1
         for alg in $algos; do
+          rep=1
+          while [ "$rep" -le "$reps" ]; do
             if [ "$fit" = idle ]; then
                 echo "calibrate: $alg at $bw Mb/s: fitting the step time ($n agents, mixing off, ${fit_s} s)"
                 cluster "$tmp/fit-$alg-$bw" "$alg" 1000000 "$fit_s"
@@ -465,9 +473,9 @@ else
             try=1
             while :; do
                 echo "calibrate: $alg at $bw Mb/s: real run (${dur} s)"
-                rm -rf "$tmp/real-$alg-$bw"
-                cluster "$tmp/real-$alg-$bw" "$alg" "$interval" "$dur"
-                r=$(real_figures "$tmp/real-$alg-$bw" "$dur")
+                rm -rf "$tmp/real-$alg-$bw-r$rep"
+                cluster "$tmp/real-$alg-$bw-r$rep" "$alg" "$interval" "$dur"
+                r=$(real_figures "$tmp/real-$alg-$bw-r$rep" "$dur")
                 steady=$(echo "$r" | cut -d' ' -f6)
                 awk -v x="$steady" -v m="$steady_min" 'BEGIN { exit !(x == "-" || x + 0 < m + 0) }' || break
                 [ "$try" -lt "$tries" ] || break
@@ -478,27 +486,47 @@ else
             step=$(echo "$f" | awk '$1 > 0 { printf "%.4g", 1000 / $1 }')
             [ -n "$step" ] || { echo "calibrate: no step time measured ($f)" >&2; exit 1; }
             fitsets=""
-            [ "$fit" = idle ] || fd="$tmp/real-$alg-$bw"
+            [ "$fit" = idle ] || fd="$tmp/real-$alg-$bw-r$rep"
             [ "$fit" = own ] || fd="$tmp/fit-$alg-$bw"
             [ "$sched" = 0 ] || fitsets=$(sched_fit "$fd" "$step" "$(echo "$f" | cut -d' ' -f5)")
             # shellcheck disable=SC2086
-            run_case "$alg" "$bw" "$step" "$rtt" $(echo "$r" | cut -d' ' -f1-4) "$(round_ms "$tmp/real-$alg-$bw")" "$steady"
+            run_case "$alg" "$bw" "$step" "$rtt" $(echo "$r" | cut -d' ' -f1-4) "$(round_ms "$tmp/real-$alg-$bw-r$rep")" "$steady"
+            rep=$((rep + 1))
+          done
         done
     done
 fi
 
 # ---- the table -------------------------------------------------------------
 table() {
-    echo "| mixing | link (Mb/s) | fitted step (ms) | RTT (ms) | steps/s per agent: real / sim / ratio | bytes per agent: real / sim / ratio | time to $target (s): real / sim / ratio | within 15% | host steady | mean round (ms): real / sim | fit: step CPU (ms), slow p, slowdown, loop (us) |"
-    echo "|---|---:|---:|---:|---:|---:|---:|:---:|---:|---:|---|"
+    echo "| mixing | link (Mb/s) | runs | fitted step (ms) | RTT (ms) | steps/s per agent: real / sim / ratio | bytes per agent: real / sim / ratio | time to $target (s): real / sim / ratio | within 15% | host steady | mean round (ms): real / sim | fit: step CPU (ms), slow p, slowdown, loop (us) |"
+    echo "|---|---:|---:|---:|---:|---:|---:|---:|:---:|---:|---:|---|"
+    # One row per mixing and bandwidth: the means over its runs (lines of
+    # $rows); time to target over the runs in which both sides reached it;
+    # host steady the least of the runs; the fit of each run, ";" apart.
     awk -v m="$steady_min" 'function ratio(s, r) { return (s == "none" || r == "none" || r == 0) ? "-" : sprintf("%.3f", s / r) }
         function ok(x) { return x != "-" && x >= 0.85 && x <= 1.15 }
-        { r1 = ratio($8, $5); r2 = ratio($9, $6); r3 = ratio($10, $7)
+        function mean(k, f) { return c[k, f] ? S[k, f] / c[k, f] : "-" }
+        function add(k, f, v) { if (v != "-" && v != "" && v != "none") { S[k, f] += v; c[k, f]++ } }
+        { k = $1 " " $2; if (!(k in runs)) { order[++nk] = k; steady[k] = "-" }; runs[k]++
+          alg[k] = $1; bw[k] = $2
+          for (f = 3; f <= 12; f++) if (f != 7 && f != 10) add(k, f, $f)
+          if ($7 != "none" && $10 != "none") { add(k, 7, $7); add(k, 10, $10) }
+          else { missed[k] = missed[k] ($7 == "none" ? " real" : "") ($10 == "none" ? " sim" : "") }
+          fit[k] = fit[k] (runs[k] > 1 ? "; " : "") ($13 == "" ? "-" : $13)
+          if ($14 != "-" && $14 != "" && (steady[k] == "-" || $14 + 0 < steady[k] + 0)) steady[k] = $14 }
+        END { for (j = 1; j <= nk; j++) { k = order[j]
+          s5 = mean(k, 5); s8 = mean(k, 8); s6 = mean(k, 6); s9 = mean(k, 9); s7 = mean(k, 7); s10 = mean(k, 10)
+          r1 = s5 == "-" ? "-" : ratio(s8, s5); r2 = s6 == "-" ? "-" : ratio(s9, s6)
+          r3 = (s7 == "-" || s10 == "-") ? "-" : ratio(s10, s7)
           v = (ok(r1) && ok(r2) && ok(r3)) ? "yes" : "NO"
-          if ($14 != "-" && $14 != "" && $14 + 0 < m + 0) v = v " (host unsteady)"
-          printf "| %s | %s | %s | %s | %.1f / %.1f / %s | %.0f / %.0f / %s | %s / %s / %s | %s | %s | %s / %s | %s |\n",
-              $1, $2, $3, $4, $5, $8, r1, $6, $9, r2, $7, $10, r3,
-              v, ($14 == "" ? "-" : $14), $12, $11, $13 == "" ? "-" : $13 }' "$rows"
+          if (steady[k] != "-" && steady[k] + 0 < m + 0) v = v " (host unsteady)"
+          t7 = s7 == "-" ? "none" : sprintf("%.3f", s7); t10 = s10 == "-" ? "none" : sprintf("%.3f", s10)
+          if (missed[k] != "") { t7 = t7 " (not reached in a run:" missed[k] ")" }
+          printf "| %s | %s | %d | %.4g | %.3g | %.1f / %.1f / %s | %.0f / %.0f / %s | %s / %s / %s | %s | %s | %s / %s | %s |\n",
+              alg[k], bw[k], runs[k], mean(k, 3), mean(k, 4), s5, s8, r1, s6, s9, r2, t7, t10, r3,
+              v, steady[k], mean(k, 12) == "-" ? "-" : sprintf("%.4g", mean(k, 12)),
+              mean(k, 11) == "-" ? "-" : sprintf("%.4g", mean(k, 11)), fit[k] } }' "$rows"
 }
 table >"$tmp/table"
 echo ""
