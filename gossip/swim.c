@@ -399,15 +399,24 @@ static void *side_grow(gossip_swim *s, void *tab, uint32_t *cap_io, uint32_t *fr
  * confirmations of that suspicion are not counted, its timeout stays at
  * the longest (slower to declare a death, never faster) and it has no
  * last-chance ping (suspect_deadline, verify_suspect). */
+/* A free suspicion entry, growing the table if needed: 0, or -1 when
+ * memory runs out (counted). */
+static int conf_reserve(gossip_swim *s)
+{
+    if (s->conf_free)
+        return 0;
+    suspicion *t = side_grow(s, s->conf, &s->conf_cap, &s->conf_free, sizeof *t);
+    if (!t)
+        return -1;
+    s->conf = t;
+    return 0;
+}
+
 static uint32_t conf_take(gossip_swim *s)
 {
     _Static_assert(offsetof(suspicion, by) == 0, "the free list's link is by[0]");
-    if (!s->conf_free) {
-        suspicion *t = side_grow(s, s->conf, &s->conf_cap, &s->conf_free, sizeof *t);
-        if (!t)
-            return 0;
-        s->conf = t;
-    }
+    if (conf_reserve(s) != 0)
+        return 0;
     uint32_t e = s->conf_free;
     s->conf_free = (uint32_t)s->conf[e - 1].by[0];
     s->conf[e - 1].verify_seq = 0;
@@ -1317,6 +1326,15 @@ static void refute(gossip_swim *s, uint32_t seen_inc)
 static void start_suspect(gossip_swim *s, member *m, uint32_t inc, uint64_t from, int confirmed,
                           gossip_time_us now)
 {
+    /* A peer's suspicion is taken up only with an entry to name its
+     * suspecter in our record: without one the record would name us
+     * (member_from), peers would count us as a confirmation we never made,
+     * and the member would be declared dead sooner over there. It stays as
+     * it is (a later death, never an earlier one); our own probes may
+     * still suspect it. A member already suspected frees its entry below,
+     * so only a new suspicion can lack one. */
+    if (from != s->cfg.self_id && !susp(s, m) && conf_reserve(s) != 0)
+        return;
     m->inc = inc;
     set_state(s, m, GOSSIP_MEMBER_SUSPECT, now);
     m->n_confirm = 1; /* the first suspecter; confirmations are the others */
