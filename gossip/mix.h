@@ -139,7 +139,7 @@ typedef struct gossip_mix_config {
     uint32_t members_max;           /* largest view; 0 = GOSSIP_MIX_MEMBERS_DEFAULT */
     uint32_t links_max;             /* push-sum links per direction; 0 = default */
     uint32_t peers_max;             /* pairwise gossip: peers whose exchange times are kept
-                                       (least recently used replaced, scanned per lookup),
+                                       (least recently used replaced; hash-indexed above 16),
                                        <= GOSSIP_MEMBERS_MAX; 0 = members_max */
     uint32_t sync_window;           /* dpsgd/choco rounds buffered, 2..GOSSIP_MIX_SYNC_WINDOW_MAX;
                                        0 = GOSSIP_MIX_SYNC_WINDOW_DEFAULT */

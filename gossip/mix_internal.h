@@ -266,6 +266,11 @@ void mix_reply_commit(gossip_mix *m, uint64_t dest, size_t len);
 
 /* Pairwise gossip (mix_gossip.c): see gossip_mix_unreachable. */
 void mix_gossip_unreachable(gossip_mix *m, uint64_t peer, gossip_time_us now);
+/* Tests: 0 if pairwise gossip's table of links agrees with its sorted
+ * times (the same multiset) and, when indexed, with its index and free
+ * bitmap (every entry found under its id at its own place, every free
+ * entry marked free, nothing else indexed), else -1. */
+int mix_gossip_links_check(const gossip_mix *m);
 
 /* ---- synchronous rounds over a graph: dpsgd and choco (mix_sync.c) ------ */
 

@@ -425,10 +425,10 @@ static int setup(runner *r)
         .bits = sc->mixing.bits,
         /* members_max: the mixer's copy of its node's view under swim (N
          * ids; unused with shared views). peers_max: gossip's table of
-         * measured links (least recently used replaced, scanned per
-         * lookup), one per member up to 1024 agents as in the agent,
-         * SIM_MIX_LINKS_BIG beyond (1024 would cost 32 KB a mixer, 32 GB at
-         * 10^6 agents, and a scan per frame). */
+         * measured links (least recently used replaced, hash-indexed
+         * above 16), one per member up to 1024 agents as in the agent,
+         * SIM_MIX_LINKS_BIG beyond (1024 would cost 70 KB a mixer, 70 GB
+         * at 10^6 agents). */
         .members_max = r->n <= GOSSIP_MEMBERS_MAX ? r->n : 0,
         .peers_max = r->n > GOSSIP_MIX_MEMBERS_DEFAULT ? SIM_MIX_LINKS_BIG : 0,
         .shared_views = !r->swim,

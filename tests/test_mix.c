@@ -1,6 +1,7 @@
 /* gossip_mix: dpsgd, gossip, push-sum, choco (allreduce: test_allreduce.c);
  * the sim driver's determinism; hostile bytes; allocation failures. */
 #include "tests/test_mix_cluster.h"
+#include "gossip/mix_internal.h"
 
 #include "gossip/topology.h"
 
@@ -1620,6 +1621,46 @@ static void gossip_forgets_departed_link(void **state)
     cluster_free(&c);
 }
 
+/* A table of links larger than LINK_INDEX_MIN is found through an index,
+ * and the typical time is the median of a sorted copy of the links'
+ * times: with 64 members and room for 24 links every member replaces
+ * links (least recently used first) and forgets those of members that
+ * leave its view; after every round each table must agree with its
+ * index and its sorted times, and the rounds go on mixing (the mean
+ * kept, exchanges answered). */
+static void gossip_link_index_follows_table(void **state)
+{
+    (void)state;
+    uint64_t seed = test_seed(223);
+    gossip_mix_config cfg = base_config(GOSSIP_MIX_GOSSIP, GOSSIP_TOPO_RANDOM);
+    cfg.peers_max = 24;
+    cluster c;
+    enum { N = 64, DIM = 6 };
+    cluster_init(&c, N, DIM, &cfg, &(sim_driver_config){.seed = seed, .mode = SIM_MODE_ROUNDS});
+    model_rng rng;
+    model_rng_seed(&rng, seed, 7);
+    cluster_fill(&c, &rng, 0);
+    double before[DIM], after[DIM];
+    cluster_mean(&c, before);
+    int alive[N];
+    uint32_t mixed = 0;
+    for (int r = 0; r < 120; r++) {
+        if (r % 15 == 7) { /* a third of the members leave every view, then return */
+            for (uint32_t i = 0; i < N; i++)
+                alive[i] = model_rng_below(&rng, 3) != 0;
+            cluster_view(&c, alive);
+            cluster_view(&c, NULL);
+        }
+        mixed += cluster_round(&c);
+        for (uint32_t i = 0; i < N; i++)
+            assert_int_equal(mix_gossip_links_check(c.m[i]), 0);
+    }
+    cluster_mean(&c, after);
+    assert_mean_kept(before, after, DIM, 1.0, 120, seed, "link index");
+    assert_true(mixed > 60u * N); /* most rounds complete */
+    cluster_free(&c);
+}
+
 /* ---- the driver --------------------------------------------------------- */
 
 static uint64_t traced_run(uint64_t seed, double loss)
@@ -1798,6 +1839,7 @@ int main(void)
         cmocka_unit_test(gossip_contracts_like_atomic_pushpull),
         cmocka_unit_test(gossip_refuses_behind_late_exchange),
         cmocka_unit_test(gossip_forgets_departed_link),
+        cmocka_unit_test(gossip_link_index_follows_table),
         cmocka_unit_test(pushsum_drained_weight_recovers),
         cmocka_unit_test(pushsum_full_table_yields_to_neighbour),
         cmocka_unit_test(driver_same_seed_same_trace),
