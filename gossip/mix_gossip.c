@@ -132,13 +132,8 @@ typedef struct mix_held {
 typedef struct gossip_state {
     mix_link *links; /* peers_max (or members_max) entries, keyed by peer id */
     uint32_t links_cap;
-    uint32_t *lix;       /* above LINK_INDEX_MIN: lix_cap entries, entry + 1 or 0 (open
-                            addressing, linear probing); NULL: scanned */
-    uint32_t lix_cap;    /* a power of two >= 2 x links_cap */
-    uint64_t *lfree;     /* with lix: bit k set while links[k] is free */
     uint32_t typical_us; /* lower median of the links' times (0: none measured) */
     uint32_t *times;     /* the measured links' times, sorted (links_cap entries) */
-    uint32_t ntimes;     /* links with a time (time_us != 0) */
     mix_pending pend[GOSSIP_MIX_PENDING_MAX];
     uint32_t pend_next, pend_cur;
     uint8_t *pend_bits; /* GOSSIP_MIX_PENDING_MAX bitmaps of answered chunks */
@@ -155,7 +150,12 @@ typedef struct gossip_state {
     /* pushes of others */
     mix_held held[GOSSIP_MIX_HELD_MAX];
     uint64_t held_seq;
-    float *held_mem; /* GOSSIP_MIX_HELD_MAX * dim */
+    float *held_mem;  /* GOSSIP_MIX_HELD_MAX * dim */
+    uint32_t ntimes;  /* links with a time (time_us != 0): entries of times */
+    uint32_t lix_cap; /* a power of two >= 2 x links_cap */
+    uint32_t *lix;    /* above LINK_INDEX_MIN: lix_cap entries, entry + 1 or 0 (open
+                         addressing, linear probing); NULL: scanned */
+    uint64_t *lfree;  /* with lix: bit k set while links[k] is free */
 } gossip_state;
 
 static int gossip_topology_ok(gossip_topology t)
