@@ -151,7 +151,7 @@ typedef struct gossip_state {
     mix_held held[GOSSIP_MIX_HELD_MAX];
     uint64_t held_seq;
     float *held_mem;  /* GOSSIP_MIX_HELD_MAX * dim */
-    uint32_t ntimes;  /* links with a time (time_us != 0): entries of times */
+    uint32_t ntimes;  /* entries of times: the links whose time_us is set */
     uint32_t lix_cap; /* a power of two >= 2 x links_cap */
     uint32_t *lix;    /* above LINK_INDEX_MIN: lix_cap entries, entry + 1 or 0 (open
                          addressing, linear probing); NULL: scanned */
