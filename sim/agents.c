@@ -293,7 +293,8 @@ static int agent_node_create(runner *r, uint32_t i, int fetch)
 {
     const sim_scenario *sc = r->sc;
     sim_agent_state *g = &r->a[i];
-    snprintf(g->addr, sizeof g->addr, "sim://%u", i);
+    _Static_assert(sizeof g->addr >= 6 + 10 + 1, "sim://, 10 digits, NUL");
+    sim_addr_of(NULL, (uint64_t)i + 1, g->addr); /* the one format of the address */
     gossip_node_config c;
     gossip_node_config_default(&c);
     c.self = (uint64_t)i + 1;
