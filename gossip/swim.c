@@ -1061,8 +1061,12 @@ static int read_record(gossip_reader *r, record *out)
     }
     if (r->err)
         return GOSSIP_ETRUNC;
-    /* id 0 is nobody; UINT32_MAX could not be refuted (no higher value) */
-    if (out->id == 0 || out->inc == UINT32_MAX)
+    /* id 0 is nobody, as suspecter or declarer too (a suspicion's
+     * confirmers are counted by id: nobody must not count as one);
+     * UINT32_MAX could not be refuted (no higher value) */
+    if (out->id == 0 || out->inc == UINT32_MAX ||
+        ((out->state == GOSSIP_MEMBER_SUSPECT || out->state == GOSSIP_MEMBER_DEAD) &&
+         out->from == 0))
         return GOSSIP_EMALFORMED;
     return GOSSIP_OK;
 }

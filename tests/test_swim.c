@@ -396,6 +396,12 @@ static void bad_frames_counted(void **state)
     assert_int_equal(deliver(s, GOSSIP_MSG_PING, 9, p, len, 0),
                      GOSSIP_EMALFORMED); /* unrefutable */
     assert_int_equal(gossip_swim_incarnation(s), 0);
+    len = 13 + put_suspect(p + 13, GOSSIP_MEMBER_SUSPECT, 6, 1, 0);
+    assert_int_equal(deliver(s, GOSSIP_MSG_PING, 9, p, len, 0),
+                     GOSSIP_EMALFORMED); /* suspected by nobody */
+    len = 13 + put_suspect(p + 13, GOSSIP_MEMBER_DEAD, 6, 1, 0);
+    assert_int_equal(deliver(s, GOSSIP_MSG_PING, 9, p, len, 0),
+                     GOSSIP_EMALFORMED); /* declared dead by nobody */
     len = 13 + put_alive(p + 13, 6, 0, "six");
     gossip_put_u64(p + 4, 6); /* a ping for someone else */
     assert_int_equal(deliver(s, GOSSIP_MSG_PING, 9, p, len, 0), GOSSIP_ENOTFOUND);
@@ -404,7 +410,7 @@ static void bad_frames_counted(void **state)
     assert_int_equal(deliver(s, GOSSIP_MSG_SYNC, 9, p, MANIFEST0 + 4, 0), GOSSIP_ETOOBIG);
     const gossip_swim_stats *st = gossip_swim_stats_get(s);
     assert_int_equal(st->rejected[GOSSIP_ETYPE], 1);
-    assert_int_equal(st->rejected[GOSSIP_EMALFORMED], 8);
+    assert_int_equal(st->rejected[GOSSIP_EMALFORMED], 10);
     assert_int_equal(st->rejected[GOSSIP_ETRUNC], 2);
     assert_int_equal(st->rejected[GOSSIP_ETOOBIG], 2);
     assert_int_equal(st->rejected[GOSSIP_ENOTFOUND], 1);
