@@ -51,6 +51,7 @@
 #include "common/text.h"
 #include "gossip/mix.h"
 #include "gossip/wire.h"
+#include "model/rng.h"
 #include "net/net.h"
 #include "net/transport.h"
 
@@ -180,16 +181,6 @@ static void env_free(void *ctx, void *p)
     free(p);
 }
 
-/* Stochastic rounding draws one number per value: splitmix64 seeded from
- * libsodium (a system call per value would cost more than the codec). */
-static uint64_t env_random(void *ctx)
-{
-    uint64_t *s = ctx, z = (*s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
 typedef struct bench_agent {
     const bench_opts *o;
     uint32_t rank;
@@ -198,7 +189,7 @@ typedef struct bench_agent {
     net_transport *t;
     gossip_mix *mix;
     gossip_env env;
-    uint64_t rng;
+    model_rng rng; /* the agent's generator (agent/runtime.c), seeded from libsodium */
     uint64_t ids[BENCH_AGENTS_MAX];
     uint32_t dim;
     float *x, *out;
@@ -319,9 +310,11 @@ static int run_agent(bench_agent *a, const uint8_t *network_key)
             sorted[j] = sorted[j - 1];
             sorted[j - 1] = tmp;
         }
-    randombytes_buf(&a->rng, sizeof a->rng);
+    uint64_t seed[2];
+    randombytes_buf(seed, sizeof seed);
+    model_rng_seed(&a->rng, seed[0], seed[1]);
     a->env = (gossip_env){
-        .alloc = env_alloc, .free = env_free, .random = env_random, .random_ctx = &a->rng};
+        .alloc = env_alloc, .free = env_free, .random = model_rng_callback, .random_ctx = &a->rng};
     gossip_mix_config mc = {
         .self = a->id.node_id,
         .dim = a->dim,
