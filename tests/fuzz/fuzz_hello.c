@@ -82,26 +82,25 @@ static void kh(const uint8_t *K, uint8_t out[32], const char *label, const uint8
     crypto_generichash_final(&st, out, 32);
 }
 
-/* Timestamps B accepted, per claimed key (A, C, B, other). */
+/* Timestamps B accepted, per claimed key: one slot per distinct key, and
+ * an input holds at most HELLOS_MAX HELLOs, so every key has its own (a
+ * shared slot for "other" keys once made a key never seen look like a
+ * replay of another's timestamp). */
 typedef struct seen_model {
-    uint8_t pk[4][32];
-    uint64_t ts[4][HELLOS_MAX];
-    int n[4];
-    int used[4];
+    uint8_t pk[HELLOS_MAX][32];
+    uint64_t ts[HELLOS_MAX][HELLOS_MAX];
+    int n[HELLOS_MAX];
+    int used;
 } seen_model;
 
 static int slot_of(seen_model *m, const uint8_t pk[32])
 {
-    for (int i = 0; i < 4; i++)
-        if (m->used[i] && !memcmp(m->pk[i], pk, 32))
+    for (int i = 0; i < m->used; i++)
+        if (!memcmp(m->pk[i], pk, 32))
             return i;
-    for (int i = 0; i < 4; i++)
-        if (!m->used[i]) {
-            m->used[i] = 1;
-            memcpy(m->pk[i], pk, 32);
-            return i;
-        }
-    return 3;
+    FUZZ_CHECK(m->used < HELLOS_MAX);
+    memcpy(m->pk[m->used], pk, 32);
+    return m->used++;
 }
 
 static uint64_t ts_value(const uint8_t ts[12])
