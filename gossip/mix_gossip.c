@@ -658,9 +658,8 @@ static void gossip_on_view(gossip_mix *m, void *st)
     gossip_abort(m, g);
 }
 
-/* The host could not hand a frame for `peer` to the network (no route, the
- * link backing off, its queue full): avoid the peer for LINK_AVOID_US and
- * end a running exchange with it now. */
+/* Tests: the table of links against its sorted times, index and free
+ * bitmap (mix_internal.h). */
 int mix_gossip_links_check(const gossip_mix *m)
 {
     const gossip_state *g = m->st[GOSSIP_MIX_GOSSIP];
@@ -705,6 +704,9 @@ int mix_gossip_links_check(const gossip_mix *m)
     return indexed == used ? 0 : -1;
 }
 
+/* The host could not hand a frame for `peer` to the network (no route, the
+ * link backing off, its queue full): avoid the peer for LINK_AVOID_US and
+ * end a running exchange with it now. */
 void mix_gossip_unreachable(gossip_mix *m, uint64_t peer, gossip_time_us now)
 {
     gossip_state *g = m->st[GOSSIP_MIX_GOSSIP];
