@@ -333,8 +333,15 @@ static int ar_recv_chunk(gossip_mix *m, ar_state *ar, uint64_t from, const gossi
     uint32_t s = gossip_get_u32(p + 12), c = gossip_get_u32(p + 16);
     uint32_t dim = gossip_get_u32(p + 20), off = gossip_get_u32(p + 24);
     uint32_t cnt = gossip_get_u32(p + 28);
-    if (!gossip_codec_bits_valid(bits) || reserved || block != m->block || members != m->n ||
-        dim != m->dim || s >= steps(m) || c >= ar->k)
+    if (!gossip_codec_bits_valid(bits) || reserved || block != m->block || dim != m->dim)
+        return GOSSIP_EMALFORMED;
+    /* The rest is read against our view, so a chunk of a view we do not
+     * hold yet (a member count, step or sender that differs from ours) is
+     * stale, not malformed: the stash keeps it until we install that view
+     * (gossip/mix.c), instead of the round waiting out its deadline. */
+    if (h->epoch != m->view_id)
+        return GOSSIP_ESTALE;
+    if (members != m->n || s >= steps(m) || c >= ar->k)
         return GOSSIP_EMALFORMED;
     if (from != m->ids[(m->me + m->n - 1) % m->n])
         return GOSSIP_EMALFORMED; /* only the ring predecessor sends us chunks */
@@ -343,8 +350,6 @@ static int ar_recv_chunk(gossip_mix *m, ar_state *ar, uint64_t from, const gossi
     size_t data = want_cnt ? gossip_codec_size(want_cnt, bits, m->block) : 0;
     if (off != want_off || cnt != want_cnt || len != GOSSIP_MIX_AR_HEADER + data)
         return GOSSIP_EMALFORMED;
-    if (h->epoch != m->view_id)
-        return GOSSIP_ESTALE;
     const uint8_t *d = p + GOSSIP_MIX_AR_HEADER;
 
     if (running(m) && h->round == ar->round) {
