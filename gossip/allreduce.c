@@ -400,6 +400,19 @@ static int ar_recv_chunk(gossip_mix *m, ar_state *ar, uint64_t from, const gossi
     }
     if (h->round < ar->round)
         return GOSSIP_ESTALE;
+    /* A chunk of a later round, kept until we start it (only reduce-scatter
+     * steps, each chunk's in order). It is checked in full before it may
+     * end our round: a frame we then refuse must change nothing. */
+    int fresh = !ar->pre_valid || ar->pre_round != h->round;
+    if (fresh && ar->pre_valid && h->round < ar->pre_round)
+        return GOSSIP_ESTALE;
+    if (s > m->n - 2 || s != (fresh ? 0 : ar->pre[c]))
+        return GOSSIP_EMALFORMED;
+    int rc = cnt ? gossip_codec_decode(d, data, cnt, bits, m->block, m->scratch) : 0;
+    if (!rc)
+        rc = mix_values_ok(m->scratch, cnt);
+    if (rc)
+        return rc;
     if (running(m)) {
         /* A later round while ours is not finished: the others gave up on
          * ours. (If all our chunks are in, we only wait for our own sends.) */
@@ -409,18 +422,9 @@ static int ar_recv_chunk(gossip_mix *m, ar_state *ar, uint64_t from, const gossi
         if (!complete)
             ar_abort(m, ar, 0);
     }
-    if (!ar->pre_valid || ar->pre_round != h->round) {
-        if (ar->pre_valid && h->round < ar->pre_round)
-            return GOSSIP_ESTALE;
+    if (fresh)
         reset_pre(ar, h->round);
-    }
-    if (s > m->n - 2 || s != ar->pre[c])
-        return GOSSIP_EMALFORMED;
-    int rc = cnt ? gossip_codec_decode(d, data, cnt, bits, m->block, ar->inbox + off) : 0;
-    if (!rc)
-        rc = mix_values_ok(ar->inbox + off, cnt);
-    if (rc)
-        return rc;
+    memcpy(ar->inbox + off, m->scratch, (size_t)cnt * sizeof(float));
     ar->pre[c]++;
     return GOSSIP_OK;
 }

@@ -129,6 +129,26 @@ static void sync_jump(gossip_mix *m, mix_sync *s, uint64_t r)
     m->stats.round_jumps++;
 }
 
+/* 0 if f would be accepted as the first chunk of round r, which is beyond
+ * our window: sent by an in-neighbour of r, at offset 0, with values that
+ * decode. Only such a frame is evidence that the others are at r; anything
+ * else is refused before it can make us give up our round (otherwise one
+ * corrupt frame naming a later round aborts it). Reads nothing but f. */
+static int sync_jump_ok(gossip_mix *m, uint64_t r, const mix_frame *f)
+{
+    const mix_push_hdr *ph = f->push;
+    uint32_t idx[GOSSIP_TOPOLOGY_DEGREE_MAX];
+    uint32_t nin = gossip_topology_in(m->topo, m->n, m->me, r, idx), k = 0;
+    while (k < nin && m->ids[idx[k]] != f->from)
+        k++;
+    if (k == nin)
+        return GOSSIP_ENOTFOUND;
+    if (ph->offset != 0)
+        return GOSSIP_EMALFORMED;
+    int rc = gossip_codec_decode(ph->data, ph->data_len, ph->count, ph->bits, m->block, m->scratch);
+    return rc ? rc : mix_values_ok(m->scratch, ph->count);
+}
+
 int mix_sync_recv(gossip_mix *m, mix_sync *s, const mix_frame *f)
 {
     const mix_push_hdr *ph = f->push;
@@ -142,8 +162,12 @@ int mix_sync_recv(gossip_mix *m, mix_sync *s, const mix_frame *f)
         return GOSSIP_ESTALE;
     if (h->round < s->round)
         return GOSSIP_ESTALE;
-    if (h->round - s->round >= s->window)
+    if (h->round - s->round >= s->window) {
+        rc = sync_jump_ok(m, h->round, f);
+        if (rc)
+            return rc;
         sync_jump(m, s, h->round);
+    }
     mix_slot *slot = sync_slot(m, s, h->round);
     uint32_t k = 0;
     while (k < slot->nin && slot->in_id[k] != f->from)

@@ -94,6 +94,131 @@ static void create_validates(void **state)
     assert_int_equal(gossip_mix_algo_parse("nope", &al), GOSSIP_EINVAL);
 }
 
+/* A member rounds ahead of us (beyond the sync window) makes us give our
+ * round up and catch up, but only with a frame we would accept at that
+ * round: its first chunk. Its second chunk alone (offset 2: its first was
+ * never seen) is refused as malformed and leaves our round running (before
+ * the fix it aborted it, found by fuzz_mix once its frames carried the
+ * view's id). */
+static void jump_only_on_a_frame_that_decodes(void **state)
+{
+    (void)state;
+    static const gossip_mix_algo algos[] = {GOSSIP_MIX_DPSGD, GOSSIP_MIX_CHOCO};
+    for (int run = 0; run < 4; run++) {
+        int corrupt = run % 2 == 0;
+        test_env t;
+        test_env_init(&t, 9);
+        gossip_mix_config cfg = base_config(algos[run / 2], GOSSIP_TOPO_RING);
+        cfg.dim = 4;
+        cfg.chunk_values = 2;
+        gossip_mix *a = NULL, *b = NULL;
+        cfg.self = 1;
+        assert_int_equal(gossip_mix_create(&a, &t.env, &cfg), GOSSIP_OK);
+        cfg.self = 2;
+        assert_int_equal(gossip_mix_create(&b, &t.env, &cfg), GOSSIP_OK);
+        uint64_t ids[2] = {1, 2};
+        gossip_view v = {.epoch = 1, .n = 2, .ids = ids};
+        assert_int_equal(gossip_mix_set_view(a, &v, 0), GOSSIP_OK);
+        assert_int_equal(gossip_mix_set_view(b, &v, 0), GOSSIP_OK);
+        float xa[4] = {1, 2, 3, 4}, xb[4] = {4, 3, 2, 1};
+        assert_int_equal(gossip_mix_start(a, xa, 0), GOSSIP_OK);
+        assert_int_equal(gossip_mix_start(b, xb, 0), GOSSIP_OK);
+        gossip_send out;
+        uint8_t frame[512];
+        size_t len = 0;
+        int to_b = 0;
+        while (gossip_mix_poll_send(a, &out, 0) == 1) {
+            if (out.dest != 2)
+                continue;
+            if (to_b++ == corrupt) { /* the first chunk, or the second */
+                assert_true(out.len <= sizeof frame);
+                memcpy(frame, out.frame, len = out.len);
+            }
+        }
+        assert_int_equal(to_b, 2);
+        gossip_header h;
+        assert_int_equal(gossip_header_decode(frame, len, &h), GOSSIP_OK);
+        h.round = GOSSIP_MIX_SYNC_WINDOW_DEFAULT + 3; /* beyond b's window */
+        int rc = gossip_mix_recv(b, 1, &h, frame + GOSSIP_HEADER_SIZE, len - GOSSIP_HEADER_SIZE, 0);
+        const gossip_mix_stats *st = gossip_mix_get_stats(b);
+        if (corrupt) {
+            assert_int_not_equal(rc, GOSSIP_OK);
+            assert_int_equal(gossip_mix_get_state(b), GOSSIP_MIX_RUNNING);
+            assert_int_equal(gossip_mix_round(b), 0);
+            assert_int_equal(st->round_jumps, 0);
+        } else {
+            assert_int_equal(rc, GOSSIP_OK);
+            assert_int_equal(st->round_jumps, 1);
+            assert_int_equal(gossip_mix_get_state(b), GOSSIP_MIX_DONE);
+            float out_b[4];
+            int outcome;
+            assert_int_equal(gossip_mix_take(b, out_b, &outcome), GOSSIP_OK);
+            assert_int_equal(outcome, GOSSIP_EABORTED);
+            assert_memory_equal(out_b, xb, sizeof xb);
+            assert_int_equal(gossip_mix_round(b), h.round);
+        }
+        gossip_mix_destroy(a);
+        gossip_mix_destroy(b);
+        assert_int_equal(t.alloc.live, 0);
+    }
+}
+
+/* Allreduce: a chunk of a later round means the others gave ours up, so it
+ * ends our round, but only once it is checked: the same chunk with a NaN
+ * in its values is refused and our round runs on (before the fix our
+ * round was aborted first; found by fuzz_mix). */
+static void later_round_chunk_checked_before_abort(void **state)
+{
+    (void)state;
+    for (int corrupt = 0; corrupt < 2; corrupt++) {
+        test_env t;
+        test_env_init(&t, 11);
+        gossip_mix_config cfg = base_config(GOSSIP_MIX_ALLREDUCE, GOSSIP_TOPO_RING);
+        cfg.dim = 8;
+        gossip_mix *a = NULL, *b = NULL;
+        cfg.self = 1;
+        assert_int_equal(gossip_mix_create(&a, &t.env, &cfg), GOSSIP_OK);
+        cfg.self = 2;
+        assert_int_equal(gossip_mix_create(&b, &t.env, &cfg), GOSSIP_OK);
+        uint64_t ids[4] = {1, 2, 3, 4};
+        gossip_view v = {.epoch = 1, .n = 4, .ids = ids};
+        assert_int_equal(gossip_mix_set_view(a, &v, 0), GOSSIP_OK);
+        assert_int_equal(gossip_mix_set_view(b, &v, 0), GOSSIP_OK);
+        float xa[8] = {1, 2, 3, 4, 5, 6, 7, 8}, xb[8] = {8, 7, 6, 5, 4, 3, 2, 1};
+        assert_int_equal(gossip_mix_start(a, xa, 0), GOSSIP_OK);
+        assert_int_equal(gossip_mix_start(b, xb, 0), GOSSIP_OK);
+        gossip_send out;
+        uint8_t frame[512];
+        size_t len = 0;
+        while (gossip_mix_poll_send(a, &out, 0) == 1)
+            if (out.dest == 2 && !len && out.len <= sizeof frame)
+                memcpy(frame, out.frame, len = out.len);
+        assert_true(len > GOSSIP_HEADER_SIZE + 16); /* a's step 0 chunk, to its successor */
+        gossip_header h;
+        assert_int_equal(gossip_header_decode(frame, len, &h), GOSSIP_OK);
+        h.round = 1; /* a round after b's */
+        if (corrupt) /* a NaN as the first value (32 bits: big-endian float32) */
+            gossip_put_u32(frame + GOSSIP_HEADER_SIZE + GOSSIP_MIX_AR_HEADER, 0x7fc00000u);
+        int rc = gossip_mix_recv(b, 1, &h, frame + GOSSIP_HEADER_SIZE, len - GOSSIP_HEADER_SIZE, 0);
+        if (corrupt) {
+            assert_int_equal(rc, GOSSIP_ENONFINITE);
+            assert_int_equal(gossip_mix_get_state(b), GOSSIP_MIX_RUNNING);
+            assert_int_equal(gossip_mix_round(b), 0);
+        } else {
+            assert_int_equal(rc, GOSSIP_OK);
+            assert_int_equal(gossip_mix_get_state(b), GOSSIP_MIX_DONE);
+            float out_b[8];
+            int outcome;
+            assert_int_equal(gossip_mix_take(b, out_b, &outcome), GOSSIP_OK);
+            assert_int_equal(outcome, GOSSIP_EABORTED);
+            assert_memory_equal(out_b, xb, sizeof xb);
+        }
+        gossip_mix_destroy(a);
+        gossip_mix_destroy(b);
+        assert_int_equal(t.alloc.live, 0);
+    }
+}
+
 /* A frame of a view we do not hold yet is kept and replayed when we install
  * it; the stash is allocated with the first frame kept, and without memory
  * for it the frame is lost as if the network had dropped it (counted), the
@@ -1824,6 +1949,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(create_validates),
         cmocka_unit_test(alloc_failures_leave_nothing),
+        cmocka_unit_test(jump_only_on_a_frame_that_decodes),
+        cmocka_unit_test(later_round_chunk_checked_before_abort),
         cmocka_unit_test(late_view_frames_stashed_on_demand),
         cmocka_unit_test(dpsgd_and_gossip_keep_mean),
         cmocka_unit_test(gossip_passive_exchange_keeps_training),
