@@ -4,14 +4,18 @@
  * Input: u8 algorithm selector (% 5; bits 3..5 pick the codec width), then a
  * sequence of frames, each u8 type selector (% 5), u8 sender selector (one of
  * the 3 other members, or a stranger), u8 round offset, u8 flags (bit 0: tick
- * past the deadline afterwards; bit 1: take and restart when done), u16
- * length, then that many payload bytes (clipped at the input's end). The
+ * past the deadline afterwards; bit 1: take and restart when done; bit 2:
+ * the header names another view), u16 length, then that many payload bytes
+ * (clipped at the input's end). A frame's header carries the view id the
+ * mixer itself puts on its frames (read from the first one it sends), so
+ * the synchronous rules read past their view check. The
  * mixer (dim 11, chunks of 4 values, block 4) is member 2 of the view
  * {1, 2, 3, 4} and starts a round first. Checked after every step: recv
  * returns a documented code; every frame out has a valid header of a mixing
  * type and fits the largest frame; the vector taken out is finite; a frame
  * that does not decode (ETYPE, EMALFORMED, ETRUNC) changes neither the
- * state nor the round and is not answered. Any violation aborts.
+ * state nor the round and is not answered (frames due at that time anyway
+ * are sent before it arrives). Any violation aborts.
  */
 #include <math.h>
 #include <stdint.h>
@@ -45,6 +49,11 @@ static void f_free(void *ctx, void *p)
     free(p);
 }
 
+/* The view id on the mixer's own frames (the same on every member of the
+ * view), once it has sent one. */
+static uint64_t view_id;
+static int have_view_id;
+
 /* Drain and check every frame out; returns how many. */
 static int drain(gossip_mix *m, gossip_time_us now)
 {
@@ -53,6 +62,10 @@ static int drain(gossip_mix *m, gossip_time_us now)
     for (; k < 10000 && gossip_mix_poll_send(m, &o, now) == 1; k++) {
         gossip_header h;
         check(gossip_header_decode(o.frame, o.len, &h) == GOSSIP_OK);
+        if (!have_view_id) {
+            view_id = h.epoch;
+            have_view_id = 1;
+        }
         check(h.type >= GOSSIP_MSG_MIX_PUSH && h.type <= GOSSIP_MSG_AR_ABORT);
         check(h.sender == 2 && o.dest != 2 && o.dest != 0);
         check(o.len <= GOSSIP_HEADER_SIZE + GOSSIP_MIX_HEADER_MAX + 8 * (DIM + 1));
@@ -88,6 +101,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     gossip_mix_config c;
     fuzz_mix_config(&c, 2, algo, widths[(data[0] >> 3) & 7]);
     gossip_mix *m = NULL;
+    have_view_id = 0;
     check(gossip_mix_create(&m, &env, &c) == GOSSIP_OK);
     uint64_t ids[] = {1, 2, 3, 4};
     gossip_view v = {.epoch = FUZZ_MIX_EPOCH, .n = 4, .ids = ids};
@@ -117,8 +131,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                            .type = type,
                            .payload_len = (uint32_t)len,
                            .sender = from,
-                           .epoch = FUZZ_MIX_EPOCH,
+                           .epoch = have_view_id && !(flags & 4) ? view_id : FUZZ_MIX_EPOCH,
                            .round = round};
+        /* Send first what is due at `now` anyway (a push retried once a
+         * refusing peer's avoid time has passed), so that what leaves after
+         * the frame is what the frame caused. */
+        drain(m, now);
         gossip_mix_state state = gossip_mix_get_state(m);
         uint64_t round_before = gossip_mix_round(m);
         int rc = gossip_mix_recv(m, from, &h, payload, len, now);
