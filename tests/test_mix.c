@@ -94,6 +94,34 @@ static void create_validates(void **state)
     assert_int_equal(gossip_mix_algo_parse("nope", &al), GOSSIP_EINVAL);
 }
 
+/* Mixers 1 and 2 of cfg on the view `ids` (n members, epoch 1), both
+ * running: a with xa, b with xb. */
+static void two_running(test_env *t, gossip_mix_config cfg, const uint64_t *ids, uint32_t n,
+                        gossip_mix **a, gossip_mix **b, const float *xa, const float *xb)
+{
+    cfg.self = 1;
+    assert_int_equal(gossip_mix_create(a, &t->env, &cfg), GOSSIP_OK);
+    cfg.self = 2;
+    assert_int_equal(gossip_mix_create(b, &t->env, &cfg), GOSSIP_OK);
+    gossip_view v = {.epoch = 1, .n = n, .ids = ids};
+    assert_int_equal(gossip_mix_set_view(*a, &v, 0), GOSSIP_OK);
+    assert_int_equal(gossip_mix_set_view(*b, &v, 0), GOSSIP_OK);
+    assert_int_equal(gossip_mix_start(*a, xa, 0), GOSSIP_OK);
+    assert_int_equal(gossip_mix_start(*b, xb, 0), GOSSIP_OK);
+}
+
+/* m's round ended aborted and gives x (dim <= 8 values) back unchanged. */
+static void assert_gave_back(gossip_mix *m, const float *x, uint32_t dim)
+{
+    float out[8];
+    int outcome;
+    assert_true(dim <= 8);
+    assert_int_equal(gossip_mix_get_state(m), GOSSIP_MIX_DONE);
+    assert_int_equal(gossip_mix_take(m, out, &outcome), GOSSIP_OK);
+    assert_int_equal(outcome, GOSSIP_EABORTED);
+    assert_memory_equal(out, x, dim * sizeof *x);
+}
+
 /* A member rounds ahead of us (beyond the sync window) makes us give our
  * round up and catch up, but only with a frame we would accept at that
  * round: its first chunk. Its second chunk alone (offset 2: its first was
@@ -112,17 +140,9 @@ static void jump_only_on_a_frame_that_decodes(void **state)
         cfg.dim = 4;
         cfg.chunk_values = 2;
         gossip_mix *a = NULL, *b = NULL;
-        cfg.self = 1;
-        assert_int_equal(gossip_mix_create(&a, &t.env, &cfg), GOSSIP_OK);
-        cfg.self = 2;
-        assert_int_equal(gossip_mix_create(&b, &t.env, &cfg), GOSSIP_OK);
-        uint64_t ids[2] = {1, 2};
-        gossip_view v = {.epoch = 1, .n = 2, .ids = ids};
-        assert_int_equal(gossip_mix_set_view(a, &v, 0), GOSSIP_OK);
-        assert_int_equal(gossip_mix_set_view(b, &v, 0), GOSSIP_OK);
-        float xa[4] = {1, 2, 3, 4}, xb[4] = {4, 3, 2, 1};
-        assert_int_equal(gossip_mix_start(a, xa, 0), GOSSIP_OK);
-        assert_int_equal(gossip_mix_start(b, xb, 0), GOSSIP_OK);
+        const uint64_t ids[2] = {1, 2};
+        const float xa[4] = {1, 2, 3, 4}, xb[4] = {4, 3, 2, 1};
+        two_running(&t, cfg, ids, 2, &a, &b, xa, xb);
         gossip_send out;
         uint8_t frame[512];
         size_t len = 0;
@@ -149,12 +169,7 @@ static void jump_only_on_a_frame_that_decodes(void **state)
         } else {
             assert_int_equal(rc, GOSSIP_OK);
             assert_int_equal(st->round_jumps, 1);
-            assert_int_equal(gossip_mix_get_state(b), GOSSIP_MIX_DONE);
-            float out_b[4];
-            int outcome;
-            assert_int_equal(gossip_mix_take(b, out_b, &outcome), GOSSIP_OK);
-            assert_int_equal(outcome, GOSSIP_EABORTED);
-            assert_memory_equal(out_b, xb, sizeof xb);
+            assert_gave_back(b, xb, 4);
             assert_int_equal(gossip_mix_round(b), h.round);
         }
         gossip_mix_destroy(a);
@@ -176,17 +191,9 @@ static void later_round_chunk_checked_before_abort(void **state)
         gossip_mix_config cfg = base_config(GOSSIP_MIX_ALLREDUCE, GOSSIP_TOPO_RING);
         cfg.dim = 8;
         gossip_mix *a = NULL, *b = NULL;
-        cfg.self = 1;
-        assert_int_equal(gossip_mix_create(&a, &t.env, &cfg), GOSSIP_OK);
-        cfg.self = 2;
-        assert_int_equal(gossip_mix_create(&b, &t.env, &cfg), GOSSIP_OK);
-        uint64_t ids[4] = {1, 2, 3, 4};
-        gossip_view v = {.epoch = 1, .n = 4, .ids = ids};
-        assert_int_equal(gossip_mix_set_view(a, &v, 0), GOSSIP_OK);
-        assert_int_equal(gossip_mix_set_view(b, &v, 0), GOSSIP_OK);
-        float xa[8] = {1, 2, 3, 4, 5, 6, 7, 8}, xb[8] = {8, 7, 6, 5, 4, 3, 2, 1};
-        assert_int_equal(gossip_mix_start(a, xa, 0), GOSSIP_OK);
-        assert_int_equal(gossip_mix_start(b, xb, 0), GOSSIP_OK);
+        const uint64_t ids[4] = {1, 2, 3, 4};
+        const float xa[8] = {1, 2, 3, 4, 5, 6, 7, 8}, xb[8] = {8, 7, 6, 5, 4, 3, 2, 1};
+        two_running(&t, cfg, ids, 4, &a, &b, xa, xb);
         gossip_send out;
         uint8_t frame[512];
         size_t len = 0;
@@ -206,12 +213,7 @@ static void later_round_chunk_checked_before_abort(void **state)
             assert_int_equal(gossip_mix_round(b), 0);
         } else {
             assert_int_equal(rc, GOSSIP_OK);
-            assert_int_equal(gossip_mix_get_state(b), GOSSIP_MIX_DONE);
-            float out_b[8];
-            int outcome;
-            assert_int_equal(gossip_mix_take(b, out_b, &outcome), GOSSIP_OK);
-            assert_int_equal(outcome, GOSSIP_EABORTED);
-            assert_memory_equal(out_b, xb, sizeof xb);
+            assert_gave_back(b, xb, 8);
         }
         gossip_mix_destroy(a);
         gossip_mix_destroy(b);
