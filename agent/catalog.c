@@ -128,13 +128,15 @@ void agent_shards_import(agent_runtime *a)
         if (!fseek(f, 0, SEEK_END) && (size = ftell(f)) > 0 &&
             size <= (long)AGENT_SHARD_BYTES_MAX && !fseek(f, 0, SEEK_SET) &&
             (buf = malloc((size_t)size)) && fread(buf, 1, (size_t)size, f) == (size_t)size) {
-            uint8_t id[MODEL_SHARD_HASH_SIZE];
+            model_shard_info info;
             char msg[MODEL_MSG_MAX];
-            if (!model_shard_verify(buf, (size_t)size, NULL, msg, sizeof msg) &&
-                !model_shard_hash(buf, (size_t)size, id) && agent_catalog_find(a, id) >= 0) {
+            /* verify checked that the content hashes to info.hash: that is
+             * the content address, no second pass needed */
+            if (!model_shard_verify(buf, (size_t)size, &info, msg, sizeof msg) &&
+                agent_catalog_find(a, info.hash) >= 0) {
                 char target[AGENT_STORE_FILE_PATH_MAX];
                 struct stat st;
-                if (!agent_store_file_path(a->cfg.shards_dir, id, target, sizeof target) &&
+                if (!agent_store_file_path(a->cfg.shards_dir, info.hash, target, sizeof target) &&
                     stat(target, &st) != 0) {
                     if (link(path, target) == 0)
                         agent_log(AGENT_LOG_INFO, "shard_imported", "file", path, "as", target,

@@ -421,7 +421,9 @@ static void trainer_loop(trainer *tr)
             return;
         if (r == MURMUR_MIX_REPLACED)
             model_sgd_reset(&tr->sgd);
-        if (tr->step % cfg->eval_every_steps == 0 || tr->step == 1)
+        /* the first step gives the progress lines an accuracy, unless the
+         * model restored from a peer or a checkpoint was just evaluated */
+        if (tr->step % cfg->eval_every_steps == 0 || (tr->step == 1 && isnan(tr->acc)))
             trainer_evaluate(tr);
         else if (tr->step % 64 == 0)
             murmur_report(tr->a, tr->loss_avg, tr->test_loss, tr->acc);
