@@ -12,6 +12,13 @@
  * other processes on a shared machine inflates wall time but not CPU
  * time (a busy sibling hyperthread still slows both).
  *
+ * Then the evaluation on the 10,000 test images (random ones without
+ * Fashion-MNIST), interleaved RUNS times with the same passes taken one
+ * training batch at a time through model_net_forward (how
+ * model_net_evaluate took them before it used up to 256 rows a pass):
+ * "eval_ms=N" and "batch_chunks_ms=N", medians, and "ratio=R", the
+ * median of the runs' ratios.
+ *
  * Any spec works (e.g. "cnn", the default CNN); bench/extra_torch_cnn.sh
  * runs it against PyTorch.
  *
@@ -79,7 +86,10 @@ int main(int argc, char **argv)
             train.x_u8[k] = (uint8_t)model_rng_u64(&r);
         for (uint32_t i = 0; i < 60000; i++)
             train.labels[i] = (uint16_t)model_rng_below(&r, 10);
-        memset(&test, 0, sizeof test);
+        if (model_data_alloc(&test, 10000, 784, 10, MODEL_DTYPE_U8))
+            return 1;
+        memcpy(test.x_u8, train.x_u8, (size_t)10000 * 784);
+        memcpy(test.labels, train.labels, 10000 * sizeof *test.labels);
     }
     model_norm norm;
     model_net *net;
@@ -128,6 +138,30 @@ int main(int argc, char **argv)
            n / t[runs - 1], n / t[0], t[runs / 2] / steps * 1e6);
     printf("  cpu_samples_per_s=%.0f  (min %.0f .. max %.0f)  cpu_step_us=%.1f\n", n / c[runs / 2],
            n / c[runs - 1], n / c[0], c[runs / 2] / steps * 1e6);
+    double e[RUNS_MAX], b[RUNS_MAX], q[RUNS_MAX];
+    for (int run = 0; run < runs; run++) {
+        double loss, acc, t0 = now_s();
+        if (model_net_evaluate(net, &test, &norm, &loss, &acc))
+            return 1;
+        e[run] = now_s() - t0;
+        t0 = now_s();
+        uint32_t rows[BATCH];
+        for (uint32_t at2 = 0; at2 < test.count; at2 += BATCH) {
+            uint32_t k = test.count - at2 < BATCH ? test.count - at2 : BATCH;
+            for (uint32_t i = 0; i < k; i++)
+                rows[i] = at2 + i;
+            model_data_gather(&test, &norm, rows, k, x, y);
+            if (!model_net_forward(net, x, k))
+                return 1;
+        }
+        b[run] = now_s() - t0;
+        q[run] = e[run] / b[run];
+    }
+    qsort(e, (size_t)runs, sizeof *e, cmp_d);
+    qsort(b, (size_t)runs, sizeof *b, cmp_d);
+    qsort(q, (size_t)runs, sizeof *q, cmp_d);
+    printf("  evaluation of %u test images: eval_ms=%.1f  batch_chunks_ms=%.1f  ratio=%.3f\n",
+           test.count, e[runs / 2] * 1e3, b[runs / 2] * 1e3, q[runs / 2]);
     printf("  command: build/bench/bench_train %d %d %s\n", runs, steps, spec);
     free(order);
     model_sgd_free(&sgd);

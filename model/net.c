@@ -13,10 +13,15 @@
  * against this maximum before allocating. */
 #define NET_BATCH_MAX     65536u
 #define NET_WORKSPACE_MAX (1ull << 30) /* floats: 4 GiB */
+/* model_net_evaluate's chunk: the most rows one forward pass takes, and
+ * the most it may reserve for them beyond the training batch's workspace */
+#define NET_EVAL_CHUNK     256u
+#define NET_EVAL_WORKSPACE (8ull << 20) /* floats: 32 MiB */
 
 struct model_net {
     model_arch arch;
     uint32_t input_dim, classes, batch_max;
+    uint32_t rows; /* forward workspace: batch_max <= rows <= NET_EVAL_CHUNK or batch_max */
     float *params;
     float *grads;
     /* workspace, sized for batch_max at create */
@@ -66,7 +71,7 @@ static model_pool net_pool(const model_op *op)
  * scratch. ETOOBIG above NET_WORKSPACE_MAX or when a max-pooling index
  * would not fit 32 bits. */
 static int net_workspace(const model_arch *a, uint32_t batch, size_t *widest, size_t *scratch,
-                         char *msg, size_t msg_len)
+                         uint64_t *floats, char *msg, size_t msg_len)
 {
     uint64_t total = (uint64_t)batch * model_shape_size(a->input) * 3;
     *widest = model_shape_size(a->input);
@@ -91,6 +96,7 @@ static int net_workspace(const model_arch *a, uint32_t batch, size_t *widest, si
         }
     }
     total += 2ull * batch * *widest + *scratch;
+    *floats = total;
     if (total > NET_WORKSPACE_MAX) {
         model_msgf(msg, msg_len,
                    "%llu floats of workspace for a batch of %u, above the maximum %llu",
@@ -103,13 +109,13 @@ static int net_workspace(const model_arch *a, uint32_t batch, size_t *widest, si
 static int net_alloc(model_net *net, size_t widest, size_t scratch)
 {
     const model_arch *a = &net->arch;
-    const size_t B = net->batch_max;
+    const size_t B = net->rows;
     net->params = calloc(a->param_count, sizeof(float));
     net->grads = calloc(a->param_count, sizeof(float));
     int ok = net->params && net->grads;
     for (uint32_t l = 0; ok && l < a->op_count; l++) {
         const model_op *op = &a->ops[l];
-        size_t out = B * model_shape_size(op->out), aux = net_aux_floats(op, net->batch_max);
+        size_t out = B * model_shape_size(op->out), aux = net_aux_floats(op, net->rows);
         ok = (net->act[l] = malloc(out * sizeof(float))) != NULL;
         if (ok && aux)
             ok = (net->aux[l] = malloc(aux * sizeof(float))) != NULL;
@@ -117,7 +123,7 @@ static int net_alloc(model_net *net, size_t widest, size_t scratch)
             ok = (net->arg[l] = malloc(out * sizeof(uint32_t))) != NULL;
     }
     for (int k = 0; ok && k < 2; k++)
-        ok = (net->delta[k] = malloc(B * widest * sizeof(float))) != NULL;
+        ok = (net->delta[k] = malloc(net->batch_max * widest * sizeof(float))) != NULL;
     if (ok && scratch)
         ok = (net->scratch = malloc(scratch * sizeof(float))) != NULL;
     if (ok && a->input.c > 1 && a->is_cnn)
@@ -150,15 +156,34 @@ int model_net_create(model_net **out, const char *spec, uint32_t input_dim, uint
         rc = MODEL_ETOOBIG;
     }
     size_t widest = 0, scratch = 0;
+    uint64_t floats = 0;
     if (!rc)
-        rc = net_workspace(&net->arch, batch_max, &widest, &scratch, msg, msg_len);
+        rc = net_workspace(&net->arch, batch_max, &widest, &scratch, &floats, msg, msg_len);
     if (rc) {
         free(net);
         return rc;
     }
+    /* An evaluation's forward passes take NET_EVAL_CHUNK rows where the
+     * workspace for them stays within NET_EVAL_WORKSPACE floats (or the
+     * batch's own): sgemm over 256 rows of a 784-256-128-100 mlp takes
+     * about a third less time per row than over 64 (docs/BENCHMARKS.md).
+     * A large cnn keeps its batch. */
+    uint32_t rows = batch_max;
+    for (uint32_t r = NET_EVAL_CHUNK; r > batch_max; r /= 2) {
+        size_t w = 0, s = 0;
+        uint64_t f = 0;
+        if (!net_workspace(&net->arch, r, &w, &s, &f, NULL, 0) &&
+            f <= (floats > NET_EVAL_WORKSPACE ? floats : NET_EVAL_WORKSPACE)) {
+            rows = r;
+            widest = w;
+            scratch = s;
+            break;
+        }
+    }
     net->input_dim = input_dim;
     net->classes = classes;
     net->batch_max = batch_max;
+    net->rows = rows;
     model_rng_seed(&net->dropout_rng, 0, 0);
     rc = net_alloc(net, widest, scratch);
     if (rc) {
@@ -409,8 +434,6 @@ int model_net_loss_grad(model_net *net, const float *x, const uint16_t *labels, 
     return MODEL_OK;
 }
 
-#define NET_EVAL_CHUNK 256u
-
 int model_net_evaluate(model_net *net, const model_data *d, const model_norm *norm, double *loss,
                        double *accuracy)
 {
@@ -423,20 +446,19 @@ int model_net_evaluate(model_net *net, const model_data *d, const model_norm *no
     double total = 0.0;
     uint64_t correct = 0;
     const uint32_t C = net->classes;
-    /* Rows are consecutive: gather them in chunks of at most batch_max (and
-     * NET_EVAL_CHUNK, the size of the index window on the stack) into the
-     * net's own input buffer. */
+    /* Rows are consecutive: gather them in chunks of at most net->rows
+     * (<= NET_EVAL_CHUNK, the size of the index window on the stack) into
+     * the net's own input buffer. */
     uint32_t rows[NET_EVAL_CHUNK];
     for (uint32_t start = 0; start < d->count;) {
         uint32_t n = d->count - start;
-        if (n > net->batch_max)
-            n = net->batch_max;
-        if (n > NET_EVAL_CHUNK)
-            n = NET_EVAL_CHUNK;
+        if (n > net->rows)
+            n = net->rows;
         for (uint32_t k = 0; k < n; k++)
             rows[k] = start + k;
         model_data_gather(d, norm, rows, n, net->input, net->labels);
-        const float *p = model_net_forward(net, net->input, n);
+        forward(net, net_image(net, net->input, n), n, 0);
+        const float *p = net->act[net->arch.op_count - 1];
         for (uint32_t i = 0; i < n; i++) {
             const float *pr = p + (size_t)i * C;
             uint32_t best = 0;

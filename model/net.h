@@ -34,9 +34,10 @@
  * Compute: dense layers and convolutions (im2col) are cblas_sgemm over the
  * mini-batch. The caller chooses the BLAS thread count (murmur sets 1 per
  * agent); model/ never changes it. Workspace for up to batch_max samples
- * is allocated once by model_net_create; forward/backward/evaluate never
- * allocate. A net is not thread-safe: one thread at a time (the agent's
- * training thread owns it).
+ * (its forward buffers for up to 256, model_net_evaluate's chunk, where
+ * that stays within 32 MiB) is allocated once by model_net_create;
+ * forward/backward/evaluate never allocate. A net is not thread-safe: one
+ * thread at a time (the agent's training thread owns it).
  *
  * Group normalisation, not batch normalisation: its statistics are those
  * of each sample, so the model is a pure function of the parameter vector,

@@ -395,6 +395,49 @@ static void evaluate_counts_argmax(void **state)
     model_net_destroy(net);
 }
 
+/* model_net_evaluate takes up to 256 rows per forward pass, more than the
+ * training batch the net was made for: its figures are those of forward
+ * passes of one batch at a time, and a forward pass still takes at most
+ * the batch. */
+static void evaluate_in_chunks_matches_forward(void **state)
+{
+    (void)state;
+    model_rng r;
+    model_rng_seed(&r, test_seed(31), 1);
+    model_data d;
+    make_blobs(&d, 1000, 10, 5, &r); /* three chunks of 256 and a remainder */
+    model_net *net;
+    assert_int_equal(model_net_create(&net, "mlp:16,8", 10, 5, 3, NULL, 0), 0);
+    model_net_init(net, &r);
+    double loss, acc;
+    assert_int_equal(model_net_evaluate(net, &d, NULL, &loss, &acc), 0);
+    double want_loss = 0;
+    uint32_t right = 0;
+    for (uint32_t at = 0; at < d.count; at += 3) {
+        uint32_t n = d.count - at < 3 ? d.count - at : 3, rows[3];
+        for (uint32_t k = 0; k < n; k++)
+            rows[k] = at + k;
+        model_data_gather(&d, NULL, rows, n, model_net_input_buffer(net),
+                          model_net_label_buffer(net));
+        const float *p = model_net_forward(net, model_net_input_buffer(net), n);
+        assert_non_null(p);
+        for (uint32_t i = 0; i < n; i++) {
+            uint32_t best = 0, y = d.labels[at + i];
+            for (uint32_t c = 1; c < 5; c++)
+                best = p[i * 5 + c] > p[i * 5 + best] ? c : best;
+            right += best == y;
+            want_loss -= log((double)p[i * 5 + y]);
+        }
+    }
+    want_loss /= d.count;
+    if (fabs(acc - (double)right / d.count) > 1e-12 || fabs(loss - want_loss) > 1e-5 * want_loss)
+        fail_msg("evaluate %.6f / %.9f, batch by batch %.6f / %.9f", acc, loss,
+                 (double)right / d.count, want_loss);
+    assert_null(model_net_forward(net, model_net_input_buffer(net), 4));
+    model_net_destroy(net);
+    model_data_free(&d);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -404,6 +447,7 @@ int main(void)
         cmocka_unit_test(forward_is_softmax_of_affine),
         cmocka_unit_test(training_learns_and_is_deterministic),
         cmocka_unit_test(evaluate_counts_argmax),
+        cmocka_unit_test(evaluate_in_chunks_matches_forward),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
