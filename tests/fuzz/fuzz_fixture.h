@@ -50,4 +50,22 @@ static inline void fuzz_mix_config(gossip_mix_config *c, uint64_t self, gossip_m
     c->step_timeout_us = 1000;
 }
 
+/* fuzz_node: the mixing rule and codec bits its options byte selects
+ * (bits 2..4 and 5..6; mkseeds writes seeds for them). Zero is what the
+ * target ran before it chose (pairwise gossip at 8 bits); the synchronous
+ * rules, whose frames need the view id, come twice. */
+static inline gossip_mix_algo fuzz_node_algo(unsigned options)
+{
+    static const gossip_mix_algo a[8] = {GOSSIP_MIX_GOSSIP, GOSSIP_MIX_PUSHSUM,   GOSSIP_MIX_DPSGD,
+                                         GOSSIP_MIX_CHOCO,  GOSSIP_MIX_ALLREDUCE, GOSSIP_MIX_DPSGD,
+                                         GOSSIP_MIX_CHOCO,  GOSSIP_MIX_ALLREDUCE};
+    return a[(options >> 2) & 7];
+}
+
+static inline unsigned fuzz_node_bits(unsigned options)
+{
+    static const unsigned b[4] = {8, 32, 4, 1};
+    return b[(options >> 5) & 3];
+}
+
 #endif

@@ -523,6 +523,11 @@ static void m_free(void *ctx, void *p)
     free(p);
 }
 
+/* The fuzz_node seed of the run where member 2 joins through member 1
+ * ("join-to-us"): the start of the mixing seeds (seeds_node_mix). */
+static uint8_t node_join[16384];
+static size_t node_join_len;
+
 /* Members 1 ("self"), 2 ("a2") and 3 ("a3") run for `periods` probe
  * periods; member `joiner` joins through `seed_addr`. Every frame to member
  * 1 is appended to the seed as one fuzz_swim frame. */
@@ -592,6 +597,10 @@ static void swim_run(const char *name, uint8_t options, uint64_t joiner, const c
     }
     put("fuzz_swim", name, seed, n);
     put("fuzz_node", name, node_seed, nn);
+    if (joiner == 2) {
+        memcpy(node_join, node_seed, nn);
+        node_join_len = nn;
+    }
     for (int i = 0; i < 3; i++)
         gossip_swim_destroy(sw[i]);
 }
@@ -750,6 +759,158 @@ static void seeds_mix(void)
         mix_run((gossip_mix_algo)a);
 }
 
+/* ---- fuzz_node: membership traffic, then real mixing frames ---- */
+
+/* The "join-to-us" membership traffic brings members 2 and 3 into node
+ * 1's view; then real mixers run rounds of the rule fuzz_node_algo(options)
+ * picks, and every frame to mixer 1 is appended as one fuzz_node frame with
+ * the caller's turn after it (sender byte bit 7) and its round counted from
+ * mixer 1's, as the target counts it (the target puts the node's view id
+ * on it). Three mixers of the view {1, 2, 3}; with `late`, four of
+ * {1, 2, 3, 4}, and member 4's JOIN reaches node 1 only once mixer 1's first
+ * round is over: the frames of that round name the view with member 4
+ * (bit 6, epoch field 4), so the node keeps them until the JOIN brings it
+ * to that view and replays them then. */
+static void node_mix_run(const char *name, uint8_t options, int late)
+{
+    static uint8_t seed[16384];
+    static mframe q[4096];
+    if (!node_join_len)
+        die("node_mix_run: no membership traffic");
+    size_t n = 0;
+    seed[n++] = options;
+    memcpy(seed + n, node_join + 1, node_join_len - 1);
+    n += node_join_len - 1;
+    gossip_mix_algo algo = fuzz_node_algo(options);
+    int nm = late ? 4 : 3;
+    model_rng rng[4];
+    gossip_env env[4];
+    gossip_mix *mx[4];
+    uint64_t ids[4] = {1, 2, 3, 4};
+    gossip_view v = {.epoch = 1, .n = (uint32_t)nm, .ids = ids};
+    float x[FUZZ_MIX_DIM];
+    for (int i = 0; i < nm; i++) {
+        model_rng_seed(&rng[i], 31 + (uint64_t)i, 0);
+        env[i] = (gossip_env){m_alloc, m_free, model_rng_callback, NULL, &rng[i]};
+        gossip_mix_config c;
+        fuzz_mix_config(&c, ids[i], algo, fuzz_node_bits(options));
+        if (gossip_mix_create(&mx[i], &env[i], &c) || gossip_mix_set_view(mx[i], &v, 0))
+            die("gossip_mix_create");
+        for (uint32_t k = 0; k < FUZZ_MIX_DIM; k++)
+            x[k] = (float)(i + 1) * 0.25f * (float)k - 1.0f;
+        if (gossip_mix_start(mx[i], x, 0))
+            die("gossip_mix_start");
+    }
+    /* member 4's JOIN to "self" */
+    uint8_t join[GOSSIP_HEADER_SIZE + 512];
+    size_t join_len = 0;
+    if (late) {
+        gossip_manifest man;
+        fuzz_swim_manifest(&man);
+        model_rng r4;
+        model_rng_seed(&r4, 14, 0);
+        gossip_env e4 = {m_alloc, m_free, model_rng_callback, NULL, &r4};
+        gossip_swim_config c = {.self_id = 4,
+                                .self_addr = "a4",
+                                .members_max = FUZZ_SWIM_MEMBERS,
+                                .probe_interval_us = FUZZ_SWIM_PERIOD_US,
+                                .manifest = &man};
+        gossip_swim *sw;
+        const char *self = "self";
+        if (gossip_swim_create(&sw, &e4, &c) || gossip_swim_join(sw, &self, 1, 0))
+            die("gossip_swim_create");
+        gossip_swim_tick(sw, 0);
+        gossip_send o;
+        while (gossip_swim_poll_send(sw, &o, 0) == 1)
+            if (!join_len && o.dest_addr && !strcmp(o.dest_addr, "self") && o.len <= sizeof join) {
+                memcpy(join, o.frame, o.len);
+                join_len = o.len;
+            }
+        gossip_swim_destroy(sw);
+        if (!join_len)
+            die("node_mix_run: no JOIN");
+    }
+    size_t qh = 0, qt = 0;
+    int rounds_done = 0;
+    for (gossip_time_us now = 0; now < 200000 && rounds_done < 6; now += 100) {
+        for (int i = 0; i < nm; i++) {
+            if (gossip_mix_deadline(mx[i]) <= now)
+                gossip_mix_tick(mx[i], now);
+            gossip_send o;
+            while (gossip_mix_poll_send(mx[i], &o, now) == 1 && qt < 4096) {
+                if (o.dest < 1 || o.dest > (uint64_t)nm)
+                    continue;
+                q[qt].to = (int)o.dest - 1;
+                q[qt].len = o.len;
+                q[qt].f = malloc(o.len);
+                if (!q[qt].f)
+                    die("malloc");
+                memcpy(q[qt].f, o.frame, o.len);
+                qt++;
+            }
+        }
+        while (qh < qt) {
+            mframe *fr = &q[qh++];
+            gossip_header h;
+            if (!gossip_header_decode(fr->f, fr->len, &h)) {
+                if (fr->to == 0 && n + 3 + fr->len <= sizeof seed) {
+                    uint8_t sender = (uint8_t)(h.sender - 2 + FUZZ_SWIM_SENDERS);
+                    if (late && !rounds_done) { /* the view with member 4, round as is */
+                        gossip_put_u64(fr->f + 16, 4);
+                        sender |= 0x40;
+                    } else {
+                        gossip_put_u64(fr->f + 24, h.round - gossip_mix_round(mx[0]));
+                        sender |= 0x80;
+                    }
+                    seed[n++] = sender;
+                    seed[n++] = (uint8_t)(fr->len >> 8);
+                    seed[n++] = (uint8_t)fr->len;
+                    memcpy(seed + n, fr->f, fr->len);
+                    n += fr->len;
+                }
+                gossip_mix_recv(mx[fr->to], h.sender, &h, fr->f + GOSSIP_HEADER_SIZE,
+                                fr->len - GOSSIP_HEADER_SIZE, now);
+            }
+            free(fr->f);
+        }
+        qh = qt = 0;
+        for (int i = 0; i < nm; i++)
+            if (gossip_mix_get_state(mx[i]) == GOSSIP_MIX_DONE) {
+                int outcome;
+                gossip_mix_take(mx[i], x, &outcome);
+                gossip_mix_start(mx[i], x, now);
+                if (i != 0)
+                    continue;
+                if (late && !rounds_done && n + 3 + join_len <= sizeof seed) {
+                    seed[n++] = 0x80 | (4 - 2 + FUZZ_SWIM_SENDERS); /* JOIN, then our turn */
+                    seed[n++] = (uint8_t)(join_len >> 8);
+                    seed[n++] = (uint8_t)join_len;
+                    memcpy(seed + n, join, join_len);
+                    n += join_len;
+                }
+                rounds_done++;
+            }
+    }
+    put("fuzz_node", name, seed, n);
+    for (int i = 0; i < nm; i++)
+        gossip_mix_destroy(mx[i]);
+}
+
+static void seeds_node_mix(void)
+{
+    /* options bits 2..4: gossip, push-sum, dpsgd, choco, allreduce at 8
+     * bits; choco also at 4 bits (bits 5..6 = 2) */
+    node_mix_run("mix-gossip", 0 << 2, 0);
+    node_mix_run("mix-push-sum", 1 << 2, 0);
+    node_mix_run("mix-dpsgd", 2 << 2, 0);
+    node_mix_run("mix-choco", 3 << 2, 0);
+    node_mix_run("mix-allreduce", 4 << 2, 0);
+    node_mix_run("mix-choco-4bit", 3 << 2 | 2 << 5, 0);
+    /* member 4 joins late: frames of its view kept, then replayed */
+    node_mix_run("mix-dpsgd-late-join", 2 << 2, 1);
+    node_mix_run("mix-allreduce-late-join", 4 << 2, 1);
+}
+
 /* ---- fuzz_keys: reader and mode selector, then a key file ---- */
 static void seeds_keys(void)
 {
@@ -897,6 +1058,7 @@ int main(int argc, char **argv)
     seeds_swim();
     seeds_network();
     seeds_mix();
+    seeds_node_mix();
     seeds_keys();
     seeds_json();
     seeds_catalog();
