@@ -320,7 +320,7 @@ static int spec_cnn(model_arch *a, const char *spec, uint32_t input_dim, uint32_
                     char *msg, size_t msg_len)
 {
     a->is_cnn = 1;
-    const char *p = strcmp(spec, "cnn") ? spec + 4 : MODEL_CNN_DEFAULT + 4;
+    const char *p = strcmp(spec, "cnn") ? spec + 4 : &MODEL_CNN_DEFAULT[4];
     int rc = spec_input(a, &p, input_dim, spec, msg, msg_len);
     if (rc)
         return rc;
