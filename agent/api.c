@@ -200,6 +200,7 @@ MURMUR_API int murmur_mix(murmur_agent *a, float *params, uint32_t steps, uint64
     a->host_samples += samples;
     if (steps && a->cfg.cost_share > 0)
         a->host_tid = api_tid(); /* whose CPU time the cadence measures */
+    agent_runtime_watch(a, agent_mono_us());
     int max_steps = a->cfg.run_max_steps && a->host_steps >= a->cfg.run_max_steps;
     /* one schedule step per counted step; the samples go with the last */
     for (uint32_t s = 0; s < sched_steps; s++) {

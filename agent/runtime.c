@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -52,6 +53,62 @@ static void env_free(void *ctx, void *p)
 }
 
 /* ---- the event loop ---- */
+
+/* What the loop is doing now, for agent_runtime_watch. */
+static void loop_mark(agent_runtime *a, const char *phase)
+{
+    atomic_store(&a->loop_phase, phase);
+    atomic_store(&a->loop_beat_us, agent_mono_us());
+}
+
+/* "S 7 poll_schedule_timeout": the state, syscall number (or "running")
+ * and wait channel of thread tid, from /proc; "" where unreadable. */
+static void thread_state(int tid, char *out, size_t cap)
+{
+    char path[64], stat[512] = "", sc[64] = "", wchan[64] = "";
+    FILE *f;
+    snprintf(path, sizeof path, "/proc/self/task/%d/stat", tid);
+    if ((f = fopen(path, "r"))) {
+        if (!fgets(stat, sizeof stat, f))
+            stat[0] = 0;
+        fclose(f);
+    }
+    snprintf(path, sizeof path, "/proc/self/task/%d/syscall", tid);
+    if ((f = fopen(path, "r"))) {
+        if (fscanf(f, "%63s", sc) != 1)
+            sc[0] = 0;
+        fclose(f);
+    }
+    snprintf(path, sizeof path, "/proc/self/task/%d/wchan", tid);
+    if ((f = fopen(path, "r"))) {
+        if (!fgets(wchan, sizeof wchan, f))
+            wchan[0] = 0;
+        fclose(f);
+    }
+    const char *st = strrchr(stat, ')');
+    snprintf(out, cap, "%c %s %s", st && st[1] && st[2] ? st[2] : '?', sc, wchan);
+}
+
+void agent_runtime_watch(agent_runtime *a, uint64_t now)
+{
+    if (now - a->watch_at_us < 500000u)
+        return;
+    a->watch_at_us = now;
+    uint64_t beat = atomic_load(&a->loop_beat_us);
+    if (!beat || now < beat || now - beat < AGENT_LOOP_STALL_US || a->stop)
+        return;
+    if (a->watch_logged_us && now - a->watch_logged_us < AGENT_LOOP_STALL_LOG_US)
+        return;
+    a->watch_logged_us = now;
+    char state[160];
+    thread_state(atomic_load(&a->loop_tid), state, sizeof state);
+    agent_log_line l;
+    agent_log_begin(&l, AGENT_LOG_WARN, "loop_stalled");
+    agent_log_u64(&l, "ms", (now - beat) / 1000u);
+    agent_log_str(&l, "phase", atomic_load(&a->loop_phase));
+    agent_log_str(&l, "thread", state);
+    agent_log_end(&l);
+}
 
 static int snapshot_fn(void *ctx, float *out, uint32_t dim, uint64_t *round)
 {
@@ -831,9 +888,13 @@ static void check_job_end(agent_runtime *a, uint64_t now)
 
 static void loop_pass(agent_runtime *a)
 {
-    uint64_t now = agent_mono_us();
+    uint64_t now = agent_mono_us(), start = now;
     net_message msg;
-    for (uint32_t k = 0; k < AGENT_RECV_BATCH && net_transport_recv(a->t, &msg) == NET_OK; k++) {
+    loop_mark(a, "recv");
+    for (uint32_t k = 0; k < AGENT_RECV_BATCH && now - start < AGENT_PASS_BUDGET_US &&
+                         net_transport_recv(a->t, &msg) == NET_OK;
+         k++) {
+        loop_mark(a, "frame");
         if (agent_fault_ctl_is(msg.data, msg.len)) { /* murmur fault (agent/chaos.h) */
             agent_faults_on_frame(a->faults, a, msg.from, msg.data, msg.len);
             net_message_release(&msg);
@@ -845,16 +906,22 @@ static void loop_pass(agent_runtime *a)
             agent_metrics_std_message(&a->ms, false, msg.len > 3 ? msg.data[3] : 0, msg.len);
         }
         net_message_release(&msg);
+        loop_mark(a, "flush");
         flush_sends(a, now);
+        now = agent_mono_us(); /* the next frame's time, and the budget's */
     }
+    loop_mark(a, "tick");
     if (gossip_node_deadline(a->node) <= now)
         gossip_node_tick(a->node, now);
+    loop_mark(a, "view");
     on_view(a);
     on_model_state(a);
+    loop_mark(a, "mixing");
     on_mixing(a, now);
     flush_sends(a, now);
     on_mixing(a, now); /* a round may have completed by draining its frames */
     flush_sends(a, now);
+    loop_mark(a, "status");
     gossip_shards *sh = gossip_node_shards(a->node);
     const gossip_shards_counters *sc = sh ? gossip_shards_counters_get(sh) : NULL;
     uint64_t moved = sc ? sc->fetched + sc->dropped : 0;
@@ -872,7 +939,9 @@ static void loop_pass(agent_runtime *a)
         a->next_status_us = now + AGENT_STATUS_EVERY_US;
     }
     on_admission(a, now);
+    loop_mark(a, "cadence");
     cadence_measure(a, now);
+    loop_mark(a, "progress");
     if (now >= a->next_progress_us) {
         /* the line reports now, not the last status tick (up to 250 ms
          * old: a line every 100 ms repeated one step count 2-3 times, and
@@ -905,6 +974,7 @@ static void *loop_main(void *arg)
     /* Named so that top -H, perf and make calibrate (which reads its
      * scheduler statistics) can tell it from the trainer and BLAS threads. */
     prctl(PR_SET_NAME, "murmur-loop", 0, 0, 0);
+    atomic_store(&a->loop_tid, (int)syscall(SYS_gettid));
     uint64_t now = agent_mono_us();
     if (a->cfg.seed_count) {
         const char *seeds[AGENT_CONFIG_SEEDS_MAX];
@@ -923,6 +993,7 @@ static void *loop_main(void *arg)
             reload_keys(a);
         }
         loop_pass(a);
+        loop_mark(a, "wait");
         net_transport_wait(a->t, loop_wait_ms(a));
     }
     pthread_mutex_lock(&a->mu);

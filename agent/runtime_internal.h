@@ -31,6 +31,15 @@
 #define AGENT_STATUS_EVERY_US 250000u
 /* Frames taken from the inbox per loop pass before timers and sends run. */
 #define AGENT_RECV_BATCH 256u
+/* ... and at most this long: frames of 64 KiB (shard chunks) cost the loop
+ * a hash and a write each, so 256 of them made one pass last seconds on a
+ * loaded host (timers, SWIM and the progress line all waited). */
+#define AGENT_PASS_BUDGET_US 50000u
+/* The host thread reports an event loop that has not passed a mark for
+ * this long (event=loop_stalled: what it was doing, its thread's state),
+ * at most once per AGENT_LOOP_STALL_LOG_US. */
+#define AGENT_LOOP_STALL_US     2000000u
+#define AGENT_LOOP_STALL_LOG_US 10000000u
 /* Moving average weight of the consensus distance per round, and the
  * stride of the values it is estimated on (67: a prime, so co-prime with
  * the layer widths and every layer is sampled; above the 16 floats of a
@@ -101,6 +110,11 @@ struct murmur_agent {
     uint64_t shards_epoch_seen; /* the view epoch on_shards last ran for */
     uint64_t next_status_us, next_progress_us;
     _Atomic uint64_t round;
+    /* loop liveness: written by the loop (loop_mark), read by the host
+     * thread (agent_runtime_watch) */
+    _Atomic uint64_t loop_beat_us;
+    _Atomic(const char *) loop_phase;
+    _Atomic int loop_tid;
 
     /* shared with the host (the trainer, or a program of the public API)
      * under mu */
@@ -121,6 +135,7 @@ struct murmur_agent {
     double host_loss, host_test_loss, host_accuracy; /* murmur_report; NaN = unknown */
     uint64_t sps_steps, sps_t_us;                    /* samples/s window (loop) */
     int host_tid; /* the thread of the latest counted murmur_mix (the cadence) */
+    uint64_t watch_at_us, watch_logged_us; /* agent_runtime_watch (host thread) */
 
     float *init_params; /* the checkpoint's model (have_ckpt) */
     float *init_momentum;
@@ -196,6 +211,9 @@ int agent_runtime_close(agent_runtime *a, float *params, const float *momentum);
  * Returns 0 or -1. */
 int agent_runtime_checkpoint(agent_runtime *a, const float *params, const float *momentum,
                              const char *why);
+/* Host thread, cheap (rate-limited): log event=loop_stalled when the event
+ * loop has passed no mark for AGENT_LOOP_STALL_US. Called under a->mu. */
+void agent_runtime_watch(agent_runtime *a, uint64_t now);
 /* The agent's configuration (for the built-in trainer). */
 const agent_config *agent_runtime_config(const agent_runtime *a);
 
