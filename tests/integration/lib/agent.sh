@@ -21,6 +21,13 @@ cleanup_agents() {
         head -n 20 "$tmp/bad" >&2
         rc=1
     fi
+    # a failed test keeps its agents' whole logs (the failure message shows
+    # their last lines only)
+    if [ "$rc" -ne 0 ] && ls "$tmp"/a*.log >/dev/null 2>&1; then
+        keep="$build/failed-logs/$NAME"
+        rm -rf "$keep" && mkdir -p "$keep" && cp "$tmp"/a*.log "$keep/" 2>/dev/null &&
+            echo "$NAME: agent logs kept in $keep" >&2
+    fi
     rm -rf "$tmp"
     exit "$rc"
 }

@@ -107,6 +107,11 @@ netns_cleanup() {
 netns_on_exit() {
     netns_rc=$?
     netns_cleanup
+    # netns_cleanup ends in set -e: a failed test's status, handed to the
+    # chained handler as $? below, would end this handler there, and the
+    # chained one (killing the agents, removing the directory, checking the
+    # logs) would never run
+    set +e
     if [ -n "${NETNS_CHAIN:-}" ]; then
         (exit "$netns_rc")
         "$NETNS_CHAIN"
