@@ -53,6 +53,7 @@ typedef struct trainer {
     model_rng rng;
     uint64_t step;
     uint64_t gen; /* shard assignment loaded */
+    int loaded;   /* gen holds one (the first list may be generation 0) */
     uint64_t shards_checked_us;
     double loss_avg;
     int loss_init;
@@ -182,6 +183,7 @@ static void segs_free(trainer_seg *seg, uint32_t n)
 static void trainer_load(trainer *tr, const murmur_shard_list *l)
 {
     tr->gen = l->generation;
+    tr->loaded = 1;
     model_data *parts = l->count ? calloc(l->count, sizeof *parts) : NULL;
     uint8_t *view = l->count ? calloc(l->count, 1) : NULL; /* parts[k] borrows tr->data */
     trainer_seg *seg = l->count ? calloc(l->count, sizeof *seg) : NULL;
@@ -288,11 +290,13 @@ static void trainer_follow_shards(trainer *tr)
         return;
     tr->shards_checked_us = now;
     murmur_status st = {.size = sizeof st};
-    if (murmur_status_get(tr->a, &st) || (st.shards_generation == tr->gen && tr->gen))
+    /* generation 0 (no view yet) is loaded once, not every check: it was
+     * logged as training_data five times a second until the first view */
+    if (murmur_status_get(tr->a, &st) || (st.shards_generation == tr->gen && tr->loaded))
         return;
     murmur_shard_list *l;
     if (murmur_shards_get(tr->a, &l) == MURMUR_OK) {
-        if (l->generation != tr->gen || !tr->gen)
+        if (l->generation != tr->gen || !tr->loaded)
             trainer_load(tr, l);
         murmur_shards_free(l);
     }
