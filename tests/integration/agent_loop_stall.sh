@@ -2,7 +2,7 @@
 # The stalled-loop report (event=loop_stalled, docs/OPERATIONS.md, Logs) on
 # real agents: agent 1 holds every shard, agent 2 joins and fetches them
 # (replication 2 of 2 agents: it holds them all), and in agent 2 only an
-# LD_PRELOAD shim (lib/slow_fsync.c) makes fsync() of a shard being
+# LD_PRELOAD shim (lib/slow_store.c) makes fsync() of a shard being
 # committed (<id>.msh.part) sleep SLOW_FSYNC_MS (3 s), on the event loop's
 # thread. Within 20 s agent 2's training thread logs one loop_stalled line:
 # ms >= 2000, a documented phase, the loop thread's state letter first in
@@ -14,11 +14,11 @@ NAME=agent_loop_stall
 . tests/integration/lib/agent.sh
 
 command -v cc >/dev/null 2>&1 || { echo "$NAME: skipped: no C compiler (cc) for the fsync shim"; exit 0; }
-cc -shared -fPIC -O2 -o "$tmp/slow_fsync.so" tests/integration/lib/slow_fsync.c -ldl ||
+cc -shared -fPIC -O2 -o "$tmp/slow_store.so" tests/integration/lib/slow_store.c -ldl ||
     fail "cannot build the fsync shim"
 # ASan's runtime must come first in the list of libraries (an ASan build
 # refuses to start otherwise): preload it before the shim.
-preload="$tmp/slow_fsync.so"
+preload="$tmp/slow_store.so"
 rt=$(ldd "$bin" 2>/dev/null | sed -n 's/^[[:space:]]*libasan\.so[^ ]* => \([^ ]*\) .*/\1/p' | head -n 1)
 [ -z "$rt" ] || preload="$rt $preload"
 
@@ -46,23 +46,23 @@ wait_for 20 trains || fail "agent 1 does not train"
 start=$(now_ms)
 # the shim for agent 2 only (agent_start runs the binary in the background:
 # the assignments reach that process and no other)
-SLOW_FSYNC_MS=$DELAY_MS SLOW_FSYNC_LOG="$tmp/slow_fsync.log" LD_PRELOAD="$preload" agent_start 2
+SLOW_FSYNC_MS=$DELAY_MS SLOW_STORE_LOG="$tmp/slow_store.log" LD_PRELOAD="$preload" agent_start 2
 p1=$(agent_pid 1)
 p2=$(agent_pid 2)
 # (until the background shell has exec'd the agent, /proc shows the shell)
 shimmed() {
     tr '\0' '\n' <"/proc/$1/environ" 2>/dev/null | grep -qx "LD_PRELOAD=$preload" &&
-        grep -q '/slow_fsync\.so$' "/proc/$1/maps" 2>/dev/null
+        grep -q '/slow_store\.so$' "/proc/$1/maps" 2>/dev/null
 }
 wait_for 5 shimmed "$p2" || fail "agent 2 (pid $p2) did not start with the shim loaded"
 tr '\0' '\n' <"/proc/$p1/environ" | grep -q '^LD_PRELOAD=' && fail "agent 1 has LD_PRELOAD"
-grep -q '/slow_fsync\.so$' "/proc/$p1/maps" && fail "agent 1 has the shim loaded"
-delayed() { if [ -f "$tmp/slow_fsync.log" ]; then wc -l <"$tmp/slow_fsync.log" | tr -d ' '; else echo 0; fi; }
+grep -q '/slow_store\.so$' "/proc/$p1/maps" && fail "agent 1 has the shim loaded"
+delayed() { if [ -f "$tmp/slow_store.log" ]; then wc -l <"$tmp/slow_store.log" | tr -d ' '; else echo 0; fi; }
 
 stalled() { grep -q 'event=loop_stalled' "$tmp/a2.log" 2>/dev/null; }
 wait_for 20 stalled || fail "agent 2 logged no loop_stalled in 20 s (the shim delayed $(delayed) shard commits)"
 took=$(($(now_ms) - start))
-grep -q "path=.*\.msh\.part$" "$tmp/slow_fsync.log" || fail "the shim delayed no shard commit"
+grep -q "path=.*\.msh\.part$" "$tmp/slow_store.log" || fail "the shim delayed no shard commit"
 line=$(grep 'event=loop_stalled' "$tmp/a2.log" | head -n 1)
 case "$line" in *'level=warn '*) ;; *) fail "loop_stalled is not a warn line: $line" ;; esac
 ms=$(echo "$line" | sed -n 's/.* ms=\([0-9]*\) .*/\1/p')

@@ -134,21 +134,37 @@ wait_for() {
     done
 }
 
+# awk function: epoch ms of a log line's timestamp (2026-11-22T05:44:29.123Z).
+AWK_TS_MS='function ts_ms(ts,  d, t, ymd, y, m, dd, days) {
+    split(ts, d, "T"); split(d[2], t, ":"); sub("Z", "", t[3])
+    split(d[1], ymd, "-"); y = ymd[1]; m = ymd[2]; dd = ymd[3]
+    if (m <= 2) { y--; m += 12 }
+    days = 365 * y + int(y / 4) - int(y / 100) + int(y / 400) + int((153 * (m - 3) + 2) / 5) + dd - 719469
+    return (days * 86400 + t[1] * 3600 + t[2] * 60 + t[3]) * 1000
+}'
+
 # Longest time (ms) agent I's step count stood still between its progress
 # lines from FROM_MS (epoch ms) on.
 max_stall_ms() { # i from_ms
     sed -n 's/^ts=\([^ ]*\) .* event=progress step=\([0-9]*\) .*/\1 \2/p' "$tmp/a$1.log" |
-        awk -v from="$2" '{
-            split($1, d, "T"); split(d[2], t, ":"); sub("Z", "", t[3])
-            # days since epoch of d[1]
-            split(d[1], ymd, "-"); y = ymd[1]; m = ymd[2]; dd = ymd[3]
-            if (m <= 2) { y--; m += 12 }
-            days = 365 * y + int(y / 4) - int(y / 100) + int(y / 400) + int((153 * (m - 3) + 2) / 5) + dd - 719469
-            ms = (days * 86400 + t[1] * 3600 + t[2] * 60 + t[3]) * 1000
+        awk -v from="$2" "$AWK_TS_MS"'{
+            ms = ts_ms($1)
             if (ms < from) next
             if (n && $2 == last) { if (ms - since > worst) worst = ms - since }
             else { since = ms; last = $2 }
             n++
+        } END { printf "%d\n", worst }'
+}
+# The longest time in ms between two progress lines of agent I from FROM_MS
+# (epoch ms) on: the event loop writes them every 250 ms at the end of a
+# pass, so a longer gap is a pass (or a wait) that held the loop that long.
+max_progress_gap_ms() { # i from_ms
+    sed -n 's/^ts=\([^ ]*\) .* event=progress .*/\1/p' "$tmp/a$1.log" |
+        awk -v from="$2" "$AWK_TS_MS"'{
+            ms = ts_ms($1)
+            if (ms < from) next
+            if (n && ms - prev > worst) worst = ms - prev
+            prev = ms; n++
         } END { printf "%d\n", worst }'
 }
 # An integer field of agent I (0 while it has none).
