@@ -668,6 +668,30 @@ typedef struct mframe {
     uint8_t *f;
 } mframe;
 
+#define MQ_MAX 4096u
+
+/* Tick the nm mixers (ids 1..nm) that are due at now and append every frame
+ * they send to one of them to q (at most MQ_MAX frames in all). */
+static void mix_collect(gossip_mix **mx, int nm, gossip_time_us now, mframe *q, size_t *qt)
+{
+    for (int i = 0; i < nm; i++) {
+        if (gossip_mix_deadline(mx[i]) <= now)
+            gossip_mix_tick(mx[i], now);
+        gossip_send o;
+        while (gossip_mix_poll_send(mx[i], &o, now) == 1 && *qt < MQ_MAX) {
+            if (o.dest < 1 || o.dest > (uint64_t)nm)
+                continue;
+            q[*qt].to = (int)o.dest - 1;
+            q[*qt].len = o.len;
+            q[*qt].f = malloc(o.len);
+            if (!q[*qt].f)
+                die("malloc");
+            memcpy(q[*qt].f, o.frame, o.len);
+            (*qt)++;
+        }
+    }
+}
+
 /* Four real mixers run two rounds of algo at 8 bits; every frame to mixer
  * 2 becomes one fuzz_mix frame, its round given relative to mixer 2's. */
 static void mix_run(gossip_mix_algo algo)
@@ -695,26 +719,11 @@ static void mix_run(gossip_mix_algo algo)
         if (gossip_mix_start(mx[i], x, 0))
             die("gossip_mix_start");
     }
-    static mframe q[4096];
+    static mframe q[MQ_MAX];
     size_t qh = 0, qt = 0;
     int rounds_done = 0;
     for (gossip_time_us now = 0; now < 200000 && rounds_done < 8; now += 100) {
-        for (int i = 0; i < 4; i++) {
-            if (gossip_mix_deadline(mx[i]) <= now)
-                gossip_mix_tick(mx[i], now);
-            gossip_send o;
-            while (gossip_mix_poll_send(mx[i], &o, now) == 1 && qt < 4096) {
-                if (o.dest < 1 || o.dest > 4)
-                    continue;
-                q[qt].to = (int)o.dest - 1;
-                q[qt].len = o.len;
-                q[qt].f = malloc(o.len);
-                if (!q[qt].f)
-                    die("malloc");
-                memcpy(q[qt].f, o.frame, o.len);
-                qt++;
-            }
-        }
+        mix_collect(mx, 4, now, q, &qt);
         while (qh < qt) {
             mframe *fr = &q[qh++];
             gossip_header h;
@@ -774,7 +783,7 @@ static void seeds_mix(void)
 static void node_mix_run(const char *name, uint8_t options, int late)
 {
     static uint8_t seed[16384];
-    static mframe q[4096];
+    static mframe q[MQ_MAX];
     if (!node_join_len)
         die("node_mix_run: no membership traffic");
     size_t n = 0;
@@ -833,22 +842,7 @@ static void node_mix_run(const char *name, uint8_t options, int late)
     size_t qh = 0, qt = 0;
     int rounds_done = 0;
     for (gossip_time_us now = 0; now < 200000 && rounds_done < 6; now += 100) {
-        for (int i = 0; i < nm; i++) {
-            if (gossip_mix_deadline(mx[i]) <= now)
-                gossip_mix_tick(mx[i], now);
-            gossip_send o;
-            while (gossip_mix_poll_send(mx[i], &o, now) == 1 && qt < 4096) {
-                if (o.dest < 1 || o.dest > (uint64_t)nm)
-                    continue;
-                q[qt].to = (int)o.dest - 1;
-                q[qt].len = o.len;
-                q[qt].f = malloc(o.len);
-                if (!q[qt].f)
-                    die("malloc");
-                memcpy(q[qt].f, o.frame, o.len);
-                qt++;
-            }
-        }
+        mix_collect(mx, nm, now, q, &qt);
         while (qh < qt) {
             mframe *fr = &q[qh++];
             gossip_header h;
