@@ -21,7 +21,7 @@
 struct model_net {
     model_arch arch;
     uint32_t input_dim, classes, batch_max;
-    uint32_t rows; /* forward workspace: batch_max <= rows <= NET_EVAL_CHUNK or batch_max */
+    uint32_t rows; /* forward workspace: max(batch_max, up to NET_EVAL_CHUNK) */
     float *params;
     float *grads;
     /* workspace, sized for batch_max at create */
@@ -446,14 +446,17 @@ int model_net_evaluate(model_net *net, const model_data *d, const model_norm *no
     double total = 0.0;
     uint64_t correct = 0;
     const uint32_t C = net->classes;
-    /* Rows are consecutive: gather them in chunks of at most net->rows
-     * (<= NET_EVAL_CHUNK, the size of the index window on the stack) into
-     * the net's own input buffer. */
+    /* Rows are consecutive: gather them in chunks of at most net->rows and
+     * NET_EVAL_CHUNK (the size of the index window on the stack; a net made
+     * for larger batches has rows = batch_max above it) into the net's own
+     * input buffer. */
     uint32_t rows[NET_EVAL_CHUNK];
     for (uint32_t start = 0; start < d->count;) {
         uint32_t n = d->count - start;
         if (n > net->rows)
             n = net->rows;
+        if (n > NET_EVAL_CHUNK)
+            n = NET_EVAL_CHUNK;
         for (uint32_t k = 0; k < n; k++)
             rows[k] = start + k;
         model_data_gather(d, norm, rows, n, net->input, net->labels);

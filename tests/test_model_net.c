@@ -434,6 +434,17 @@ static void evaluate_in_chunks_matches_forward(void **state)
         fail_msg("evaluate %.6f / %.9f, batch by batch %.6f / %.9f", acc, loss,
                  (double)right / d.count, want_loss);
     assert_null(model_net_forward(net, model_net_input_buffer(net), 4));
+    /* a net made for batches above the chunk (the simulator's evaluates
+     * 2000 rows at once) evaluates in chunks of at most 256 all the same */
+    model_net *big;
+    assert_int_equal(model_net_create(&big, "mlp:16,8", 10, 5, 600, NULL, 0), 0);
+    memcpy(model_net_params(big), model_net_params(net),
+           model_net_param_count(net) * sizeof(float));
+    double loss2, acc2;
+    assert_int_equal(model_net_evaluate(big, &d, NULL, &loss2, &acc2), 0);
+    if (acc2 != acc || fabs(loss2 - loss) > 1e-5 * loss)
+        fail_msg("batch_max 600: %.6f / %.9f, batch_max 3: %.6f / %.9f", acc2, loss2, acc, loss);
+    model_net_destroy(big);
     model_net_destroy(net);
     model_data_free(&d);
 }
