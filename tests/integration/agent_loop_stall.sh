@@ -13,31 +13,11 @@
 NAME=agent_loop_stall
 . tests/integration/lib/agent.sh
 
-command -v cc >/dev/null 2>&1 || { echo "$NAME: skipped: no C compiler (cc) for the fsync shim"; exit 0; }
-cc -shared -fPIC -O2 -o "$tmp/slow_store.so" tests/integration/lib/slow_store.c -ldl ||
-    fail "cannot build the fsync shim"
-# ASan's runtime must come first in the list of libraries (an ASan build
-# refuses to start otherwise): preload it before the shim.
-preload="$tmp/slow_store.so"
-rt=$(ldd "$bin" 2>/dev/null | sed -n 's/^[[:space:]]*libasan\.so[^ ]* => \([^ ]*\) .*/\1/p' | head -n 1)
-[ -z "$rt" ] || preload="$rt $preload"
+store_shim
 
 SHARDS=3
 DELAY_MS=3000
-base=$(pick_base 22400)
-"$bin" keygen --network-key "$tmp/net.key" >/dev/null
-"$bin" shard --shards 640 --out "$tmp/all" >/dev/null
-{ grep '^#' "$tmp/all/catalog"; grep -v '^#' "$tmp/all/catalog" | head -n $SHARDS; } >"$tmp/catalog"
-for i in 1 2; do
-    mkdir -p "$tmp/a$i/shards"
-    "$bin" keygen --out "$tmp/a$i" >/dev/null
-    cp "$tmp/catalog" "$tmp/a$i/shards/catalog"
-done
-k=0
-while [ $k -lt $SHARDS ]; do
-    cp "$(printf '%s/all/shard-%03d-of-640.msh' "$tmp" $k)" "$tmp/a1/shards/"
-    k=$((k + 1))
-done
+cluster_subset 22400 2 $SHARDS
 ids=$(grep -v '^#' "$tmp/catalog" | awk '{print $1}')
 
 agent_start 1

@@ -16,30 +16,6 @@
 NAME=agent_primaries
 . tests/integration/lib/agent.sh
 
-# cluster_subset BASE N KEEP: like the lib's cluster_init, but the catalog
-# lists only the first KEEP shards of a 640-way split of Fashion-MNIST (about
-# 94 samples, 74 KB each), so that filling 24 agents moves 15 MB instead of
-# 140 MB: the time bound then measures placement, replication and training,
-# not the loopback crypto of a large data set.
-cluster_subset() {
-    base=$(pick_base "$1")
-    "$bin" keygen --network-key "$tmp/net.key" >/dev/null
-    "$bin" shard --shards 640 --out "$tmp/all" >/dev/null
-    { grep '^#' "$tmp/all/catalog"; grep -v '^#' "$tmp/all/catalog" | head -n "$3"; } >"$tmp/catalog"
-    i=1
-    while [ $i -le "$2" ]; do
-        mkdir -p "$tmp/a$i/shards"
-        "$bin" keygen --out "$tmp/a$i" >/dev/null
-        cp "$tmp/catalog" "$tmp/a$i/shards/catalog"
-        i=$((i + 1))
-    done
-    k=0
-    while [ $k -lt "$3" ]; do
-        cp "$(printf '%s/all/shard-%03d-of-640.msh' "$tmp" $k)" "$tmp/a1/shards/"
-        k=$((k + 1))
-    done
-}
-
 # The 24 trainers keep both cores busy: use the default SWIM timing rather
 # than the tests' short one, so that a slow scheduling round is not taken
 # for a death.

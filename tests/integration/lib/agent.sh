@@ -94,6 +94,43 @@ cluster_init() {
 
 # agent_start I [FLAGS...]: agent I listens on base+I, metrics on base+100+I,
 # joins through agent 1 (and 2).
+# cluster_subset BASE N KEEP: like the lib's cluster_init, but the catalog
+# lists only the first KEEP shards of a 640-way split of Fashion-MNIST (about
+# 94 samples, 74 KB each), so that filling 24 agents moves 15 MB instead of
+# 140 MB: the time bound then measures placement, replication and training,
+# not the loopback crypto of a large data set.
+cluster_subset() {
+    base=$(pick_base "$1")
+    "$bin" keygen --network-key "$tmp/net.key" >/dev/null
+    "$bin" shard --shards 640 --out "$tmp/all" >/dev/null
+    { grep '^#' "$tmp/all/catalog"; grep -v '^#' "$tmp/all/catalog" | head -n "$3"; } >"$tmp/catalog"
+    i=1
+    while [ $i -le "$2" ]; do
+        mkdir -p "$tmp/a$i/shards"
+        "$bin" keygen --out "$tmp/a$i" >/dev/null
+        cp "$tmp/catalog" "$tmp/a$i/shards/catalog"
+        i=$((i + 1))
+    done
+    k=0
+    while [ $k -lt "$3" ]; do
+        cp "$(printf '%s/all/shard-%03d-of-640.msh' "$tmp" $k)" "$tmp/a1/shards/"
+        k=$((k + 1))
+    done
+}
+
+# store_shim: build the LD_PRELOAD shim lib/slow_store.c (a slow disk under
+# the shard store) into $tmp and set $preload to what LD_PRELOAD needs: ASan's
+# runtime first in an ASan build, which refuses to start otherwise. Without a
+# C compiler the test prints its one skipped line and exits.
+store_shim() {
+    command -v cc >/dev/null 2>&1 || { echo "$NAME: skipped: no C compiler (cc) for the store shim"; exit 0; }
+    cc -shared -fPIC -O2 -o "$tmp/slow_store.so" tests/integration/lib/slow_store.c -ldl ||
+        fail "cannot build the store shim"
+    preload="$tmp/slow_store.so"
+    rt=$(ldd "$bin" 2>/dev/null | sed -n 's/^[[:space:]]*libasan\.so[^ ]* => \([^ ]*\) .*/\1/p' | head -n 1)
+    [ -z "$rt" ] || preload="$rt $preload"
+}
+
 agent_start() {
     i=$1
     shift
