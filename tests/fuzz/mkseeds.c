@@ -692,6 +692,27 @@ static void mix_collect(gossip_mix **mx, int nm, gossip_time_us now, mframe *q, 
     }
 }
 
+/* Create nm mixers (ids[i], generator seeded seed0 + i, view v) running
+ * algo at bits, and start a round on each, member i on its own vector. */
+static void mixers_start(gossip_mix **mx, gossip_env *env, model_rng *rng, int nm,
+                         const uint64_t *ids, const gossip_view *v, gossip_mix_algo algo,
+                         unsigned bits, uint64_t seed0)
+{
+    float x[FUZZ_MIX_DIM];
+    for (int i = 0; i < nm; i++) {
+        model_rng_seed(&rng[i], seed0 + (uint64_t)i, 0);
+        env[i] = (gossip_env){m_alloc, m_free, model_rng_callback, NULL, &rng[i]};
+        gossip_mix_config c;
+        fuzz_mix_config(&c, ids[i], algo, bits);
+        if (gossip_mix_create(&mx[i], &env[i], &c) || gossip_mix_set_view(mx[i], v, 0))
+            die("gossip_mix_create");
+        for (uint32_t k = 0; k < FUZZ_MIX_DIM; k++)
+            x[k] = (float)(i + 1) * 0.25f * (float)k - 1.0f;
+        if (gossip_mix_start(mx[i], x, 0))
+            die("gossip_mix_start");
+    }
+}
+
 /* Four real mixers run two rounds of algo at 8 bits; every frame to mixer
  * 2 becomes one fuzz_mix frame, its round given relative to mixer 2's. */
 static void mix_run(gossip_mix_algo algo)
@@ -707,18 +728,7 @@ static void mix_run(gossip_mix_algo algo)
     uint64_t ids[4] = {1, 2, 3, 4};
     gossip_view v = {.epoch = FUZZ_MIX_EPOCH, .n = 4, .ids = ids};
     float x[FUZZ_MIX_DIM];
-    for (int i = 0; i < 4; i++) {
-        model_rng_seed(&rng[i], 21 + (uint64_t)i, 0);
-        env[i] = (gossip_env){m_alloc, m_free, model_rng_callback, NULL, &rng[i]};
-        gossip_mix_config c;
-        fuzz_mix_config(&c, ids[i], algo, 8);
-        if (gossip_mix_create(&mx[i], &env[i], &c) || gossip_mix_set_view(mx[i], &v, 0))
-            die("gossip_mix_create");
-        for (uint32_t k = 0; k < FUZZ_MIX_DIM; k++)
-            x[k] = (float)(i + 1) * 0.25f * (float)k - 1.0f;
-        if (gossip_mix_start(mx[i], x, 0))
-            die("gossip_mix_start");
-    }
+    mixers_start(mx, env, rng, 4, ids, &v, algo, 8, 21);
     static mframe q[MQ_MAX];
     size_t qh = 0, qt = 0;
     int rounds_done = 0;
@@ -798,18 +808,7 @@ static void node_mix_run(const char *name, uint8_t options, int late)
     uint64_t ids[4] = {1, 2, 3, 4};
     gossip_view v = {.epoch = 1, .n = (uint32_t)nm, .ids = ids};
     float x[FUZZ_MIX_DIM];
-    for (int i = 0; i < nm; i++) {
-        model_rng_seed(&rng[i], 31 + (uint64_t)i, 0);
-        env[i] = (gossip_env){m_alloc, m_free, model_rng_callback, NULL, &rng[i]};
-        gossip_mix_config c;
-        fuzz_mix_config(&c, ids[i], algo, fuzz_node_bits(options));
-        if (gossip_mix_create(&mx[i], &env[i], &c) || gossip_mix_set_view(mx[i], &v, 0))
-            die("gossip_mix_create");
-        for (uint32_t k = 0; k < FUZZ_MIX_DIM; k++)
-            x[k] = (float)(i + 1) * 0.25f * (float)k - 1.0f;
-        if (gossip_mix_start(mx[i], x, 0))
-            die("gossip_mix_start");
-    }
+    mixers_start(mx, env, rng, nm, ids, &v, algo, fuzz_node_bits(options), 31);
     /* member 4's JOIN to "self" */
     uint8_t join[GOSSIP_HEADER_SIZE + 512];
     size_t join_len = 0;

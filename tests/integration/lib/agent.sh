@@ -76,25 +76,29 @@ pick_base() { # start
     echo "$b"
 }
 
-# cluster_init N SHARDS: keys, a shard set held by agent 1 only.
+# agent_dirs N CATALOG: keys and a shards directory holding CATALOG (as
+# "catalog") for agents 1..N.
+agent_dirs() {
+    i=1
+    while [ $i -le "$1" ]; do
+        mkdir -p "$tmp/a$i/shards"
+        "$bin" keygen --out "$tmp/a$i" >/dev/null
+        cp "$2" "$tmp/a$i/shards/catalog"
+        i=$((i + 1))
+    done
+}
+
+# cluster_init BASE N SHARDS: keys, a shard set held by agent 1 only.
 cluster_init() {
     base=$(pick_base "$1")
     n=$2
     "$bin" keygen --network-key "$tmp/net.key" >/dev/null
     "$bin" shard --shards "$3" --out "$tmp/all" >/dev/null
-    i=1
-    while [ $i -le "$n" ]; do
-        mkdir -p "$tmp/a$i/shards"
-        "$bin" keygen --out "$tmp/a$i" >/dev/null
-        cp "$tmp/all/catalog" "$tmp/a$i/shards/"
-        i=$((i + 1))
-    done
+    agent_dirs "$n" "$tmp/all/catalog"
     cp "$tmp"/all/*.msh "$tmp/a1/shards/"
 }
 
-# agent_start I [FLAGS...]: agent I listens on base+I, metrics on base+100+I,
-# joins through agent 1 (and 2).
-# cluster_subset BASE N KEEP: like the lib's cluster_init, but the catalog
+# cluster_subset BASE N KEEP: like cluster_init, but the catalog
 # lists only the first KEEP shards of a 640-way split of Fashion-MNIST (about
 # 94 samples, 74 KB each), so that filling 24 agents moves 15 MB instead of
 # 140 MB: the time bound then measures placement, replication and training,
@@ -104,13 +108,7 @@ cluster_subset() {
     "$bin" keygen --network-key "$tmp/net.key" >/dev/null
     "$bin" shard --shards 640 --out "$tmp/all" >/dev/null
     { grep '^#' "$tmp/all/catalog"; grep -v '^#' "$tmp/all/catalog" | head -n "$3"; } >"$tmp/catalog"
-    i=1
-    while [ $i -le "$2" ]; do
-        mkdir -p "$tmp/a$i/shards"
-        "$bin" keygen --out "$tmp/a$i" >/dev/null
-        cp "$tmp/catalog" "$tmp/a$i/shards/catalog"
-        i=$((i + 1))
-    done
+    agent_dirs "$2" "$tmp/catalog"
     k=0
     while [ $k -lt "$3" ]; do
         cp "$(printf '%s/all/shard-%03d-of-640.msh' "$tmp" $k)" "$tmp/a1/shards/"
@@ -131,6 +129,8 @@ store_shim() {
     [ -z "$rt" ] || preload="$rt $preload"
 }
 
+# agent_start I [FLAGS...]: agent I listens on base+I, metrics on base+100+I,
+# joins through agent 1 (and 2).
 agent_start() {
     i=$1
     shift
