@@ -29,6 +29,8 @@
  * sleeps while it has no data (the agent is still fetching its shards). */
 #define TRAINER_SHARDS_EVERY_US 200000u
 #define TRAINER_IDLE_MS         100
+/* tr->gen before any assignment is loaded (generations count up from 0) */
+#define TRAINER_GEN_NONE UINT64_MAX
 
 /* The rows [first, first + count) of trainer.data are the shard file path
  * (a store file named by its content hash: the same name, the same bytes). */
@@ -52,8 +54,7 @@ typedef struct trainer {
     uint32_t order_cap, at;
     model_rng rng;
     uint64_t step;
-    uint64_t gen; /* shard assignment loaded */
-    int loaded;   /* gen holds one (the first list may be generation 0) */
+    uint64_t gen; /* shard assignment loaded; TRAINER_GEN_NONE before the first */
     uint64_t shards_checked_us;
     double loss_avg;
     int loss_init;
@@ -183,7 +184,6 @@ static void segs_free(trainer_seg *seg, uint32_t n)
 static void trainer_load(trainer *tr, const murmur_shard_list *l)
 {
     tr->gen = l->generation;
-    tr->loaded = 1;
     model_data *parts = l->count ? calloc(l->count, sizeof *parts) : NULL;
     uint8_t *view = l->count ? calloc(l->count, 1) : NULL; /* parts[k] borrows tr->data */
     trainer_seg *seg = l->count ? calloc(l->count, sizeof *seg) : NULL;
@@ -292,11 +292,11 @@ static void trainer_follow_shards(trainer *tr)
     murmur_status st = {.size = sizeof st};
     /* generation 0 (no view yet) is loaded once, not every check: it was
      * logged as training_data five times a second until the first view */
-    if (murmur_status_get(tr->a, &st) || (st.shards_generation == tr->gen && tr->loaded))
+    if (murmur_status_get(tr->a, &st) || st.shards_generation == tr->gen)
         return;
     murmur_shard_list *l;
     if (murmur_shards_get(tr->a, &l) == MURMUR_OK) {
-        if (l->generation != tr->gen || !tr->loaded)
+        if (l->generation != tr->gen)
             trainer_load(tr, l);
         murmur_shards_free(l);
     }
@@ -445,6 +445,7 @@ int agent_trainer_run(const agent_config *cfg, murmur_agent *volatile *running,
         return 1;
     }
     tr->cfg = cfg;
+    tr->gen = TRAINER_GEN_NONE;
     tr->acc = tr->test_loss = NAN;
     char err[AGENT_RUNTIME_ERR_MAX + AGENT_CONFIG_PATH_MAX] = "";
     if (trainer_load_test_set(tr, err, sizeof err) || trainer_setup_model(tr, err, sizeof err)) {
