@@ -107,7 +107,8 @@ static int is_hex_name(const char *name)
 
 /* Shard files of the catalog under another name (shard-III-of-SSS.msh from
  * `murmur shard`) get a hard link under their content address, the name
- * the file store uses. Files that do not verify are left alone. */
+ * the file store uses. Files that do not verify, or are not the catalog's,
+ * are left as they are, with a warning that says why. */
 void agent_shards_import(agent_runtime *a)
 {
     DIR *d = opendir(a->cfg.shards_dir);
@@ -132,8 +133,12 @@ void agent_shards_import(agent_runtime *a)
             char msg[MODEL_MSG_MAX];
             /* verify checked that the content hashes to info.hash: that is
              * the content address, no second pass needed */
-            if (!model_shard_verify(buf, (size_t)size, &info, msg, sizeof msg) &&
-                agent_catalog_find(a, info.hash) >= 0) {
+            if (model_shard_verify(buf, (size_t)size, &info, msg, sizeof msg))
+                agent_log(AGENT_LOG_WARN, "shard_import_failed", "file", path, "why", msg, NULL);
+            else if (agent_catalog_find(a, info.hash) < 0)
+                agent_log(AGENT_LOG_WARN, "shard_import_failed", "file", path, "why",
+                          "not a shard of the catalog", NULL);
+            else {
                 char target[AGENT_STORE_FILE_PATH_MAX];
                 struct stat st;
                 if (!agent_store_file_path(a->cfg.shards_dir, info.hash, target, sizeof target) &&

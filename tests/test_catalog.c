@@ -7,7 +7,11 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <sys/stat.h>
+
 #include "agent/runtime_internal.h"
+#include "agent/store_file.h"
+#include "model/shardfile.h"
 
 static char dir[64];
 
@@ -103,11 +107,103 @@ static void bad_catalogs(void **state)
     release(a);
 }
 
+/* Write rows [first, first + n) of d as shard `index` of `count` into
+ * dir/name; its content address into id. */
+static void put_shard(const model_data *d, uint32_t first, uint32_t n, uint32_t index,
+                      uint32_t count, const char *name, uint8_t id[MODEL_SHARD_HASH_SIZE])
+{
+    uint32_t rows[16];
+    for (uint32_t i = 0; i < n; i++)
+        rows[i] = first + i;
+    char path[160], msg[256];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    if (model_shard_write(path, d, rows, n, index, count, id, msg, sizeof msg))
+        fail_msg("%s", msg);
+}
+
+static int exists(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+static long file_sum(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    long sum = 0;
+    for (int c; (c = getc(f)) != EOF;)
+        sum = sum * 31 + c;
+    fclose(f);
+    return sum;
+}
+
+/* Import: a shard file of the catalog gets its content address (a link to
+ * the same bytes); a damaged one and one of another split are neither
+ * linked nor changed. */
+static void import_links_verified_shards_only(void **state)
+{
+    (void)state;
+    model_data d;
+    assert_int_equal(model_data_alloc(&d, 30, 4, 3, MODEL_DTYPE_U8), 0);
+    for (uint32_t i = 0; i < 30 * 4; i++)
+        d.x_u8[i] = (uint8_t)(i * 7);
+    for (uint32_t i = 0; i < 30; i++)
+        d.labels[i] = (uint16_t)(i % 3);
+    uint8_t good[MODEL_SHARD_HASH_SIZE], bad[MODEL_SHARD_HASH_SIZE], other[MODEL_SHARD_HASH_SIZE];
+    put_shard(&d, 0, 10, 0, 2, "shard-000-of-002.msh", good);
+    put_shard(&d, 10, 10, 1, 2, "shard-001-of-002.msh", bad);
+    put_shard(&d, 20, 10, 0, 1, "shard-000-of-001.msh", other);
+    model_data_free(&d);
+    char path[160];
+    snprintf(path, sizeof path, "%s/shard-001-of-002.msh", dir);
+    FILE *f = fopen(path, "r+b");
+    assert_non_null(f);
+    assert_int_equal(fseek(f, -1, SEEK_END), 0);
+    int last = getc(f);
+    assert_int_equal(fseek(f, -1, SEEK_END), 0);
+    putc(last ^ 0x40, f); /* a pixel of its last sample */
+    assert_int_equal(fclose(f), 0);
+    long bad_sum = file_sum(path);
+    char text[256], hg[65], hb[65];
+    model_shard_hash_hex(good, hg);
+    model_shard_hash_hex(bad, hb);
+    snprintf(text, sizeof text, "# test\n%s 0 10\n%s 1 10\n", hg, hb);
+    int rc;
+    char err[256];
+    agent_runtime *a = load(text, &rc, err, sizeof err);
+    assert_int_equal(rc, 0);
+    agent_shards_import(a);
+    char target[AGENT_STORE_FILE_PATH_MAX];
+    struct stat s1, s2;
+    assert_int_equal(agent_store_file_path(dir, good, target, sizeof target), 0);
+    snprintf(path, sizeof path, "%s/shard-000-of-002.msh", dir);
+    assert_int_equal(stat(target, &s1), 0);
+    assert_int_equal(stat(path, &s2), 0);
+    assert_true(s1.st_ino == s2.st_ino); /* a link, not a copy */
+    unlink(target);
+    assert_int_equal(agent_store_file_path(dir, bad, target, sizeof target), 0);
+    assert_false(exists(target));
+    snprintf(path, sizeof path, "%s/shard-001-of-002.msh", dir);
+    assert_true(file_sum(path) == bad_sum);
+    assert_int_equal(agent_store_file_path(dir, other, target, sizeof target), 0);
+    assert_false(exists(target));
+    static const char *const names[] = {"shard-000-of-002.msh", "shard-001-of-002.msh",
+                                        "shard-000-of-001.msh"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        assert_true(exists(path));
+        unlink(path);
+    }
+    release(a);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(long_header_comment, setup, teardown),
         cmocka_unit_test_setup_teardown(bad_catalogs, setup, teardown),
+        cmocka_unit_test_setup_teardown(import_links_verified_shards_only, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
