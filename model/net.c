@@ -24,7 +24,8 @@ struct model_net {
     uint32_t rows; /* forward workspace: max(batch_max, up to NET_EVAL_CHUNK) */
     float *params;
     float *grads;
-    /* workspace, sized for batch_max at create */
+    /* workspace, sized at create: the gradients for batch_max rows, the
+     * forward buffers for `rows` */
     float *act[MODEL_OPS_MAX];    /* act[l]: output of layer l, batch x out size */
     float *aux[MODEL_OPS_MAX];    /* dropout mask, groupnorm stats, conv saved state */
     uint32_t *arg[MODEL_OPS_MAX]; /* max pooling: the chosen input of each output */
@@ -165,8 +166,8 @@ int model_net_create(model_net **out, const char *spec, uint32_t input_dim, uint
     }
     /* An evaluation's forward passes take NET_EVAL_CHUNK rows where the
      * workspace for them stays within NET_EVAL_WORKSPACE floats (or the
-     * batch's own): sgemm over 256 rows of a 784-256-128-100 mlp takes
-     * about a third less time per row than over 64 (docs/BENCHMARKS.md).
+     * batch's own): a 784-256-128-100 mlp evaluates 13-20% faster in
+     * passes of 256 rows than of 64 (docs/BENCHMARKS.md).
      * A large cnn keeps its batch. */
     uint32_t rows = batch_max;
     for (uint32_t r = NET_EVAL_CHUNK; r > batch_max; r /= 2) {
