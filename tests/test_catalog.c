@@ -127,13 +127,13 @@ static int exists(const char *path)
     return stat(path, &st) == 0;
 }
 
-static long file_sum(const char *path)
+static uint64_t file_sum(const char *path)
 {
     FILE *f = fopen(path, "rb");
     assert_non_null(f);
-    long sum = 0;
+    uint64_t sum = 0;
     for (int c; (c = getc(f)) != EOF;)
-        sum = sum * 31 + c;
+        sum = sum * 31 + (uint64_t)c;
     fclose(f);
     return sum;
 }
@@ -164,7 +164,7 @@ static void import_links_verified_shards_only(void **state)
     assert_int_equal(fseek(f, -1, SEEK_END), 0);
     putc(last ^ 0x40, f); /* a pixel of its last sample */
     assert_int_equal(fclose(f), 0);
-    long bad_sum = file_sum(path);
+    uint64_t bad_sum = file_sum(path);
     char text[256], hg[65], hb[65];
     model_shard_hash_hex(good, hg);
     model_shard_hash_hex(bad, hb);
