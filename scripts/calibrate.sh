@@ -74,6 +74,12 @@
 #   CALIB_SCHED 1 (fit the step-time distribution, the loops' cost and the
 #                    agents' speeds from the scheduler's statistics; 0: the
 #                    mean step only)
+#   CALIB_SLICE_MS   the time slice this host's scheduler gives a CPU-bound
+#                    thread, which is how long a trainer that lost its core
+#                    waits (see sched_fit); empty (default): measured before
+#                    the runs (slice_probe, python3); 0: the fit of a wait
+#                    per turn of the mean length instead (the fit before
+#                    2026-11-29)
 #   CALIB_HIDDEN 64 (model mlp:H)  CALIB_BATCH 64  CALIB_LR 0.005
 #   CALIB_INTERVAL_STEPS 16  CALIB_BITS 8  CALIB_EVAL_EVERY 100
 #   CALIB_EVAL_SAMPLES 2000  CALIB_SIM_SEEDS 2  CALIB_RECORD docs/SIMULATOR.md
@@ -125,6 +131,8 @@ prio=${CALIB_NICE:--10}
 record=${CALIB_RECORD-docs/SIMULATOR.md}
 measured=${CALIB_MEASURED:-}
 sched=${CALIB_SCHED:-1}
+slice_ms=${CALIB_SLICE_MS:-}
+case "$slice_ms" in '' | *[!0-9.]* | .*) [ -z "$slice_ms" ] || { echo "calibrate: CALIB_SLICE_MS=$slice_ms: milliseconds, 0 or more" >&2; exit 2; } ;; esac
 qlat=${CALIB_QUEUE_MS:-500}ms
 steady_min=${CALIB_STEADY:-0.85}
 tries=${CALIB_TRIES:-3}
@@ -136,7 +144,7 @@ cmdline="sh scripts/calibrate.sh $build"
 for v in CALIB_BANDWIDTHS CALIB_ALGOS CALIB_AGENTS CALIB_TARGET CALIB_DURATION_S CALIB_FIT_S \
     CALIB_HIDDEN CALIB_BATCH CALIB_LR CALIB_INTERVAL_STEPS CALIB_BITS CALIB_EVAL_EVERY \
     CALIB_EVAL_SAMPLES CALIB_SIM_SEEDS CALIB_WARMUP_S CALIB_NICE CALIB_FIT CALIB_MEASURED CALIB_SCHED \
-    CALIB_QUEUE_MS CALIB_STEADY CALIB_TRIES CALIB_REPS; do
+    CALIB_QUEUE_MS CALIB_STEADY CALIB_TRIES CALIB_REPS CALIB_SLICE_MS; do
     eval "x=\${$v:-}"
     [ -z "$x" ] || cmdline="$v='$x' $cmdline"
 done
@@ -408,24 +416,68 @@ round_ms() {
         END { if (c > 0) printf "%.4g\n", s / c * 1000; else print "-" }'
 }
 
-# sched_fit DIR STEP_MS SPEEDS: the simulator's settings from the scheduler's
-# statistics of the window (sched0, sched1; see "The fit" above), as --set
-# options: the trainers' time-slicing as the random straggler model (a step
-# is c ms of CPU; a share c / S of steps, S the mean time on a CPU per
-# turn, also waits W, the mean wait on the run queue per turn); the time a
+# slice_probe: the time slice (ms) this host's scheduler gives each of two
+# CPU-bound processes sharing one CPU: both spin on the monotonic clock for
+# a second and the median gap in one's readings is the other's turn (4.02
+# ms here: a tick at 250 Hz). Prints nothing without python3.
+slice_probe() {
+    command -v python3 >/dev/null 2>&1 || return 0
+    nice -n "$prio" python3 - <<'PY' 2>/dev/null || true
+import os, time
+def spin(cpu):
+    os.sched_setaffinity(0, {cpu})
+    gaps, t = [], time.monotonic_ns()
+    end = t + 1_000_000_000
+    while t < end:
+        u = time.monotonic_ns()
+        if u - t > 200_000:
+            gaps.append(u - t)
+        t = u
+    return gaps
+cpu = min(os.sched_getaffinity(0))
+pid = os.fork()
+if pid == 0:
+    spin(cpu)
+    os._exit(0)
+g = sorted(spin(cpu))
+os.waitpid(pid, 0)
+if len(g) >= 10:
+    print("%.4g" % (g[len(g) // 2] / 1e6))
+PY
+}
+
+# sched_fit DIR STEP_MS SPEEDS SLICE_MS: the simulator's settings from the
+# scheduler's statistics of the window (sched0, sched1; see "The fit"
+# above), as --set options: the trainers' time-slicing as the random
+# straggler model, a step being c ms of CPU and the mean step m; the time a
 # frame spends at each end between the wire and the protocol as
 # compute.loop_frame_us: one turn of the event loop plus one of the
 # transport's I/O threads (each turn: its mean time on a CPU and waiting
 # for one); and the agents' relative speeds.
+# The trainers' waits: with SLICE_MS T > 0, a step that loses its core
+# waits T, the turn of the CPU-bound thread (another trainer) that took it,
+# so a share (m - c) / T of the steps take c + T (slowdown 1 + T / c); that
+# is what `perf sched timehist` shows of 4 trainers on 2 cores here (half
+# of the waits under 0.25 ms, a quarter 3.75 ms or more, around the 4 ms
+# slice). With T = 0, a share c / S of the steps (S the mean time on a CPU
+# per turn) waits w (the mean wait per turn): the same mean step, and waits
+# a few times shorter and more frequent, which made the simulated synchronous
+# rounds (ring allreduce: each waits for the last of the 4 agents to start)
+# shorter and more frequent than the real ones (docs/SIMULATOR.md).
 sched_fit() {
-    paste "$1/sched0" "$1/sched1" | awk -v m="$2" -v sp="$3" '
+    paste "$1/sched0" "$1/sched1" | awk -v m="$2" -v sp="$3" -v T="${4:-0}" '
         { R += $10 - $1; W += $11 - $2; P += $12 - $3; LR += $13 - $4; LW += $14 - $5; LP += $15 - $6
           NR_ += $16 - $7; NW += $17 - $8; NP += $18 - $9 }
         END {
             if (P <= 0 || R <= 0 || LP <= 0) { print ""; exit }
             c = m * R / (R + W); S = R / P / 1e6; w = W / P / 1e6
-            p = c / S; if (p > 1) p = 1
-            x = 1 + w / (S * p)
+            if (T > 0) {
+                mw = m - c; p = mw / T; x = 1 + T / c
+                if (p > 1) { p = 1; x = 1 + mw / c }
+            } else {
+                p = c / S; if (p > 1) p = 1
+                x = 1 + w / (S * p)
+            }
             loop = (LR + LW) / LP / 1000 + (NP > 0 ? (NR_ + NW) / NP / 1000 : 0)
             printf "--set compute.straggler_model=random --set compute.step_ms=%.6g --set compute.slow_prob=%.6g --set compute.slowdown=%.6g --set compute.loop_frame_us=%.6g", c, p, x, loop
             if (sp != "-" && sp != "") printf " --set compute.agent_speeds=%s", sp
@@ -450,6 +502,15 @@ if [ -n "$measured" ]; then
         run_case "$alg" "$bw" "$step" "$rtt" "$rs" "$rb" "$rt"
     done
 else
+    if [ "$sched" != 0 ] && [ -z "$slice_ms" ]; then
+        slice_ms=$(slice_probe)
+        if [ -n "$slice_ms" ]; then
+            echo "calibrate: this host's scheduler slice: $slice_ms ms (two CPU-bound processes on one CPU; CALIB_SLICE_MS)"
+        else
+            slice_ms=0
+            echo "calibrate: the scheduler's slice was not measured (no python3): the trainers' waits are fitted per turn (CALIB_SLICE_MS=0)"
+        fi
+    fi
     for bw in $bws; do
         # tbf's bucket: 1 ms at the rate, at least 4 KB (tbf's default here,
         # 32 KB, sends a 51 KB message after a pause 60% at line rate: the
@@ -488,7 +549,7 @@ else
             fitsets=""
             [ "$fit" = idle ] || fd="$tmp/real-$alg-$bw-r$rep"
             [ "$fit" = own ] || fd="$tmp/fit-$alg-$bw"
-            [ "$sched" = 0 ] || fitsets=$(sched_fit "$fd" "$step" "$(echo "$f" | cut -d' ' -f5)")
+            [ "$sched" = 0 ] || fitsets=$(sched_fit "$fd" "$step" "$(echo "$f" | cut -d' ' -f5)" "${slice_ms:-0}")
             # shellcheck disable=SC2086
             run_case "$alg" "$bw" "$step" "$rtt" $(echo "$r" | cut -d' ' -f1-4) "$(round_ms "$tmp/real-$alg-$bw-r$rep")" "$steady"
             rep=$((rep + 1))
@@ -538,7 +599,7 @@ if [ -n "$record" ] && [ -z "$measured" ]; then
         begin="<!-- calibrate begin -->" end="<!-- calibrate end -->"
         {
             echo "Recorded by \`make calibrate\` (\`$cmdline\`), $(date -u '+%Y-%m-%d %H:%M UTC'),"
-            echo "commit $(git describe --always --dirty 2>/dev/null || echo unknown), $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg):"
+            echo "commit $(git describe --always --dirty 2>/dev/null || echo unknown), $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg), scheduler slice ${slice_ms:-0} ms (0: waits fitted per turn):"
             echo ""
             cat "$tmp/table"
             echo ""
