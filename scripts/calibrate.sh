@@ -454,11 +454,7 @@ PY
 # compute.loop_frame_us: one turn of the event loop plus one of the
 # transport's I/O threads (each turn: its mean time on a CPU and waiting
 # for one); and the agents' relative speeds.
-# The waits: with SLICE_MS T > 0, the loops' (and the I/O threads') waits
-# for a core are whole slices too: loop_frame_us is their time on a CPU per
-# turn and a share (mean wait per turn) / T of the frames waits T first
-# (compute.loop_slow_prob, loop_slow_us; the same mean). The trainers':
-# with T > 0, a step that loses its core
+# The trainers' waits: with SLICE_MS T > 0, a step that loses its core
 # waits T, the turn of the CPU-bound thread (another trainer) that took it,
 # so a share (m - c) / T of the steps take c + T (slowdown 1 + T / c); that
 # is what `perf sched timehist` shows of 4 trainers on 2 cores here (half
@@ -483,14 +479,7 @@ sched_fit() {
                 x = 1 + w / (S * p)
             }
             loop = (LR + LW) / LP / 1000 + (NP > 0 ? (NR_ + NW) / NP / 1000 : 0)
-            lq = 0
-            if (T > 0) {
-                lw = LW / LP / 1000 + (NP > 0 ? NW / NP / 1000 : 0)
-                loop -= lw; lq = lw / (T * 1000)
-                if (lq > 1) { loop += lw - T * 1000; lq = 1 }
-            }
             printf "--set compute.straggler_model=random --set compute.step_ms=%.6g --set compute.slow_prob=%.6g --set compute.slowdown=%.6g --set compute.loop_frame_us=%.6g", c, p, x, loop
-            if (lq > 0) printf " --set compute.loop_slow_prob=%.6g --set compute.loop_slow_us=%.6g", lq, T * 1000
             if (sp != "-" && sp != "") printf " --set compute.agent_speeds=%s", sp
             printf "\n" }'
 }
@@ -502,7 +491,7 @@ run_case() { # alg bw step_ms rtt_ms real_steps real_bytes real_tta [start_lag r
     s=$(sim_run "$1" "$payload" "$3" "$4" "$tmp/sim-$1-$2-r${rep:-1}")
     fitd=$(echo "$fitsets" | awk '{ for (i = 1; i <= NF; i++) if (split($i, kv, "=") == 2) v[kv[1]] = kv[2] }
         END { if (!("compute.step_ms" in v)) print "-"
-              else printf "%.3g,%.3g,%.3g,%.4g,%.3g\n", v["compute.step_ms"], v["compute.slow_prob"], v["compute.slowdown"], v["compute.loop_frame_us"], ("compute.loop_slow_prob" in v) ? v["compute.loop_slow_prob"] : 0 }')
+              else printf "%.3g,%.3g,%.3g,%.4g\n", v["compute.step_ms"], v["compute.slow_prob"], v["compute.slowdown"], v["compute.loop_frame_us"] }')
     echo "$1 $2 $3 $4 $5 $6 $7 $s ${9:--} $fitd ${10:--}" >>"$rows"
     echo "calibrate: $1 at $2 Mb/s (run ${rep:-1}): step ${3} ms, rtt ${4} ms; real: $5 steps/s, $6 B, tta $7, round ${9:--} ms (all training ${8:-?} s after the first resume); sim: $s"
 }
@@ -571,7 +560,7 @@ fi
 
 # ---- the table -------------------------------------------------------------
 table() {
-    echo "| mixing | link (Mb/s) | runs | fitted step (ms) | RTT (ms) | steps/s per agent: real / sim / ratio | bytes per agent: real / sim / ratio | time to $target (s): real / sim / ratio | within 15% | host steady | mean round (ms): real / sim | fit: step CPU (ms), slow p, slowdown, loop (us), loop slow p |"
+    echo "| mixing | link (Mb/s) | runs | fitted step (ms) | RTT (ms) | steps/s per agent: real / sim / ratio | bytes per agent: real / sim / ratio | time to $target (s): real / sim / ratio | within 15% | host steady | mean round (ms): real / sim | fit: step CPU (ms), slow p, slowdown, loop (us) |"
     echo "|---|---:|---:|---:|---:|---:|---:|---:|:---:|---:|---:|---|"
     # One row per mixing and bandwidth: the means over its runs (lines of
     # $rows); time to target over the runs in which both sides reached it;
