@@ -21,8 +21,6 @@ _Static_assert(EV_TICK < SIM_EV_USER, "engine events below the host's");
 /* The clock is in nanoseconds; the protocol objects and the host see whole
  * microseconds (gossip_time_us, floor). A time in microseconds at or above
  * this converts to "never" (UINT64_MAX ns) instead of overflowing. */
-/* Keeps the loops' slice draws apart from every other stream of the seed. */
-#define SALT_LOOP     0x6c6f6f70736c6f77ULL /* "loopslow" */
 #define US_NEVER_FROM (UINT64_MAX / 1000u)
 
 static inline uint64_t ns_of_us(gossip_time_us us)
@@ -125,8 +123,7 @@ struct sim_engine {
     sim_evq q;
     sim_net *net;
     model_rng order;
-    model_rng loop_rng; /* loop_slow_prob's draws (their own stream) */
-    uint64_t now;       /* ns */
+    uint64_t now; /* ns */
     uint64_t hash;
     frame *live;                           /* large frames */
     uint64_t frame_seq;                    /* frames pulled so far */
@@ -272,9 +269,7 @@ int sim_engine_create(sim_engine **out, const sim_engine_config *cfg)
     if (!cfg || cfg->agents == 0 || cfg->agents > SIM_ENGINE_AGENTS_MAX ||
         !(cfg->loss >= 0 && cfg->loss <= 1) || (cfg->net && cfg->net->agents != cfg->agents) ||
         !(cfg->loop_byte_ns >= 0 && cfg->loop_byte_ns <= SIM_ENGINE_LOOP_BYTE_NS_MAX) ||
-        cfg->loop_frame_ns > SIM_ENGINE_LOOP_FRAME_NS_MAX ||
-        !(cfg->loop_slow_prob >= 0 && cfg->loop_slow_prob <= 1) ||
-        cfg->loop_slow_ns > SIM_ENGINE_LOOP_FRAME_NS_MAX)
+        cfg->loop_frame_ns > SIM_ENGINE_LOOP_FRAME_NS_MAX)
         return SIM_ENGINE_EINVAL;
     sim_engine *e = calloc(1, sizeof *e);
     if (!e)
@@ -283,12 +278,10 @@ int sim_engine_create(sim_engine **out, const sim_engine_config *cfg)
     e->cfg.net = NULL;
     e->n = cfg->agents;
     e->timed = cfg->mode == SIM_MODE_TIMED;
-    e->loop_cost = e->timed && (cfg->loop_frame_ns > 0 || cfg->loop_byte_ns > 0 ||
-                                (cfg->loop_slow_prob > 0 && cfg->loop_slow_ns > 0));
+    e->loop_cost = e->timed && (cfg->loop_frame_ns > 0 || cfg->loop_byte_ns > 0);
     e->loss_p = cfg->loss;
     e->hash = 0xcbf29ce484222325ULL ^ cfg->seed;
     model_rng_seed(&e->order, cfg->seed, cfg->order_stream);
-    model_rng_seed(&e->loop_rng, cfg->seed ^ SALT_LOOP, 0);
     size_t emax = cfg->events_max ? cfg->events_max : SIM_ENGINE_EVENTS_DEFAULT;
     e->a = sim_big_alloc(e->n * sizeof *e->a); /* zeroed, 64-byte aligned */
     e->by_id = calloc(e->n, sizeof *e->by_id);
@@ -852,12 +845,9 @@ static int link_enqueue(sim_engine *e, frame *f)
 uint64_t sim_engine_loop_take(sim_engine *e, uint32_t i, uint32_t len)
 {
     agent *g = &e->a[i];
+    double cost = (double)e->cfg.loop_frame_ns + e->cfg.loop_byte_ns * (double)len;
     if (!e->loop_cost)
         return e->now;
-    double cost = (double)e->cfg.loop_frame_ns + e->cfg.loop_byte_ns * (double)len;
-    if (e->cfg.loop_slow_prob > 0 && e->cfg.loop_slow_ns > 0 &&
-        model_rng_uniform_double(&e->loop_rng) < e->cfg.loop_slow_prob)
-        cost += (double)e->cfg.loop_slow_ns;
     uint64_t start = g->loop_free_ns > e->now ? g->loop_free_ns : e->now;
     g->loop_free_ns = start + (uint64_t)llround(cost);
     assert(g->loop_free_ns >= e->now);

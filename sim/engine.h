@@ -181,16 +181,6 @@ typedef struct sim_engine_config {
      * (docs/SIMULATOR.md). */
     uint64_t loop_frame_ns;
     double loop_byte_ns; /* >= 0 */
-    /* Timed mode: with probability loop_slow_prob (in [0, 1]) a frame's
-     * turn of the loop also waits loop_slow_ns (<= SIM_ENGINE_LOOP_FRAME_NS_MAX)
-     * first: the loop thread found its core taken by a CPU-bound thread
-     * for a whole scheduler slice, and the frames behind it wait too.
-     * Drawn from a stream of the seed of its own (the protocol's draws
-     * are unchanged); 0 and 0 (the default) draw nothing (the same trace
-     * hashes as before it existed). `make calibrate` fits it from the
-     * loops' waits for a core (docs/SIMULATOR.md). */
-    double loop_slow_prob;
-    uint64_t loop_slow_ns;
     /* 1: the agents' envs allocate from one arena on huge pages, agent
      * after agent (sim/arena.h; for 10^5 agents and more, where a round is
      * cache and TLB misses). The host must then destroy every object made

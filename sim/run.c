@@ -383,8 +383,6 @@ static int setup(runner *r)
         .net = &nc,
         .loop_frame_ns = (uint64_t)llround(sc->compute.loop_frame_us * 1000.0),
         .loop_byte_ns = sc->compute.loop_byte_ns,
-        .loop_slow_prob = sc->compute.loop_slow_prob,
-        .loop_slow_ns = (uint64_t)llround(sc->compute.loop_slow_us * 1000.0),
         .arena = 1, /* teardown destroys the agents' objects first */
         .hooks = {.ctx = r,
                   .prepare = sim_agents_hook_prepare,

@@ -244,12 +244,6 @@ static const common_option scenario_options[] = {
     {"compute", "loop_byte_ns", F64, F(compute.loop_byte_ns), .min = 0,
      .max = 1e6 /* SIM_ENGINE_LOOP_BYTE_NS_MAX */, .def = "0",
      .help = "timed mode: event-loop CPU time per byte of a frame, at each end"},
-    {"compute", "loop_slow_prob", F64, F(compute.loop_slow_prob), .min = 0, .max = 1, .def = "0",
-     .help = "timed mode: share of frames whose event-loop turn first waits loop_slow_us (the "
-             "loop's core taken by a CPU-bound thread for a scheduler slice; make calibrate)"},
-    {"compute", "loop_slow_us", F64, F(compute.loop_slow_us), .min = 0,
-     .max = 1e6 /* SIM_ENGINE_LOOP_FRAME_NS_MAX */, .def = "0",
-     .help = "timed mode: that wait, in microseconds"},
     {"compute", "availability_trace", STR, F(compute.availability_trace), .def = "",
      .help = "trace file of 'TIME_S FRACTION' lines: share of the CPU the agents in "
              "availability_trace_agents have over time, 0 = stopped (timed mode)"},

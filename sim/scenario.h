@@ -201,10 +201,8 @@ typedef struct sim_scenario {
         double pareto_alpha;
         double lognormal_sigma;
         double speed_sigma;
-        double loop_frame_us;  /* event-loop CPU per frame, each end (sim/engine.h) */
-        double loop_byte_ns;   /* and per byte */
-        double loop_slow_prob; /* share of frames whose loop turn waits loop_slow_us */
-        double loop_slow_us;   /* first (a scheduler slice; sim/engine.h) */
+        double loop_frame_us; /* event-loop CPU per frame, each end (sim/engine.h) */
+        double loop_byte_ns;  /* and per byte */
         char agent_speeds[SIM_SCENARIO_STR_MAX]; /* "1.1,0.9,..." (sim/compute.h) */
         char availability_trace[SIM_SCENARIO_STR_MAX];
         char availability_trace_agents[SIM_SCENARIO_STR_MAX];

@@ -227,74 +227,6 @@ static void timed_event_loop_cost(void **state)
     assert_int_equal(sim_engine_create(&bad, &b), SIM_ENGINE_EINVAL);
 }
 
-/* A loop's slice waits (engine.h, loop_slow_prob): with probability 1 a
- * wait of 50 us on top of 50 us + 100 ns per byte is the 200 us of the
- * test above, frame for frame; with probability 0 nothing is drawn and a
- * set loop_slow_ns changes nothing (the same hash as without it); with
- * probability 0.25 the loop's time is whole waits on top of the costs,
- * for about a quarter of the turns; bad values are refused. */
-static void timed_event_loop_slow(void **state)
-{
-    (void)state;
-    sim_net_config nc = {.agents = 2, .seed = 3, .latency_ms = 2};
-    sim_engine_config c = {.seed = 3,
-                           .mode = SIM_MODE_TIMED,
-                           .net = &nc,
-                           .loop_frame_ns = 50000,
-                           .loop_byte_ns = 100,
-                           .loop_slow_prob = 1,
-                           .loop_slow_ns = 50000};
-    static const gossip_time_us at1[] = {2400, 2600, 3000}, at0[] = {5000, 5400, 5600};
-    uint64_t hash[2];
-    for (int v = 0; v < 2; v++) {
-        world w;
-        world_init(&w, 2, &c, 1000 - GOSSIP_HEADER_SIZE);
-        for (uint64_t k = 0; k < 3; k++)
-            probe_queue(&w.p[0], pid(1), 2 * k + 1);
-        sim_engine_drain(w.e, 0);
-        assert_true(sim_engine_run_until(w.e, 100000, NULL, NULL) > 0);
-        assert_int_equal(w.p[1].nlog, 3);
-        assert_int_equal(w.p[0].nlog, 3);
-        for (uint32_t k = 0; k < 3; k++) {
-            assert_int_equal(w.p[1].log[k].at, at1[k]);
-            assert_int_equal(w.p[0].log[k].at, at0[k]);
-        }
-        hash[v] = sim_engine_trace_hash(w.e);
-        sim_engine_destroy(w.e);
-        /* the same costs without the draws */
-        c.loop_frame_ns = 100000;
-        c.loop_slow_prob = 0;
-    }
-    assert_int_equal(hash[0], hash[1]);
-
-    sim_engine_config q = {.agents = 1,
-                           .seed = 11,
-                           .mode = SIM_MODE_TIMED,
-                           .loop_frame_ns = 1000,
-                           .loop_slow_prob = 0.25,
-                           .loop_slow_ns = 1000000};
-    sim_engine *e = NULL;
-    assert_int_equal(sim_engine_create(&e, &q), SIM_ENGINE_OK);
-    const uint64_t turns = 4000;
-    uint64_t free_ns = 0;
-    for (uint64_t k = 0; k < turns; k++)
-        free_ns = sim_engine_loop_take(e, 0, 0);
-    uint64_t waits = free_ns - turns * q.loop_frame_ns;
-    assert_int_equal(waits % q.loop_slow_ns, 0);
-    waits /= q.loop_slow_ns; /* binomial(4000, 0.25): 1000, sd 27 */
-    assert_true(waits >= 900 && waits <= 1100);
-    sim_engine_destroy(e);
-
-    sim_engine_config b = q;
-    b.loop_slow_prob = 1.5;
-    assert_int_equal(sim_engine_create(&e, &b), SIM_ENGINE_EINVAL);
-    b.loop_slow_prob = NAN;
-    assert_int_equal(sim_engine_create(&e, &b), SIM_ENGINE_EINVAL);
-    b.loop_slow_prob = 0.5;
-    b.loop_slow_ns = SIM_ENGINE_LOOP_FRAME_NS_MAX + 1;
-    assert_int_equal(sim_engine_create(&e, &b), SIM_ENGINE_EINVAL);
-}
-
 /* Rounds mode: every frame and every echo it causes is delivered in one
  * deliver_pending call, FIFO per link, in an order drawn from the seed. */
 static void rounds_deliver_cascade_fifo(void **state)
@@ -663,7 +595,6 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(timed_latency_bandwidth_fifo),
         cmocka_unit_test(timed_event_loop_cost),
-        cmocka_unit_test(timed_event_loop_slow),
         cmocka_unit_test(rounds_deliver_cascade_fifo),
         cmocka_unit_test(same_seed_same_hash),
         cmocka_unit_test(faults_and_routing),
