@@ -236,6 +236,17 @@ static int net_init(runner *r)
     return 0;
 }
 
+void sim_models_init_rng(const sim_scenario *sc, model_rng *init)
+{
+    /* model.init_seed: the agent's trainer seeds stream 0 of it
+     * (agent/trainer.c), so a simulated net of the same spec starts from
+     * the agents' very parameters */
+    if (sc->model.init_seed)
+        model_rng_seed(init, sc->model.init_seed, 0);
+    else
+        model_rng_seed(init, sc->run.seed, SIM_SALT_MODEL + 1);
+}
+
 /* Agent i's network; its vector x is the net's parameters. */
 static int net_agent_init(runner *r, uint32_t i)
 {
@@ -263,7 +274,7 @@ static int net_agent_init(runner *r, uint32_t i)
     /* Every agent starts from the same initial parameters (as agents that
      * agree on an init seed); its data is every n-th training sample. */
     model_rng init;
-    model_rng_seed(&init, sc->run.seed, SIM_SALT_MODEL + 1);
+    sim_models_init_rng(sc, &init);
     model_net_init(g->net, &init);
     g->x = model_net_params(g->net);
     g->rows = malloc((size_t)g->nrows * sizeof *g->rows);

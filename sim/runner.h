@@ -261,6 +261,9 @@ static inline int sim_runner_alive(const runner *r, uint32_t i)
 /* models.c */
 int sim_models_init(runner *r);
 int sim_models_agent_init(runner *r, uint32_t i);
+/* The stream the nets' initial parameters are drawn from (model.init_seed,
+ * else run.seed). */
+void sim_models_init_rng(const sim_scenario *sc, model_rng *init);
 /* One local step of agent i (counted and traced). */
 void sim_models_step(runner *r, uint32_t i);
 void sim_models_eval(runner *r, uint32_t i, double *loss, double *acc);

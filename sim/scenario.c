@@ -137,6 +137,10 @@ static const common_option scenario_options[] = {
      .help = "parameters of consensus/quadratic; input features of synthetic data"},
     {"model", "hidden", U32, F(model.hidden), .min = 1, .max = 1e6, .def = "64",
      .help = "hidden units of mlp"},
+    {"model", "init_seed", U64, F(model.init_seed), .min = 0, .max = 18446744073709551615.0,
+     .def = "0",
+     .help = "initial parameters of mlp and cnn: 0 = drawn from run.seed (each seed its own); N "
+             "= those of a murmur agent with model.init_seed = N (make calibrate)"},
     {"model", "spec", STR, F(model.spec), .check = check_cnn_spec, .def = "cnn",
      .help = "layers of cnn: cnn (the default CNN) or cnn:LAYERS (model/spec.h)"},
     {"model", "lr", F64, F(model.lr), .min = 0, .max = 100, .flags = COMMON_OPT_MIN_EXCLUSIVE,

@@ -153,6 +153,9 @@ typedef struct sim_scenario {
         sim_model_kind kind;
         uint32_t dim;
         uint32_t hidden;
+        /* initial parameters: 0 = drawn from run.seed (each seed its own);
+         * N = those of an agent whose model.init_seed is N */
+        uint64_t init_seed;
         double lr;
         uint32_t batch;
         char data[SIM_SCENARIO_STR_MAX];

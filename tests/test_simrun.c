@@ -15,6 +15,7 @@
 
 #include "sim/output.h"
 #include "sim/run.h"
+#include "sim/runner.h"
 #include "sim/scenario.h"
 
 static sim_scenario *scenario(const char *text)
@@ -327,6 +328,40 @@ static void training_makes_progress(void **state)
     free(sc);
 }
 
+/* model.init_seed: the nets start from the parameters of an agent whose
+ * model.init_seed is the same (agent/trainer.c seeds stream 0 of it), not
+ * from run.seed; 0 (the default) keeps the run.seed's own model. A run
+ * ended before its first step reports its initial model's loss. */
+static void init_seed_is_the_agents(void **state)
+{
+    (void)state;
+    sim_scenario *sc = scenario("[run]\nagents = 4\nmode = timed\nduration_s = 0.001\n"
+                                "[model]\nkind = mlp\ndim = 20\nhidden = 16\n"
+                                "[compute]\nstep_ms = 10\n");
+    model_rng a, b;
+    sim_models_init_rng(sc, &a);
+    model_rng_seed(&b, sc->run.seed, 0);
+    assert_true(model_rng_u64(&a) != model_rng_u64(&b));
+    sim_summary own, seven, seven2;
+    run_ok(sc, &own);
+    assert_int_equal(own.steps_total, 0);
+    set(sc, "model.init_seed=7");
+    sim_models_init_rng(sc, &a);
+    model_rng_seed(&b, 7, 0);
+    for (int k = 0; k < 4; k++)
+        assert_int_equal(model_rng_u64(&a), model_rng_u64(&b));
+    run_ok(sc, &seven);
+    assert_true(seven.final_loss != own.final_loss);
+    set(sc, "run.seed=2");
+    sim_models_init_rng(sc, &a);
+    model_rng_seed(&b, 7, 0);
+    assert_int_equal(model_rng_u64(&a), model_rng_u64(&b));
+    set(sc, "run.seed=1");
+    run_ok(sc, &seven2);
+    assert_true(seven2.final_loss == seven.final_loss);
+    free(sc);
+}
+
 /* One agent 10 times slower among 8, no communication cost. A blocking
  * trainer (mixing.overlap = false): synchronous allreduce runs at the
  * straggler's pace, asynchronous gossip does not; throughput ratio
@@ -509,6 +544,7 @@ int main(void)
         cmocka_unit_test(invariants_checked),
         cmocka_unit_test(swim_membership),
         cmocka_unit_test(training_makes_progress),
+        cmocka_unit_test(init_seed_is_the_agents),
         cmocka_unit_test(stragglers_ratio),
         cmocka_unit_test(steps_overlap_rounds),
         cmocka_unit_test(writes_files),
