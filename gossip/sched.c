@@ -25,6 +25,9 @@ struct gossip_sched {
     float *sent;         /* the vector handed to the mixer */
     float *in;           /* a copy of the mixer's result (deliver) */
     const float *result; /* the result to apply: in, or the caller's (deliver_ref) */
+    /* the outer step (NULL without one): anchor a and momentum u */
+    float *anchor, *mom;
+    int has_anchor;
     gossip_sched_stats stats;
 };
 
@@ -104,6 +107,10 @@ int gossip_sched_config_check(const gossip_sched_config *c, const char **why)
     if (c->lr_scale_max < 0 || !isfinite(c->lr_scale_max) ||
         (c->lr_scale_max > 0 && c->lr_scale_max < 1))
         return sched_bad(why, "lr_scale_max must be 0 (default) or >= 1");
+    if (!(c->outer_lr >= 0 && c->outer_lr <= 10))
+        return sched_bad(why, "outer_lr must be in [0, 10] (0 = 1)");
+    if (!(c->outer_momentum >= 0 && c->outer_momentum < 1))
+        return sched_bad(why, "outer_momentum must be in [0, 1)");
     return GOSSIP_OK;
 }
 
@@ -132,7 +139,14 @@ int gossip_sched_create(gossip_sched **out, const gossip_env *env, const gossip_
     s->sent = gossip_alloc(env, (size_t)cfg->dim * sizeof *s->sent);
     s->in = gossip_alloc(env, (size_t)cfg->dim * sizeof *s->in);
     s->adopted = gossip_alloc(env, (size_t)cfg->dim * sizeof *s->adopted);
-    if (!s->sent || !s->in || !s->adopted) {
+    if (!s->cfg.outer_lr)
+        s->cfg.outer_lr = 1;
+    int outer = s->cfg.outer_lr != 1 || s->cfg.outer_momentum > 0;
+    if (outer) {
+        s->anchor = gossip_alloc(env, (size_t)cfg->dim * sizeof *s->anchor);
+        s->mom = gossip_alloc(env, (size_t)cfg->dim * sizeof *s->mom);
+    }
+    if (!s->sent || !s->in || !s->adopted || (outer && (!s->anchor || !s->mom))) {
         gossip_sched_destroy(s);
         return GOSSIP_ENOMEM;
     }
@@ -160,6 +174,8 @@ void gossip_sched_destroy(gossip_sched *s)
     gossip_free(s->env, s->sent);
     gossip_free(s->env, s->in);
     gossip_free(s->env, s->adopted);
+    gossip_free(s->env, s->anchor);
+    gossip_free(s->env, s->mom);
     gossip_free(s->env, s);
 }
 
@@ -235,6 +251,40 @@ const float *gossip_sched_outgoing(gossip_sched *s)
     return s->sent;
 }
 
+/* The outer step (header, "Outer step") on a finite result: in = the new
+ * anchor. 0, or -1 when a value of it is not finite (anchor and momentum
+ * then start again from the next result). */
+static int sched_outer(gossip_sched *s, const float *mixed)
+{
+    const uint32_t dim = s->cfg.dim;
+    if (!s->has_anchor) {
+        if (mixed != s->in)
+            memcpy(s->in, mixed, dim * sizeof *mixed);
+        memcpy(s->anchor, mixed, dim * sizeof *mixed);
+        memset(s->mom, 0, dim * sizeof *s->mom);
+        s->has_anchor = 1;
+        return 0;
+    }
+    const float alpha = (float)s->cfg.outer_lr, beta = (float)s->cfg.outer_momentum;
+    const int nesterov = s->cfg.outer_nesterov;
+    float *restrict a = s->anchor, *restrict u = s->mom, *in = s->in; /* in may be mixed */
+    int finite = 1;
+    for (uint32_t k = 0; k < dim; k++) {
+        float d = mixed[k] - a[k];
+        float v = beta * u[k] + d;
+        u[k] = v;
+        a[k] += alpha * (nesterov ? beta * v + d : v);
+        in[k] = a[k];
+        finite &= isfinite(a[k]);
+    }
+    s->stats.outer_steps++;
+    if (!finite) {
+        s->has_anchor = 0;
+        return -1;
+    }
+    return 0;
+}
+
 static int sched_deliver(gossip_sched *s, const float *mixed, int outcome, int copy)
 {
     if (s->state != GOSSIP_SCHED_MIXING)
@@ -251,12 +301,16 @@ static int sched_deliver(gossip_sched *s, const float *mixed, int outcome, int c
     for (uint32_t k = 0; k < dim; k++)
         finite &= isfinite(mixed[k]);
     s->state = GOSSIP_SCHED_RESULT;
+    if (finite && s->anchor) { /* the outer step writes its result into in */
+        finite = sched_outer(s, mixed) == 0;
+        copy = 1;
+    } else if (finite && copy && mixed != s->in) {
+        memcpy(s->in, mixed, dim * sizeof *mixed);
+    }
     if (outcome != GOSSIP_OK || !finite)
         s->stats.rounds_aborted++;
     s->result_ok = finite;
     s->result = copy ? s->in : mixed;
-    if (finite && copy && mixed != s->in)
-        memcpy(s->in, mixed, dim * sizeof *mixed);
     return finite ? GOSSIP_OK : GOSSIP_ENONFINITE;
 }
 
@@ -277,6 +331,7 @@ int gossip_sched_replace(gossip_sched *s, const float *model, uint64_t clock_sam
         return GOSSIP_ENONFINITE;
     memcpy(s->adopted, model, dim * sizeof *model);
     s->replace_pending = 1;
+    s->has_anchor = 0; /* the outer step starts again from the next result */
     if (s->state == GOSSIP_SCHED_OUT || s->state == GOSSIP_SCHED_RESULT)
         s->state = GOSSIP_SCHED_IDLE;
     /* MIXING stays: the mixer still owns `sent` until deliver, whose result

@@ -362,6 +362,36 @@ static void init_seed_is_the_agents(void **state)
     free(sc);
 }
 
+/* The outer step's keys reach the agents' schedule (gossip/sched): its
+ * defaults, written out, change nothing (same trace hash); a momentum
+ * changes the run's result, reproducibly. Quadratic model, 8 agents, a
+ * round every 4 steps with 23 ms links. */
+static void outer_step_reaches_the_schedule(void **state)
+{
+    (void)state;
+    sim_scenario *sc = scenario("[run]\nagents = 8\nmode = timed\nduration_s = 1\n"
+                                "[model]\nkind = quadratic\ndim = 16\nlr = 0.05\n"
+                                "[mixing]\ninterval_steps = 4\n"
+                                "[network]\nlatency_ms = 23\n"
+                                "[compute]\nstep_ms = 10\nstraggler_model = none\n");
+    sim_summary plain, same, mom, mom2;
+    run_ok(sc, &plain);
+    set(sc, "mixing.outer_lr=1");
+    set(sc, "mixing.outer_momentum=0");
+    run_ok(sc, &same);
+    assert_true(same.trace_hash == plain.trace_hash);
+    assert_true(same.final_loss == plain.final_loss);
+    set(sc, "mixing.outer_momentum=0.5");
+    run_ok(sc, &mom);
+    run_ok(sc, &mom2);
+    print_message("final loss: %.6g without an outer step, %.6g with momentum 0.5\n",
+                  plain.final_loss, mom.final_loss);
+    assert_true(mom.final_loss != plain.final_loss);
+    assert_true(mom.final_loss == mom2.final_loss && mom.trace_hash == mom2.trace_hash);
+    assert_true(mom.steps_total == plain.steps_total); /* compute is unchanged */
+    free(sc);
+}
+
 /* One agent 10 times slower among 8, no communication cost. A blocking
  * trainer (mixing.overlap = false): synchronous allreduce runs at the
  * straggler's pace, asynchronous gossip does not; throughput ratio
@@ -545,6 +575,7 @@ int main(void)
         cmocka_unit_test(swim_membership),
         cmocka_unit_test(training_makes_progress),
         cmocka_unit_test(init_seed_is_the_agents),
+        cmocka_unit_test(outer_step_reaches_the_schedule),
         cmocka_unit_test(stragglers_ratio),
         cmocka_unit_test(steps_overlap_rounds),
         cmocka_unit_test(writes_files),
