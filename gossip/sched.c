@@ -251,15 +251,15 @@ const float *gossip_sched_outgoing(gossip_sched *s)
     return s->sent;
 }
 
-/* The outer step (header, "Outer step") on a finite result: in = the new
- * anchor. 0, or -1 when a value of it is not finite (anchor and momentum
- * then start again from the next result). */
+/* The outer step (header, "Outer step") on a finite result; the result to
+ * apply is the new anchor (it stays unchanged until applied: only deliver
+ * and replace touch it, and replace drops the result). 0, or -1 when a
+ * value of it is not finite (anchor and momentum then start again from
+ * the next result). */
 static int sched_outer(gossip_sched *s, const float *mixed)
 {
     const uint32_t dim = s->cfg.dim;
     if (!s->has_anchor) {
-        if (mixed != s->in)
-            memcpy(s->in, mixed, dim * sizeof *mixed);
         memcpy(s->anchor, mixed, dim * sizeof *mixed);
         memset(s->mom, 0, dim * sizeof *s->mom);
         s->has_anchor = 1;
@@ -267,14 +267,13 @@ static int sched_outer(gossip_sched *s, const float *mixed)
     }
     const float alpha = (float)s->cfg.outer_lr, beta = (float)s->cfg.outer_momentum;
     const int nesterov = s->cfg.outer_nesterov;
-    float *restrict a = s->anchor, *restrict u = s->mom, *in = s->in; /* in may be mixed */
+    float *restrict a = s->anchor, *restrict u = s->mom;
     int finite = 1;
     for (uint32_t k = 0; k < dim; k++) {
         float d = mixed[k] - a[k];
         float v = beta * u[k] + d;
         u[k] = v;
         a[k] += alpha * (nesterov ? beta * v + d : v);
-        in[k] = a[k];
         finite &= isfinite(a[k]);
     }
     s->stats.outer_steps++;
@@ -301,16 +300,16 @@ static int sched_deliver(gossip_sched *s, const float *mixed, int outcome, int c
     for (uint32_t k = 0; k < dim; k++)
         finite &= isfinite(mixed[k]);
     s->state = GOSSIP_SCHED_RESULT;
-    if (finite && s->anchor) { /* the outer step writes its result into in */
+    s->result = copy ? s->in : mixed;
+    if (finite && s->anchor) { /* the outer step: its result is the anchor */
         finite = sched_outer(s, mixed) == 0;
-        copy = 1;
+        s->result = s->anchor;
     } else if (finite && copy && mixed != s->in) {
         memcpy(s->in, mixed, dim * sizeof *mixed);
     }
     if (outcome != GOSSIP_OK || !finite)
         s->stats.rounds_aborted++;
     s->result_ok = finite;
-    s->result = copy ? s->in : mixed;
     return finite ? GOSSIP_OK : GOSSIP_ENONFINITE;
 }
 
