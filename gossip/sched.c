@@ -5,6 +5,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "common/simd.h"
 #include "gossip/robust.h"
 #include "gossip/wire.h"
 
@@ -251,6 +252,36 @@ const float *gossip_sched_outgoing(gossip_sched *s)
     return s->sent;
 }
 
+/* The outer step's pass (header, "Outer step"): d = m - a, u = beta u + d,
+ * a += alpha (Nesterov ? beta u + d : u). Element-wise, so every width
+ * rounds the same. Returns 1 when every new a is finite. */
+SIMD_CLONES static int outer_pass(float *restrict a, float *restrict u, const float *restrict m,
+                                  uint32_t n, float alpha, float beta, int nesterov)
+{
+    uint32_t bad = 0;
+    if (nesterov) {
+        for (uint32_t k = 0; k < n; k++) {
+            float d = m[k] - a[k];
+            float v = beta * u[k] + d;
+            u[k] = v;
+            a[k] += alpha * (beta * v + d);
+            uint32_t b;
+            memcpy(&b, &a[k], sizeof b);
+            bad |= (b & 0x7f800000u) == 0x7f800000u;
+        }
+    } else {
+        for (uint32_t k = 0; k < n; k++) {
+            float v = beta * u[k] + (m[k] - a[k]);
+            u[k] = v;
+            a[k] += alpha * v;
+            uint32_t b;
+            memcpy(&b, &a[k], sizeof b);
+            bad |= (b & 0x7f800000u) == 0x7f800000u;
+        }
+    }
+    return !bad;
+}
+
 /* The outer step (header, "Outer step") on a finite result; the result to
  * apply is the new anchor (it stays unchanged until applied: only deliver
  * and replace touch it, and replace drops the result). 0, or -1 when a
@@ -265,17 +296,8 @@ static int sched_outer(gossip_sched *s, const float *mixed)
         s->has_anchor = 1;
         return 0;
     }
-    const float alpha = (float)s->cfg.outer_lr, beta = (float)s->cfg.outer_momentum;
-    const int nesterov = s->cfg.outer_nesterov;
-    float *restrict a = s->anchor, *restrict u = s->mom;
-    int finite = 1;
-    for (uint32_t k = 0; k < dim; k++) {
-        float d = mixed[k] - a[k];
-        float v = beta * u[k] + d;
-        u[k] = v;
-        a[k] += alpha * (nesterov ? beta * v + d : v);
-        finite &= isfinite(a[k]);
-    }
+    int finite = outer_pass(s->anchor, s->mom, mixed, dim, (float)s->cfg.outer_lr,
+                            (float)s->cfg.outer_momentum, s->cfg.outer_nesterov);
     s->stats.outer_steps++;
     if (!finite) {
         s->has_anchor = 0;
