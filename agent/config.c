@@ -361,14 +361,9 @@ const agent_config_option agent_config_options[] = {
              "0 = a fixed interval_steps"},
     {"mixing", "interval_steps_max", U32, F(interval_steps_max), .min = 1, .max = 1000000,
      .def = "64", .unit = "steps", .help = "longest interval the cost_share rule may choose"},
-    {"mixing", "outer_lr", F64, F(outer_lr), .min = 0, .max = 10, .def = "1",
-     .flags = COMMON_OPT_MIN_EXCLUSIVE,
-     .help = "rate of the outer step on each round's result (SlowMo, DiLoCo; gossip/sched.h): "
-             "1 with outer_momentum 0 = none"},
     {"mixing", "outer_momentum", F64, F(outer_momentum), .min = 0, .max = 0.99, .def = "0",
-     .help = "momentum of the outer step (0 = none)"},
-    {"mixing", "outer_nesterov", COMMON_OPT_BOOL, F(outer_nesterov), .def = "false",
-     .help = "Nesterov's form of the outer step's momentum"},
+     .help = "momentum of the outer step on each round's result, on this agent's own progress "
+             "(gossip/sched.h): the model moves up to 1/(1-m) times as far; 0 = none"},
     {"mixing", "allreduce_step_deadline_ms", U32, F(allreduce_step_deadline_ms), .min = 10,
      .max = 600000, .def = "5000", .unit = "ms",
      .help = "longest wait for one allreduce step before the round is aborted"},
@@ -827,9 +822,7 @@ void agent_config_sched(const agent_config *c, gossip_sched_config *out)
     out->interval_steps = c->interval_steps;
     out->cost_share = c->cost_share;
     out->interval_steps_max = c->cost_share > 0 ? c->interval_steps_max : 0;
-    out->outer_lr = c->outer_lr;
     out->outer_momentum = c->outer_momentum;
-    out->outer_nesterov = c->outer_nesterov;
     out->batch = c->batch;
     out->kind = MODEL_LR_CONSTANT;
     out->base_lr = (float)c->lr;

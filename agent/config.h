@@ -140,9 +140,7 @@ typedef struct agent_config {
     uint32_t interval_steps;     /* the least, with cost_share */
     double cost_share;           /* adaptive cadence (gossip/sched.h), 0 = fixed interval */
     uint32_t interval_steps_max; /* the longest interval cost_share may choose */
-    double outer_lr;             /* the outer step (gossip/sched.h): rate, 1 = none */
-    double outer_momentum;       /* its momentum, 0 = none */
-    int outer_nesterov;          /* Nesterov's form of it */
+    double outer_momentum;       /* the outer step's momentum (gossip/sched.h), 0 = none */
     uint32_t allreduce_step_deadline_ms;
     gossip_robust_rule robust; /* names: gossip_robust_rule_names (gossip/robust.h) */
     double robust_clip_factor;

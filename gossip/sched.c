@@ -108,8 +108,6 @@ int gossip_sched_config_check(const gossip_sched_config *c, const char **why)
     if (c->lr_scale_max < 0 || !isfinite(c->lr_scale_max) ||
         (c->lr_scale_max > 0 && c->lr_scale_max < 1))
         return sched_bad(why, "lr_scale_max must be 0 (default) or >= 1");
-    if (!(c->outer_lr >= 0 && c->outer_lr <= 10))
-        return sched_bad(why, "outer_lr must be in [0, 10] (0 = 1)");
     if (!(c->outer_momentum >= 0 && c->outer_momentum < 1))
         return sched_bad(why, "outer_momentum must be in [0, 1)");
     return GOSSIP_OK;
@@ -140,9 +138,7 @@ int gossip_sched_create(gossip_sched **out, const gossip_env *env, const gossip_
     s->sent = gossip_alloc(env, (size_t)cfg->dim * sizeof *s->sent);
     s->in = gossip_alloc(env, (size_t)cfg->dim * sizeof *s->in);
     s->adopted = gossip_alloc(env, (size_t)cfg->dim * sizeof *s->adopted);
-    if (!s->cfg.outer_lr)
-        s->cfg.outer_lr = 1;
-    int outer = s->cfg.outer_lr != 1 || s->cfg.outer_momentum > 0;
+    int outer = s->cfg.outer_momentum > 0;
     if (outer) {
         s->anchor = gossip_alloc(env, (size_t)cfg->dim * sizeof *s->anchor);
         s->mom = gossip_alloc(env, (size_t)cfg->dim * sizeof *s->mom);
@@ -252,32 +248,20 @@ const float *gossip_sched_outgoing(gossip_sched *s)
     return s->sent;
 }
 
-/* The outer step's pass (header, "Outer step"): d = m - a, u = beta u + d,
- * a += alpha (Nesterov ? beta u + d : u). Element-wise, so every width
- * rounds the same. Returns 1 when every new a is finite. */
+/* The outer step's pass (header, "Outer step"): u = beta u + (s - a),
+ * a = m + beta u. Element-wise, so every width rounds the same. Returns 1
+ * when every new a is finite. */
 SIMD_CLONES static int outer_pass(float *restrict a, float *restrict u, const float *restrict m,
-                                  uint32_t n, float alpha, float beta, int nesterov)
+                                  const float *restrict sent, uint32_t n, float beta)
 {
     uint32_t bad = 0;
-    if (nesterov) {
-        for (uint32_t k = 0; k < n; k++) {
-            float d = m[k] - a[k];
-            float v = beta * u[k] + d;
-            u[k] = v;
-            a[k] += alpha * (beta * v + d);
-            uint32_t b;
-            memcpy(&b, &a[k], sizeof b);
-            bad |= (b & 0x7f800000u) == 0x7f800000u;
-        }
-    } else {
-        for (uint32_t k = 0; k < n; k++) {
-            float v = beta * u[k] + (m[k] - a[k]);
-            u[k] = v;
-            a[k] += alpha * v;
-            uint32_t b;
-            memcpy(&b, &a[k], sizeof b);
-            bad |= (b & 0x7f800000u) == 0x7f800000u;
-        }
+    for (uint32_t k = 0; k < n; k++) {
+        float v = beta * u[k] + (sent[k] - a[k]);
+        u[k] = v;
+        a[k] = m[k] + beta * v;
+        uint32_t b;
+        memcpy(&b, &a[k], sizeof b);
+        bad |= (b & 0x7f800000u) == 0x7f800000u;
     }
     return !bad;
 }
@@ -296,8 +280,7 @@ static int sched_outer(gossip_sched *s, const float *mixed)
         s->has_anchor = 1;
         return 0;
     }
-    int finite = outer_pass(s->anchor, s->mom, mixed, dim, (float)s->cfg.outer_lr,
-                            (float)s->cfg.outer_momentum, s->cfg.outer_nesterov);
+    int finite = outer_pass(s->anchor, s->mom, mixed, s->sent, dim, (float)s->cfg.outer_momentum);
     s->stats.outer_steps++;
     if (!finite) {
         s->has_anchor = 0;

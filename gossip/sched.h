@@ -69,22 +69,27 @@
  * interval_steps. Without measurements (the simulator, whose agents are
  * simulated) the interval is interval_steps.
  *
- * Outer step (outer_lr != 1 or outer_momentum > 0; off by default): the
- * slow momentum of SlowMo (Wang et al., ICLR 2020) and the outer
- * optimizer of DiLoCo (Douillard et al., 2023), on the mixed vector. The
- * schedule keeps an anchor a, where the previous result put the model,
- * and a momentum u. A round's result m gives the outer gradient
- * d = m - a (the local progress of the cluster since the last result,
- * averaged by the mixing), then
- *     u = beta u + d;  a = a + alpha (Nesterov ? beta u + d : u)
- * and a takes the place of m: params += a - sent. With alpha = 1 and
- * beta = 0, a = m: no outer step. The first result (and the first after a
- * model is adopted) only sets a = m and u = 0. An aborted round hands
- * back the sent vector, so d is the agent's own progress and the step is
- * still taken. The step runs in deliver (the mixing side), so the
- * training thread's before_step costs the same. A result whose outer step
- * is not finite is dropped like a non-finite one, and the anchor and
- * momentum start again from the next result.
+ * Outer step (outer_momentum > 0): a slow momentum on the agent's own
+ * progress, in the spirit of SlowMo (Wang et al., ICLR 2020) and of
+ * DiLoCo's outer optimizer (Douillard et al., 2023). The schedule keeps an
+ * anchor a, where the previous result put the model, and a momentum u. A
+ * round that sent s and returned m gives
+ *     u = beta u + (s - a);  a = m + beta u
+ * and a takes the place of m: params += a - sent. s - a is what this
+ * agent's own local steps moved the model since the last result; the
+ * mixing's correction m - s gets no momentum, so vectors that only mixing
+ * changes (no local step: s = a) mix exactly as without an outer step, and
+ * a pairwise exchange keeps the sum of the agents' models. (SlowMo's own
+ * form, a momentum on the whole m - a, was measured first: it overshoots
+ * the mixing's corrections, docs/BENCHMARKS.md, "What the defaults are",
+ * item 7.) In steady progress g per round, u tends to g / (1 - beta): the
+ * model moves 1 / (1 - beta) times as far per round. The first result
+ * (and the first after a model is adopted) only sets a = m and u = 0. An
+ * aborted round hands back s, so m - s is 0 and the step is still taken.
+ * The step runs in deliver (the mixing side), so the training thread's
+ * before_step costs the same. A result whose outer step is not finite is
+ * dropped like a non-finite one, and the anchor and momentum start again
+ * from the next result.
  *
  * Invariants: dim > 0; 1 <= interval_steps <= interval <=
  * interval_steps_max; buffers are allocated in
@@ -138,11 +143,8 @@ typedef struct gossip_sched_config {
     uint64_t dataset_samples; /* catalog samples; required (> 0) with the epoch units */
     gossip_sched_scaling scaling;
     double lr_scale_max; /* 0 = GOSSIP_SCHED_LR_SCALE_MAX_DEFAULT */
-    /* The outer step (see "Outer step"): its rate (0 = 1) and momentum
-     * (0 = none; < 1), Nesterov's form when outer_nesterov is set. With
-     * rate 1 and momentum 0 (the default) there is none. */
-    double outer_lr, outer_momentum;
-    int outer_nesterov;
+    /* The outer step's momentum (see "Outer step"): 0 = none; < 1. */
+    double outer_momentum;
 } gossip_sched_config;
 
 typedef enum gossip_sched_state {
@@ -166,7 +168,7 @@ typedef struct gossip_sched_stats {
     uint64_t rounds_applied; /* results applied (completed or aborted) */
     uint64_t rounds_aborted; /* of which aborted (deliver with an error) */
     uint64_t replaced;       /* models adopted */
-    uint64_t outer_steps;    /* outer steps taken (outer_lr or outer_momentum set) */
+    uint64_t outer_steps;    /* outer steps taken (outer_momentum set) */
 } gossip_sched_stats;
 
 typedef struct gossip_sched gossip_sched;

@@ -458,9 +458,7 @@ static int setup(runner *r)
         .kind = MODEL_LR_CONSTANT,
         .base_lr = (float)sc->model.lr,
         .unit = GOSSIP_SCHED_UNIT_STEPS,
-        .outer_lr = sc->mixing.outer_lr,
         .outer_momentum = sc->mixing.outer_momentum,
-        .outer_nesterov = sc->mixing.outer_nesterov,
     };
     r->mix_out = malloc((size_t)r->dim * sizeof *r->mix_out);
     if (!r->mix_out)

@@ -161,14 +161,9 @@ static const common_option scenario_options[] = {
      .help = "true: local steps go on while a round is in flight and its result is applied as "
              "mixed - sent (what murmur agent does, gossip/sched); false: the agent waits for "
              "its round (a blocking trainer, for comparison)"},
-    {"mixing", "outer_lr", F64, F(mixing.outer_lr), .min = 0, .max = 10, .def = "1",
-     .flags = COMMON_OPT_MIN_EXCLUSIVE,
-     .help = "rate of the outer step on each round's result, as murmur agent's (gossip/sched.h): "
-             "1 with outer_momentum 0 = none"},
     {"mixing", "outer_momentum", F64, F(mixing.outer_momentum), .min = 0, .max = 0.99, .def = "0",
-     .help = "momentum of the outer step (0 = none)"},
-    {"mixing", "outer_nesterov", BOOL, F(mixing.outer_nesterov), .def = "false",
-     .help = "Nesterov's form of the outer step's momentum"},
+     .help = "momentum of the outer step on each round's result, as murmur agent's "
+             "(gossip/sched.h): 0 = none"},
     {"mixing", "robust", ENUM, F(mixing.robust), .names = gossip_robust_rule_names, .def = "clip",
      .help = "bounds on peers' values (gossip/robust.h): none, clip (a peer's difference to our "
              "vector clipped to clip_factor x the median of our own recent local deltas; a peer "

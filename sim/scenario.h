@@ -167,9 +167,7 @@ typedef struct sim_scenario {
         uint32_t bits;
         uint32_t interval_steps;
         int overlap;               /* steps go on during a round (the agent's schedule) */
-        double outer_lr;           /* the outer step (gossip/sched.h): rate, 1 = none */
-        double outer_momentum;     /* its momentum, 0 = none */
-        int outer_nesterov;        /* Nesterov's form */
+        double outer_momentum;     /* the outer step's momentum (gossip/sched.h), 0 = none */
         gossip_robust_rule robust; /* names: gossip_robust_rule_names */
         double robust_clip_factor;
         uint32_t robust_trim;

@@ -362,8 +362,8 @@ static void init_seed_is_the_agents(void **state)
     free(sc);
 }
 
-/* The outer step's keys reach the agents' schedule (gossip/sched): its
- * defaults, written out, change nothing (same trace hash); a momentum
+/* The outer step's key reaches the agents' schedule (gossip/sched): its
+ * default, written out, changes nothing (same trace hash); a momentum
  * changes the run's result, reproducibly. Quadratic model, 8 agents, a
  * round every 4 steps with 23 ms links. */
 static void outer_step_reaches_the_schedule(void **state)
@@ -376,7 +376,6 @@ static void outer_step_reaches_the_schedule(void **state)
                                 "[compute]\nstep_ms = 10\nstraggler_model = none\n");
     sim_summary plain, same, mom, mom2;
     run_ok(sc, &plain);
-    set(sc, "mixing.outer_lr=1");
     set(sc, "mixing.outer_momentum=0");
     run_ok(sc, &same);
     assert_true(same.trace_hash == plain.trace_hash);
