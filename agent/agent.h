@@ -16,7 +16,8 @@
  *   counted steps it copies the parameters out; the loop mixes that copy
  *   with peers (gossip_mix_start .. take) while the host keeps training, and
  *   delivers the result to the schedule; at the host's next murmur_mix the
- *   mixing correction (mixed - sent) is added to its current parameters, so
+ *   mixing correction (mixed - sent, mixed plus the schedule's slow
+ *   momentum of the agent's own progress) is added to its current parameters, so
  *   the local steps taken meanwhile are kept: communication overlaps
  *   computation and no agent waits for a slow peer (except inside an
  *   allreduce round, which is bounded by its step deadline).

@@ -361,7 +361,7 @@ const agent_config_option agent_config_options[] = {
              "0 = a fixed interval_steps"},
     {"mixing", "interval_steps_max", U32, F(interval_steps_max), .min = 1, .max = 1000000,
      .def = "64", .unit = "steps", .help = "longest interval the cost_share rule may choose"},
-    {"mixing", "outer_momentum", F64, F(outer_momentum), .min = 0, .max = 0.99, .def = "0",
+    {"mixing", "outer_momentum", F64, F(outer_momentum), .min = 0, .max = 0.99, .def = "0.3",
      .help = "momentum of the outer step on each round's result, on this agent's own progress "
              "(gossip/sched.h): the model moves up to 1/(1-m) times as far; 0 = none"},
     {"mixing", "allreduce_step_deadline_ms", U32, F(allreduce_step_deadline_ms), .min = 10,

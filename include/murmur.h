@@ -32,7 +32,9 @@
  * Mixing: murmur_mix is non-blocking. Every mixing.interval_steps counted
  * steps it copies params out and a background round averages that copy with
  * peers while you keep training; the next call after the round ends adds
- * (mixed - sent) to params in place, keeping the steps you took meanwhile.
+ * (mixed - sent) to params in place, keeping the steps you took meanwhile
+ * (with mixing.outer_momentum, 0.3 by default, `mixed` also carries a slow
+ * momentum of your own progress: gossip/sched.h, "Outer step").
  * The learning-rate schedule (model.schedule, counted in epochs of this
  * agent's samples, no total step count needed) is available as murmur_lr.
  *

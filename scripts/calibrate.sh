@@ -306,6 +306,7 @@ cluster() {
             --listen "$(netns_ip "$i"):7000" --metrics "$(netns_ip "$i"):7100" --network-key-file "$tmp/net.key" $seeds \
             --set model.spec="mlp:$hidden" --set model.batch="$batch" --set model.lr="$lr" \
             --set model.momentum=0 --set model.weight_decay=0 --set model.schedule=constant \
+            --set mixing.outer_momentum=0 \
             --set model.init_seed=1 \
             --set model.warmup=0 --set model.lr_scaling=none --set model.min_lr=0 \
             --set model.eval_every_steps="$eval_every" --set model.eval_samples="$eval_samples" \

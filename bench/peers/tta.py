@@ -5,6 +5,7 @@ training throughput of agents that mix against a lone agent.
 
     /usr/bin/python3 bench/peers/tta.py BUILD [--reps R] [--target 0.88]
         [--configs train1,torch1,agents2,ddp2,agents4,ddp4] [--throughput]
+        (agents1, one agent alone, on request)
         [--record FILE] [--agent-set KEY=VALUE ...]
 
 Workload (issue 12): Fashion-MNIST MLP 784-256-128-100-10, batch 64 per
@@ -233,6 +234,9 @@ def ddp(n):
 
 CONFIGS = {
     "train1": train1,
+    # one agent alone with the defaults (not in the default list: what a
+    # setting does to a lone agent, beside murmur train)
+    "agents1": lambda b, t, l: agents_tta(b, 1, t, l),
     "torch1": torch1,
     "agents2": lambda b, t, l: agents_tta(b, 2, t, l),
     "ddp2": ddp(2),
@@ -240,7 +244,7 @@ CONFIGS = {
     "ddp4": ddp(4),
 }
 RATIOS = [("agents2", "train1", 0.6), ("agents2", "ddp2", 0.33), ("agents4", "train1", 1.0),
-          ("agents4", "ddp4", 0.33), ("train1", "torch1", None)]
+          ("agents4", "ddp4", 0.33), ("train1", "torch1", None), ("agents1", "train1", None)]
 
 
 def med(xs):
