@@ -74,9 +74,13 @@ wait "$p2" || { tail -n 5 "$tmp/h2.log" >&2; fail "host 2 exited non-zero"; }
 pids=""
 cat "$tmp/h1.out" "$tmp/h2.out"
 f() { sed -n "s/.* $2=\([^ ]*\).*/\1/p" "$tmp/$1.out"; }
+# Both end near w*: within 5% of the distance of the initial model (zeros,
+# host 1's start). Host 2 starts from host 1's model of the moment it
+# joins (state transfer), so its own start says nothing about learning: the
+# sooner host 1 has learned, the nearer it already is.
 for h in h1 h2; do
-    awk -v d0="$(f $h dist0)" -v d="$(f $h dist)" 'BEGIN { exit !(d < 0.2 * d0) }' ||
-        fail "$h did not learn: distance $(f $h dist) from $(f $h dist0)"
+    awk -v d0="$(f h1 dist0)" -v d="$(f $h dist)" 'BEGIN { exit !(d < 0.05 * d0) }' ||
+        fail "$h did not learn: distance $(f $h dist) from the initial model's $(f h1 dist0)"
     [ "$(f $h rounds)" -ge 50 ] || fail "$h mixed only $(f $h rounds) rounds"
 done
 [ "$(f h2 source)" = 2 ] || fail "host 2 did not take the model by state transfer"
