@@ -79,7 +79,7 @@
  * agent's own local steps moved the model since the last result; the
  * mixing's correction m - s gets no momentum, so vectors that only mixing
  * changes (no local step: s = a) mix exactly as without an outer step, and
- * a pairwise exchange keeps the sum of the agents' models. (SlowMo's own
+ * a pairwise exchange's corrections keep the pair's sum. (SlowMo's own
  * form, a momentum on the whole m - a, was measured first: it overshoots
  * the mixing's corrections, docs/BENCHMARKS.md, "What the defaults are",
  * item 7.) In steady progress g per round, u tends to g / (1 - beta): the
