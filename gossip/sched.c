@@ -24,7 +24,7 @@ struct gossip_sched {
     double want;         /* smoothed round_cost / (cost_share x step_cost) */
     double clock;        /* cluster samples (EPOCHS) or own samples (STEPS) */
     float *sent;         /* the vector handed to the mixer */
-    float *in;           /* a copy of the mixer's result (deliver) */
+    float *in;           /* a copy of the mixer's result (deliver; NULL with an outer step) */
     const float *result; /* the result to apply: in, or the caller's (deliver_ref) */
     /* the outer step (NULL without one): anchor a and momentum u */
     float *anchor, *mom;
@@ -136,14 +136,16 @@ int gossip_sched_create(gossip_sched **out, const gossip_env *env, const gossip_
         s->cfg.interval_steps_max = s->cfg.interval_steps;
     s->interval = s->cfg.interval_steps;
     s->sent = gossip_alloc(env, (size_t)cfg->dim * sizeof *s->sent);
-    s->in = gossip_alloc(env, (size_t)cfg->dim * sizeof *s->in);
     s->adopted = gossip_alloc(env, (size_t)cfg->dim * sizeof *s->adopted);
-    int outer = s->cfg.outer_momentum > 0;
-    if (outer) {
+    /* With an outer step the anchor is the result applied, so no copy of
+     * the mixer's result is kept (in) */
+    if (s->cfg.outer_momentum > 0) {
         s->anchor = gossip_alloc(env, (size_t)cfg->dim * sizeof *s->anchor);
         s->mom = gossip_alloc(env, (size_t)cfg->dim * sizeof *s->mom);
+    } else {
+        s->in = gossip_alloc(env, (size_t)cfg->dim * sizeof *s->in);
     }
-    if (!s->sent || !s->in || !s->adopted || (outer && (!s->anchor || !s->mom))) {
+    if (!s->sent || !s->adopted || !(s->in || (s->anchor && s->mom))) {
         gossip_sched_destroy(s);
         return GOSSIP_ENOMEM;
     }
@@ -305,12 +307,13 @@ static int sched_deliver(gossip_sched *s, const float *mixed, int outcome, int c
     for (uint32_t k = 0; k < dim; k++)
         finite &= isfinite(mixed[k]);
     s->state = GOSSIP_SCHED_RESULT;
-    s->result = copy ? s->in : mixed;
-    if (finite && s->anchor) { /* the outer step: its result is the anchor */
-        finite = sched_outer(s, mixed) == 0;
+    if (s->anchor) { /* the outer step: its result is the anchor */
+        finite = finite && sched_outer(s, mixed) == 0;
         s->result = s->anchor;
-    } else if (finite && copy && mixed != s->in) {
-        memcpy(s->in, mixed, dim * sizeof *mixed);
+    } else {
+        if (finite && copy && mixed != s->in)
+            memcpy(s->in, mixed, dim * sizeof *mixed);
+        s->result = copy ? s->in : mixed;
     }
     if (outcome != GOSSIP_OK || !finite)
         s->stats.rounds_aborted++;

@@ -93,7 +93,7 @@
  *
  * Invariants: dim > 0; 1 <= interval_steps <= interval <=
  * interval_steps_max; buffers are allocated in
- * create (3 x dim floats, 5 x with an outer step) and nothing allocates
+ * create (3 x dim floats, 4 x with an outer step) and nothing allocates
  * afterwards.
  * Thread rules: none inside; the caller serialises every call on one
  * object (the agent holds its hand-off mutex around each call; the copies
