@@ -635,6 +635,10 @@ int cmd_train(int argc, char **argv)
         for (uint32_t at = 0; at < train.count; at += o.batch) {
             uint32_t n = train.count - at < o.batch ? train.count - at : o.batch;
             model_data_gather(&train, &norm, order + at, n, xb, yb);
+            if (at + n < train.count) /* the next batch loads while this one trains */
+                model_data_prefetch(&train, order + at + n,
+                                    train.count - at - n < o.batch ? train.count - at - n
+                                                                   : o.batch);
             lr = model_schedule_lr(&sched, step++);
             float loss;
             rc = model_train_step(net, &sgd, xb, yb, n, lr, &loss);

@@ -408,6 +408,10 @@ static void trainer_loop(trainer *tr)
         }
         model_data_gather(&tr->data, &tr->norm, tr->order + tr->at, n, xb, yb);
         tr->at += n;
+        if (tr->at < tr->data.count) /* the next batch loads while this one trains */
+            model_data_prefetch(&tr->data, tr->order + tr->at,
+                                tr->data.count - tr->at < cfg->batch ? tr->data.count - tr->at
+                                                                     : cfg->batch);
         float loss;
         if (model_train_step(tr->net, &tr->sgd, xb, yb, n, murmur_lr(tr->a), &loss) != MODEL_OK ||
             !isfinite(loss)) {

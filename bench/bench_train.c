@@ -3,7 +3,8 @@
  * The MLP of the acceptance run (mlp:256,128,100 on 784 inputs, 10 classes)
  * at batch 64 with SGD momentum 0.9 and weight decay 5e-4, exactly the
  * per-step work of `murmur train`: gather a shuffled mini-batch of uint8
- * pixels into normalised floats, forward, backward, SGD update. Data:
+ * pixels into normalised floats (prefetching the next one's rows), forward,
+ * backward, SGD update. Data:
  * Fashion-MNIST when installed, else random pixels (the arithmetic is the
  * same). Each run times STEPS steps after a warm-up; the median of RUNS
  * runs is printed in samples/s with min..max beside it, as
@@ -122,6 +123,8 @@ int main(int argc, char **argv)
                 at = 0;
             model_data_gather(&train, &norm, order + at, BATCH, x, y);
             at += BATCH;
+            if (at + BATCH <= train.count) /* as the training loops do */
+                model_data_prefetch(&train, order + at, BATCH);
             if (model_train_step(net, &sgd, x, y, BATCH, 0.01f, NULL))
                 return 1;
         }

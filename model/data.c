@@ -9,6 +9,8 @@
 #include <sys/stat.h>
 #include <zlib.h>
 
+#include "common/simd.h"
+
 size_t model_dtype_size(model_dtype dtype)
 {
     switch (dtype) {
@@ -627,6 +629,24 @@ void model_norm_free(model_norm *n)
     memset(n, 0, sizeof *n);
 }
 
+/* One row of model_data_gather: element-wise, so every vector width gives
+ * the same bits (common/simd.h). */
+SIMD_CLONES static void gather_u8_norm(float *restrict o, const uint8_t *restrict s,
+                                       const float *restrict sc, const float *restrict of,
+                                       uint32_t dim)
+{
+    for (uint32_t j = 0; j < dim; j++)
+        o[j] = (float)s[j] * sc[j] + of[j];
+}
+
+SIMD_CLONES static void gather_f32_norm(float *restrict o, const float *restrict s,
+                                        const float *restrict sc, const float *restrict of,
+                                        uint32_t dim)
+{
+    for (uint32_t j = 0; j < dim; j++)
+        o[j] = s[j] * sc[j] + of[j];
+}
+
 void model_data_gather(const model_data *d, const model_norm *norm, const uint32_t *rows,
                        uint32_t n, float *x_out, uint16_t *y_out)
 {
@@ -639,9 +659,7 @@ void model_data_gather(const model_data *d, const model_norm *norm, const uint32
         if (d->dtype == MODEL_DTYPE_U8) {
             const uint8_t *restrict s = d->x_u8 + (size_t)r * dim;
             if (norm) {
-                const float *restrict sc = norm->scale, *restrict of = norm->offset;
-                for (uint32_t j = 0; j < dim; j++)
-                    o[j] = (float)s[j] * sc[j] + of[j];
+                gather_u8_norm(o, s, norm->scale, norm->offset, dim);
             } else {
                 for (uint32_t j = 0; j < dim; j++)
                     o[j] = (float)s[j];
@@ -649,13 +667,28 @@ void model_data_gather(const model_data *d, const model_norm *norm, const uint32
         } else {
             const float *restrict s = d->x_f32 + (size_t)r * dim;
             if (norm) {
-                const float *restrict sc = norm->scale, *restrict of = norm->offset;
-                for (uint32_t j = 0; j < dim; j++)
-                    o[j] = s[j] * sc[j] + of[j];
+                gather_f32_norm(o, s, norm->scale, norm->offset, dim);
             } else {
                 memcpy(o, s, dim * sizeof *o);
             }
         }
+    }
+}
+
+void model_data_prefetch(const model_data *d, const uint32_t *rows, uint32_t n)
+{
+    const size_t row_bytes =
+        (size_t)d->dim * (d->dtype == MODEL_DTYPE_U8 ? sizeof *d->x_u8 : sizeof *d->x_f32);
+    const char *base = d->dtype == MODEL_DTYPE_U8 ? (const char *)d->x_u8 : (const char *)d->x_f32;
+    if (!row_bytes || !base)
+        return;
+    for (uint32_t k = 0; k < n; k++) {
+        const char *row = base + (size_t)rows[k] * row_bytes;
+        __builtin_prefetch(&d->labels[rows[k]]);
+        /* every 64-byte line the row touches, the last one included */
+        for (size_t off = 0; off < row_bytes; off += 64)
+            __builtin_prefetch(row + off);
+        __builtin_prefetch(row + row_bytes - 1);
     }
 }
 

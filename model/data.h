@@ -127,6 +127,15 @@ void model_norm_free(model_norm *n);
 void model_data_gather(const model_data *d, const model_norm *norm, const uint32_t *rows,
                        uint32_t n, float *x_out, uint16_t *y_out);
 
+/* Ask the CPU to start loading rows[0..n-1] of d (features and labels)
+ * into its caches, so that a later model_data_gather of the same rows does
+ * not wait for memory: a training loop calls it with the next batch's rows
+ * before the step that trains on this one. Rows are drawn at random from a
+ * data set larger than the caches, so without it every row of a batch is
+ * a walk to DRAM on the step's critical path. A hint only: no result
+ * changes, and nothing is read. */
+void model_data_prefetch(const model_data *d, const uint32_t *rows, uint32_t n);
+
 /* Fill order[0..count-1] with a permutation of 0..count-1 drawn from rng
  * (deterministic for the rng's state): the sample order of one epoch. */
 void model_data_shuffle(uint32_t *order, uint32_t count, model_rng *rng);

@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/simd.h"
+
 int model_sgd_init(model_sgd *s, size_t count, const model_sgd_config *cfg)
 {
     memset(s, 0, sizeof *s);
@@ -32,26 +34,40 @@ void model_sgd_reset(model_sgd *s)
     memset(s->velocity, 0, s->count * sizeof *s->velocity);
 }
 
+/* The update, one element at a time: element-wise, so every vector width
+ * gives the same bits (common/simd.h). A whole-model pass every step, over
+ * three model-sized arrays that do not fit the core's cache: at SSE width
+ * it was 5-7% of a training step's time (docs/BENCHMARKS.md). */
+SIMD_CLONES static void sgd_heavy_ball(float *restrict params, const float *restrict grads,
+                                       float *restrict v, size_t n, float lr, float mu, float wd)
+{
+    for (size_t i = 0; i < n; i++) {
+        float g = grads[i] + wd * params[i];
+        float vi = mu * v[i] + g;
+        v[i] = vi;
+        params[i] -= lr * vi;
+    }
+}
+
+SIMD_CLONES static void sgd_nesterov(float *restrict params, const float *restrict grads,
+                                     float *restrict v, size_t n, float lr, float mu, float wd)
+{
+    for (size_t i = 0; i < n; i++) {
+        float g = grads[i] + wd * params[i];
+        float vi = mu * v[i] + g;
+        v[i] = vi;
+        params[i] -= lr * (g + mu * vi);
+    }
+}
+
 void model_sgd_step(model_sgd *s, float *restrict params, const float *restrict grads, float lr)
 {
-    const float mu = s->cfg.momentum, wd = s->cfg.weight_decay;
-    float *restrict v = s->velocity;
-    const size_t n = s->count;
-    if (s->cfg.nesterov) {
-        for (size_t i = 0; i < n; i++) {
-            float g = grads[i] + wd * params[i];
-            float vi = mu * v[i] + g;
-            v[i] = vi;
-            params[i] -= lr * (g + mu * vi);
-        }
-    } else {
-        for (size_t i = 0; i < n; i++) {
-            float g = grads[i] + wd * params[i];
-            float vi = mu * v[i] + g;
-            v[i] = vi;
-            params[i] -= lr * vi;
-        }
-    }
+    if (s->cfg.nesterov)
+        sgd_nesterov(params, grads, s->velocity, s->count, lr, s->cfg.momentum,
+                     s->cfg.weight_decay);
+    else
+        sgd_heavy_ball(params, grads, s->velocity, s->count, lr, s->cfg.momentum,
+                       s->cfg.weight_decay);
 }
 
 int model_train_step(model_net *net, model_sgd *s, const float *x, const uint16_t *labels,

@@ -358,6 +358,65 @@ static void norm_and_gather(void **state)
     model_data_free(&d);
 }
 
+/* The vectorised row loops of model_data_gather give the bits of the
+ * element-wise formula at every width (a vector body and a tail), after
+ * model_data_prefetch of the same rows, which changes nothing. */
+static void gather_rows_same_bits_after_prefetch(void **state)
+{
+    (void)state;
+    static const uint32_t dims[] = {1, 37, 800};
+    for (size_t k = 0; k < sizeof dims / sizeof dims[0]; k++) {
+        const uint32_t dim = dims[k], count = 5;
+        for (int f32 = 0; f32 < 2; f32++) {
+            model_data d;
+            assert_int_equal(
+                model_data_alloc(&d, count, dim, 3, f32 ? MODEL_DTYPE_F32 : MODEL_DTYPE_U8), 0);
+            model_norm n = {.dim = dim, .mode = MODEL_NORM_FEATURE};
+            n.scale = malloc(dim * sizeof *n.scale);
+            n.offset = malloc(dim * sizeof *n.offset);
+            float *out = malloc((size_t)count * dim * sizeof *out);
+            assert_non_null(n.scale);
+            assert_non_null(n.offset);
+            assert_non_null(out);
+            for (uint32_t j = 0; j < dim; j++) {
+                n.scale[j] = 1.0f / (float)(j + 3);
+                n.offset[j] = -0.1f * (float)(j % 7);
+            }
+            for (uint32_t i = 0; i < count * dim; i++) {
+                if (f32)
+                    d.x_f32[i] = 0.37f * (float)(i % 251) - 11.0f;
+                else
+                    d.x_u8[i] = (uint8_t)(i * 7 + 3);
+            }
+            for (uint32_t i = 0; i < count; i++)
+                d.labels[i] = (uint16_t)(i % 3);
+            uint32_t rows[5] = {4, 1, 3, 0, 2};
+            uint16_t y[5];
+            model_data_prefetch(&d, rows, count);
+            model_data_gather(&d, &n, rows, count, out, y);
+            for (uint32_t i = 0; i < count; i++) {
+                assert_int_equal(y[i], rows[i] % 3);
+                for (uint32_t j = 0; j < dim; j++) {
+                    size_t at = (size_t)rows[i] * dim + j;
+                    float v = f32 ? d.x_f32[at] : (float)d.x_u8[at];
+                    float want = v * n.scale[j] + n.offset[j];
+                    if (memcmp(&out[(size_t)i * dim + j], &want, sizeof want))
+                        fail_msg("dim %u %s row %u feature %u: %a, want %a", dim,
+                                 f32 ? "f32" : "u8", i, j, (double)out[(size_t)i * dim + j],
+                                 (double)want);
+                }
+            }
+            free(out);
+            model_norm_free(&n);
+            model_data_free(&d);
+        }
+    }
+    model_data empty = {0};
+    model_data_prefetch(&empty, NULL, 0); /* no rows, no features: nothing */
+    empty.dim = 4;
+    model_data_prefetch(&empty, (const uint32_t[]){0}, 1); /* no feature buffer: nothing */
+}
+
 static void shuffle_is_a_seeded_permutation(void **state)
 {
     (void)state;
@@ -414,6 +473,7 @@ int main(void)
         cmocka_unit_test(fashion_dir_dim_mismatch),
         cmocka_unit_test(csv_loads_and_rejects),
         cmocka_unit_test(norm_and_gather),
+        cmocka_unit_test(gather_rows_same_bits_after_prefetch),
         cmocka_unit_test(shuffle_is_a_seeded_permutation),
         cmocka_unit_test(installed_fashion_mnist),
     };
