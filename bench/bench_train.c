@@ -4,14 +4,13 @@
  * at batch 64 with SGD momentum 0.9 and weight decay 5e-4, exactly the
  * per-step work of `murmur train`: gather a shuffled mini-batch of uint8
  * pixels into normalised floats (prefetching the next one's rows), forward,
- * backward, SGD update. Data:
- * Fashion-MNIST when installed, else random pixels (the arithmetic is the
- * same). Each run times STEPS steps after a warm-up; the median of RUNS
- * runs is printed in samples/s with min..max beside it, as
- * "samples_per_s=N" (bench/extra_torch.sh parses that line), and the same
- * from the process's CPU time, "cpu_samples_per_s=N": time-slicing by
- * other processes on a shared machine inflates wall time but not CPU
- * time (a busy sibling hyperthread still slows both).
+ * backward, SGD update. Data: Fashion-MNIST when installed, else random
+ * pixels (the arithmetic is the same). Each run times STEPS steps after a
+ * warm-up; the median of RUNS runs is printed in samples/s with min..max
+ * beside it, as "samples_per_s=N" (bench/extra_torch.sh parses that
+ * line), and the same from the process's CPU time, "cpu_samples_per_s=N":
+ * time-slicing by other processes on a shared machine inflates wall time
+ * but not CPU time (a busy sibling hyperthread still slows both).
  *
  * Then the evaluation on the 10,000 test images (random ones without
  * Fashion-MNIST), interleaved RUNS times with the same passes taken one
