@@ -11,6 +11,13 @@
  *   make bench  or  build/bench/bench_mix [dim] [runs] [only]
  *
  * only: run just the cases whose name contains it (for a profile of one).
+ *
+ * The last case runs each member's rounds through gossip/sched as the
+ * agent does, with the agent's outer step (mixing.outer_momentum 0.3):
+ * the schedule's copy of the parameters into its outgoing vector, the
+ * mixer, the outer step of gossip_sched_deliver_ref and the apply of
+ * before_step are all in the timed round, so the row beside the mixer's
+ * own defaults row shows what the schedule adds per round.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +25,7 @@
 #include <time.h>
 
 #include "gossip/mix.h"
+#include "gossip/sched.h"
 #include "model/rng.h"
 #include "sim/driver.h"
 
@@ -49,6 +57,7 @@ typedef struct bench_case {
     gossip_topology topo;
     unsigned bits;
     gossip_robust_rule robust; /* the agent's default is clip */
+    double outer;              /* > 0: rounds through gossip/sched with this outer momentum */
 } bench_case;
 
 static int run_case(const bench_case *bc, uint32_t dim, int runs)
@@ -58,7 +67,8 @@ static int run_case(const bench_case *bc, uint32_t dim, int runs)
     if (sim_driver_create(&d, &dc) != 0)
         return -1;
     gossip_mix *m[N];
-    float *x[N];
+    gossip_sched *sc[N] = {0};
+    float *x[N], *mixed[N];
     uint64_t ids[N];
     model_rng rng;
     model_rng_seed(&rng, 7, 0);
@@ -75,7 +85,21 @@ static int run_case(const bench_case *bc, uint32_t dim, int runs)
         if (gossip_mix_create(&m[i], sim_driver_env(d, i), &cfg) != GOSSIP_OK)
             return -1;
         sim_driver_attach(d, i, ids[i], &sim_ops_mix, m[i]);
+        if (bc->outer > 0) {
+            gossip_sched_config sco = {.dim = dim,
+                                       .interval_steps = 1,
+                                       .batch = 64,
+                                       .kind = MODEL_LR_CONSTANT,
+                                       .base_lr = 0.1f,
+                                       .unit = GOSSIP_SCHED_UNIT_STEPS,
+                                       .outer_momentum = bc->outer};
+            if (gossip_sched_create(&sc[i], sim_driver_env(d, i), &sco) != GOSSIP_OK)
+                return -1;
+        }
         x[i] = malloc(dim * sizeof(float));
+        mixed[i] = sc[i] ? malloc(dim * sizeof(float)) : NULL;
+        if (!x[i] || (sc[i] && !mixed[i]))
+            return -1;
         for (uint32_t j = 0; j < dim; j++)
             x[i][j] = (float)model_rng_normal(&rng);
     }
@@ -96,29 +120,51 @@ static int run_case(const bench_case *bc, uint32_t dim, int runs)
                 bytes0 += gossip_mix_get_stats(m[i])->bytes_sent;
         double w0 = clock_s(CLOCK_MONOTONIC), c0 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
         for (uint32_t i = 0; i < N; i++) {
-            gossip_mix_start(m[i], x[i], sim_driver_now(d));
+            const float *out = x[i];
+            if (sc[i]) { /* the local step that makes a round due */
+                gossip_sched_after_step(sc[i], x[i], 64, N);
+                out = gossip_sched_outgoing(sc[i]);
+            }
+            gossip_mix_start(m[i], out, sim_driver_now(d));
             sim_driver_kick(d, i);
         }
         sim_driver_run_round(d);
         for (uint32_t i = 0; i < N; i++) {
             int outcome = GOSSIP_EABORTED;
-            gossip_mix_take(m[i], x[i], &outcome);
+            /* with a schedule the result goes to a buffer of its own (the
+             * agent's served model), then by reference to the schedule,
+             * which applies it before the next local step */
+            gossip_mix_take(m[i], sc[i] ? mixed[i] : x[i], &outcome);
             completed += r > 0 && outcome == GOSSIP_OK;
+            if (sc[i]) {
+                gossip_sched_deliver_ref(sc[i], mixed[i], outcome);
+                gossip_sched_before_step(sc[i], x[i]);
+            }
         }
         if (r > 0) {
             wall[r - 1] = (clock_s(CLOCK_MONOTONIC) - w0) / N;
             cpu[r - 1] = (clock_s(CLOCK_PROCESS_CPUTIME_ID) - c0) / N;
         }
     }
-    for (uint32_t i = 0; i < N; i++)
+    for (uint32_t i = 0; i < N; i++) {
         bytes1 += gossip_mix_get_stats(m[i])->bytes_sent;
+        /* every timed round after the first result took an outer step */
+        if (sc[i] && gossip_sched_stats_get(sc[i])->outer_steps < (uint64_t)runs) {
+            fprintf(stderr, "bench_mix: %s: member %u took %llu outer steps in %d rounds\n",
+                    bc->name, i, (unsigned long long)gossip_sched_stats_get(sc[i])->outer_steps,
+                    runs);
+            return -1;
+        }
+    }
     double per_member = (double)(bytes1 - bytes0) / runs / N;
     printf("| %-34s | %8.2f | %8.2f | %12.0f | %5.2f | %d/%d |\n", bc->name,
            median(wall, runs) * 1e3, median(cpu, runs) * 1e3, per_member, per_member / (4.0 * dim),
            completed, runs * (int)N);
     for (uint32_t i = 0; i < N; i++) {
         gossip_mix_destroy(m[i]);
+        gossip_sched_destroy(sc[i]);
         free(x[i]);
+        free(mixed[i]);
     }
     sim_driver_destroy(d);
     return 0;
@@ -140,19 +186,22 @@ int main(int argc, char **argv)
     printf("| algorithm | wall ms | cpu ms | bytes sent | x vector | rounds ok |\n");
     printf("|---|---:|---:|---:|---:|---:|\n");
     const bench_case cases[] = {
-        {"allreduce, 32 bits", GOSSIP_MIX_ALLREDUCE, GOSSIP_TOPO_RING, 32, GOSSIP_ROBUST_NONE},
-        {"allreduce, 8 bits", GOSSIP_MIX_ALLREDUCE, GOSSIP_TOPO_RING, 8, GOSSIP_ROBUST_NONE},
-        {"dpsgd, ring, 32 bits", GOSSIP_MIX_DPSGD, GOSSIP_TOPO_RING, 32, GOSSIP_ROBUST_NONE},
+        {"allreduce, 32 bits", GOSSIP_MIX_ALLREDUCE, GOSSIP_TOPO_RING, 32, GOSSIP_ROBUST_NONE, 0},
+        {"allreduce, 8 bits", GOSSIP_MIX_ALLREDUCE, GOSSIP_TOPO_RING, 8, GOSSIP_ROBUST_NONE, 0},
+        {"dpsgd, ring, 32 bits", GOSSIP_MIX_DPSGD, GOSSIP_TOPO_RING, 32, GOSSIP_ROBUST_NONE, 0},
         {"dpsgd, exponential, 32 bits", GOSSIP_MIX_DPSGD, GOSSIP_TOPO_EXPONENTIAL, 32,
-         GOSSIP_ROBUST_NONE},
-        {"gossip, random, 32 bits", GOSSIP_MIX_GOSSIP, GOSSIP_TOPO_RANDOM, 32, GOSSIP_ROBUST_NONE},
-        {"gossip, random, 8 bits", GOSSIP_MIX_GOSSIP, GOSSIP_TOPO_RANDOM, 8, GOSSIP_ROBUST_NONE},
+         GOSSIP_ROBUST_NONE, 0},
+        {"gossip, random, 32 bits", GOSSIP_MIX_GOSSIP, GOSSIP_TOPO_RANDOM, 32, GOSSIP_ROBUST_NONE,
+         0},
+        {"gossip, random, 8 bits", GOSSIP_MIX_GOSSIP, GOSSIP_TOPO_RANDOM, 8, GOSSIP_ROBUST_NONE, 0},
         {"gossip, random, 8 bits, clip (defaults)", GOSSIP_MIX_GOSSIP, GOSSIP_TOPO_RANDOM, 8,
-         GOSSIP_ROBUST_CLIP},
+         GOSSIP_ROBUST_CLIP, 0},
+        {"the defaults through gossip/sched, outer step 0.3", GOSSIP_MIX_GOSSIP, GOSSIP_TOPO_RANDOM,
+         8, GOSSIP_ROBUST_CLIP, 0.3},
         {"push-sum, ring (float64 sums)", GOSSIP_MIX_PUSHSUM, GOSSIP_TOPO_RING, 32,
-         GOSSIP_ROBUST_NONE},
-        {"choco, ring, 4 bits", GOSSIP_MIX_CHOCO, GOSSIP_TOPO_RING, 4, GOSSIP_ROBUST_NONE},
-        {"choco, ring, 1 bit", GOSSIP_MIX_CHOCO, GOSSIP_TOPO_RING, 1, GOSSIP_ROBUST_NONE},
+         GOSSIP_ROBUST_NONE, 0},
+        {"choco, ring, 4 bits", GOSSIP_MIX_CHOCO, GOSSIP_TOPO_RING, 4, GOSSIP_ROBUST_NONE, 0},
+        {"choco, ring, 1 bit", GOSSIP_MIX_CHOCO, GOSSIP_TOPO_RING, 1, GOSSIP_ROBUST_NONE, 0},
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++)
         if ((!only || strstr(cases[k].name, only)) && run_case(&cases[k], dim, runs) != 0) {

@@ -1,8 +1,9 @@
 #!/bin/sh
 # The mixer's CPU cost per round and its exact bytes (build/bench/bench_mix:
 # 8 members of gossip_mix on the sim driver in one process, a 1 MiB vector,
-# every mixing rule, and gossip with the agent's defaults). Prints the
-# table and writes it into RECORD (default docs/BENCHMARKS.md, between the
+# every mixing rule, and gossip with the agent's defaults, also through
+# gossip/sched with its outer step). Prints the table and writes it into
+# RECORD (default docs/BENCHMARKS.md, between the
 # lines <!-- bench:mix begin --> and <!-- bench:mix end -->, appended when
 # they are absent) with the command, the date and the load average;
 # RECORD= (empty) writes nothing.
