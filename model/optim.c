@@ -37,37 +37,24 @@ void model_sgd_reset(model_sgd *s)
 /* The update, one element at a time: element-wise, so every vector width
  * gives the same bits (common/simd.h). A whole-model pass every step, over
  * three model-sized arrays that do not fit the core's cache: at SSE width
- * it was 5-7% of a training step's time (docs/BENCHMARKS.md). */
-SIMD_CLONES static void sgd_heavy_ball(float *restrict params, const float *restrict grads,
-                                       float *restrict v, size_t n, float lr, float mu, float wd)
+ * it was 5-8% of a training step's time (docs/BENCHMARKS.md). Nesterov's
+ * form steps along g + mu * v instead of v. */
+SIMD_CLONES static void sgd_update(float *restrict params, const float *restrict grads,
+                                   float *restrict v, size_t n, float lr, float mu, float wd,
+                                   int nesterov)
 {
     for (size_t i = 0; i < n; i++) {
         float g = grads[i] + wd * params[i];
         float vi = mu * v[i] + g;
         v[i] = vi;
-        params[i] -= lr * vi;
-    }
-}
-
-SIMD_CLONES static void sgd_nesterov(float *restrict params, const float *restrict grads,
-                                     float *restrict v, size_t n, float lr, float mu, float wd)
-{
-    for (size_t i = 0; i < n; i++) {
-        float g = grads[i] + wd * params[i];
-        float vi = mu * v[i] + g;
-        v[i] = vi;
-        params[i] -= lr * (g + mu * vi);
+        params[i] -= lr * (nesterov ? g + mu * vi : vi);
     }
 }
 
 void model_sgd_step(model_sgd *s, float *restrict params, const float *restrict grads, float lr)
 {
-    if (s->cfg.nesterov)
-        sgd_nesterov(params, grads, s->velocity, s->count, lr, s->cfg.momentum,
-                     s->cfg.weight_decay);
-    else
-        sgd_heavy_ball(params, grads, s->velocity, s->count, lr, s->cfg.momentum,
-                       s->cfg.weight_decay);
+    sgd_update(params, grads, s->velocity, s->count, lr, s->cfg.momentum, s->cfg.weight_decay,
+               s->cfg.nesterov);
 }
 
 int model_train_step(model_net *net, model_sgd *s, const float *x, const uint16_t *labels,
