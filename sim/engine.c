@@ -44,7 +44,6 @@ typedef struct frame {
     uint32_t cls;     /* pool class (size FRAME_ALIGN x cls), 0 = malloc'd alone */
     uint64_t extra;   /* timed mode: host delay added at delivery, ns */
     uint64_t from_id; /* the sender's node id (its agent is not touched at delivery) */
-    uint64_t seq;     /* rounds mode: number of the frame, tells a reused one apart */
     uint8_t bytes[];
 } frame;
 
@@ -74,37 +73,48 @@ typedef struct link_tail {
     frame *f;
     uint64_t last_ns; /* timed mode: latest network delivery on the link (FIFO) */
     frame *head;
-    uint64_t seq; /* rounds mode: f->seq when f was pushed (f is stale when it differs) */
 } link_tail;
 
-/* One agent, 64-byte aligned, three cache lines: what a delivery and a
- * send touch first (line 0), the env and the generator the protocol object
- * draws from (lines 1 and 2). At 10^5 agents and more every delivery lands
- * on a random agent and each line is a cache miss (docs/SIMULATOR.md,
- * "Scale"). */
+/* Rounds mode: a sender's first links of a pending set's epoch keep their
+ * newest frame in the agent itself (line 1), the others in its `tails`
+ * table. A pending frame's sender is usually the agent just delivered to,
+ * whose lines 0 and 1 are in the cache already (an aligned 128-byte
+ * pair), while its table is a cache miss of its own: a fifth of a round at
+ * 10^5 agents went to that one load (docs/SIMULATOR.md, "Scale"). */
+#define NEAR_TAILS 4u
+
+/* One agent, 64-byte aligned, four cache lines: what a delivery and a send
+ * touch first (lines 0 and 1), the env and the generator the protocol
+ * object draws from (lines 2 and 3). At 10^5 agents and more every
+ * delivery lands on a random agent and each line is a cache miss
+ * (docs/SIMULATOR.md, "Scale"). */
 typedef struct agent {
     /* line 0: delivery and send */
     uint64_t id;
     const sim_node_ops *ops;
     void *node;
-    link_tail *tails;
-    uint64_t tails_epoch; /* rounds mode: the pending set's epoch of these tails */
+    uint64_t tails_epoch; /* rounds mode: the pending set's epoch of the tails */
     uint64_t bytes_sent, bytes_recv;
-    uint32_t ntails;
+    uint32_t nnear;  /* rounds mode: near tails in use (the first links) */
+    uint32_t ntails; /* tails in use (rounds mode: the links after the near ones) */
     uint8_t alive;
-    /* line 1 */
-    _Alignas(64) gossip_env env;
+    /* line 1: rounds mode, the near tails: link near_to[k]'s newest frame */
+    _Alignas(64) frame *near_f[NEAR_TAILS];
+    uint32_t near_to[NEAR_TAILS];
+    link_tail *tails;
     uint32_t captails;
-    uint32_t inc;  /* incarnation: stale tick (and host) events are ignored */
-    uint32_t *tix; /* hash index of tails by `to` (slot = tail index + 1), or NULL */
     uint32_t tixcap;
     /* line 2 */
+    _Alignas(64) gossip_env env;
+    uint32_t inc;  /* incarnation: stale tick (and host) events are ignored */
+    uint32_t *tix; /* hash index of tails by `to` (slot = tail index + 1), or NULL */
+    /* line 3 */
     _Alignas(64) model_rng rng;
     gossip_time_us tick_at;
     uint64_t loop_free_ns; /* timed mode: when its event loop is done with the frames it has */
 } agent;
 
-_Static_assert(sizeof(agent) == 192, "an agent is three cache lines");
+_Static_assert(sizeof(agent) == 256, "an agent is four cache lines");
 
 typedef struct id_entry {
     uint64_t id;
@@ -126,7 +136,6 @@ struct sim_engine {
     uint64_t now; /* ns */
     uint64_t hash;
     frame *live;                           /* large frames */
-    uint64_t frame_seq;                    /* frames pulled so far */
     uint64_t pend_epoch;                   /* rounds mode: times the pending set emptied */
     frame *free_frames[FRAME_CLASSES + 1]; /* per class (1..FRAME_CLASSES) */
     frame_slab *slabs;
@@ -626,13 +635,6 @@ static int tails_index(agent *s)
 static link_tail *link_get(sim_engine *e, uint32_t from, uint32_t to)
 {
     agent *s = &e->a[from];
-    if (!e->timed && s->tails_epoch != e->pend_epoch) {
-        /* Rounds mode: every link emptied since these tails were written. */
-        s->ntails = 0;
-        free(s->tix);
-        s->tix = NULL;
-        s->tails_epoch = e->pend_epoch;
-    }
     if (s->tix) {
         for (uint32_t h = tail_hash(to, s->tixcap); s->tix[h]; h = (h + 1) & (s->tixcap - 1))
             if (s->tails[s->tix[h] - 1].to == to)
@@ -666,6 +668,38 @@ static link_tail *link_get(sim_engine *e, uint32_t from, uint32_t to)
     return t;
 }
 
+/* Rounds mode: the tails of a sender whose tails were written in an
+ * earlier epoch of the pending set (every link emptied since) start again. */
+static void tails_fresh(sim_engine *e, agent *s)
+{
+    if (s->tails_epoch == e->pend_epoch)
+        return;
+    s->nnear = 0;
+    s->ntails = 0;
+    free(s->tix);
+    s->tix = NULL;
+    s->tails_epoch = e->pend_epoch;
+}
+
+/* Rounds mode: where link from -> to keeps its newest pending frame (a
+ * near tail, else the sender's table), created when missing; NULL when out
+ * of memory. */
+static frame **newest_slot(sim_engine *e, uint32_t from, uint32_t to)
+{
+    agent *s = &e->a[from];
+    tails_fresh(e, s);
+    for (uint32_t k = 0; k < s->nnear; k++)
+        if (s->near_to[k] == to)
+            return &s->near_f[k];
+    if (s->nnear < NEAR_TAILS) {
+        s->near_to[s->nnear] = to;
+        s->near_f[s->nnear] = NULL;
+        return &s->near_f[s->nnear++];
+    }
+    link_tail *t = link_get(e, from, to);
+    return t ? &t->f : NULL;
+}
+
 static int pending_push(sim_engine *e, frame *f)
 {
     if (e->npending == e->cappending) {
@@ -679,22 +713,25 @@ static int pending_push(sim_engine *e, frame *f)
         e->pending = p;
         e->cappending = nc;
     }
-    link_tail *t = link_get(e, f->from, f->to);
-    if (!t)
+    frame **slot = newest_slot(e, f->from, f->to);
+    if (!slot)
         return -1;
     /* The link's newest frame, unless it was delivered since (then, FIFO,
      * so were the older ones): tails are not updated at delivery, which
-     * would touch the sender's agent and table once more per frame. */
-    frame *newest = t->f;
+     * would touch the sender's agent once more per frame. A slot always
+     * names the last frame pushed on its link (or NULL), so memory there
+     * that holds a pending frame of the same link holds that frame; a
+     * delivered frame's slab memory stays mapped (tail_forget clears the
+     * slots of the malloc'd ones). */
+    frame *newest = *slot;
     if (newest && !(newest->pidx < e->npending && e->pending[newest->pidx] == newest &&
-                    newest->seq == t->seq))
+                    newest->from == f->from && newest->to == f->to))
         newest = NULL;
     f->lprev = newest;
     f->lnext = NULL;
     if (newest)
         newest->lnext = f;
-    t->f = f;
-    t->seq = f->seq;
+    *slot = f;
     f->pidx = (uint32_t)e->npending;
     e->pending[e->npending++] = f;
     return 0;
@@ -703,13 +740,20 @@ static int pending_push(sim_engine *e, frame *f)
 /* A malloc'd frame (above FRAME_POOL_BYTES: shard chunks, models) is freed
  * once delivered, so its link's tail must not go on pointing at it:
  * pending_push reads the newest frame to tell whether it is stale, which
- * slab frames survive (their memory stays, a reuse has a new seq) and
- * freed ones do not. Only these large frames pay the lookup. */
+ * slab frames survive (their memory stays, a reuse is a pending frame of
+ * another link or the link's newest) and freed ones do not. Only these large frames pay the lookup.
+ */
 static void tail_forget(sim_engine *e, const frame *f)
 {
     agent *s = &e->a[f->from];
     if (s->tails_epoch != e->pend_epoch)
         return;
+    for (uint32_t k = 0; k < s->nnear; k++)
+        if (s->near_to[k] == f->to) {
+            if (s->near_f[k] == f)
+                s->near_f[k] = NULL;
+            return;
+        }
     for (uint32_t k = 0; k < s->ntails; k++)
         if (s->tails[k].to == f->to) {
             if (s->tails[k].f == f)
@@ -875,7 +919,6 @@ static int route(sim_engine *e, uint32_t i, uint32_t to, const gossip_send *s)
     f->len = (uint32_t)s->len;
     f->extra = 0;
     f->from_id = e->a[i].id;
-    f->seq = ++e->frame_seq;
     memcpy(f->bytes, s->frame, s->len);
     if (!e->timed) {
         if (pending_push(e, f) != 0) {
@@ -1022,7 +1065,9 @@ static void prefetch_ahead(sim_engine *e)
     size_t hi = slot_of(x1, n + AHEAD_SPREAD);
     for (size_t k = slot_of(x1, n); k <= hi && k < n; k++) {
         const frame *f = e->pending[k];
-        __builtin_prefetch(&e->a[f->to]);
+        const char *a = (const char *)&e->a[f->to];
+        for (size_t l = 0; l < sizeof(agent); l += 64)
+            __builtin_prefetch(a + l);
         if (e->cfg.hooks.prefetch)
             e->cfg.hooks.prefetch(e->cfg.hooks.ctx, f->to);
     }

@@ -256,6 +256,54 @@ static void rounds_deliver_cascade_fifo(void **state)
     sim_engine_destroy(w.e);
 }
 
+/* Rounds mode, several frames per link: every sender sends 3 frames to
+ * each of 7 peers, the peers taken in turn (more links than a sender keeps
+ * in its agent, so some live in its table), small frames from the slabs
+ * and large ones malloc'd one by one; each link's frames arrive in the
+ * order they were sent, in two epochs of the pending set one after the
+ * other (the second finds every link of the first emptied), then an epoch
+ * of echoes. */
+static void rounds_fifo_per_link_beyond_near_tails(void **state)
+{
+    (void)state;
+    const uint32_t payloads[] = {8, 3000};
+    for (uint32_t pl = 0; pl < 2; pl++) {
+        sim_engine_config c = {
+            .seed = test_seed(5 + pl), .mode = SIM_MODE_ROUNDS, .order_stream = 3};
+        world w;
+        world_init(&w, PROBES, &c, payloads[pl]);
+        for (uint32_t epoch = 0; epoch < 2; epoch++) {
+            for (uint32_t i = 0; i < PROBES; i++)
+                for (uint32_t k = 0; k < 3; k++)
+                    for (uint32_t d = 1; d < PROBES; d++)
+                        probe_queue(&w.p[i], pid((i + d) % PROBES),
+                                    2 * (1000 * epoch + 100 * k + d)); /* even: no echo */
+            for (uint32_t i = 0; i < PROBES; i++)
+                sim_engine_drain(w.e, i);
+            assert_int_equal(sim_engine_pending(w.e), PROBES * 3 * (PROBES - 1));
+            assert_int_equal(sim_engine_deliver_pending(w.e), PROBES * 3 * (PROBES - 1));
+            for (uint32_t i = 0; i < PROBES; i++) {
+                assert_int_equal(w.p[i].nlog, (epoch + 1) * 3 * (PROBES - 1));
+                for (uint32_t a = 0; a < w.p[i].nlog; a++)
+                    for (uint32_t b = a + 1; b < w.p[i].nlog; b++)
+                        if (w.p[i].log[a].from == w.p[i].log[b].from)
+                            assert_true(w.p[i].log[a].round < w.p[i].log[b].round);
+            }
+        }
+        /* A third epoch of echoes: a sender's echo on a link whose earlier
+         * frame may have been delivered (and a large one freed) already. */
+        for (uint32_t i = 0; i < PROBES; i++)
+            for (uint32_t d = 1; d < PROBES; d++)
+                probe_queue(&w.p[i], pid((i + d) % PROBES), 2 * (3000 + d) + 1);
+        for (uint32_t i = 0; i < PROBES; i++)
+            sim_engine_drain(w.e, i);
+        assert_int_equal(sim_engine_deliver_pending(w.e), 2 * PROBES * (PROBES - 1));
+        for (uint32_t i = 0; i < PROBES; i++)
+            assert_int_equal(w.p[i].nlog, 2 * 3 * (PROBES - 1) + 2 * (PROBES - 1));
+        sim_engine_destroy(w.e);
+    }
+}
+
 /* Same seed, same hash; the order depends on the seed. */
 static uint64_t rounds_hash(uint64_t seed, uint64_t *first_from)
 {
@@ -596,6 +644,7 @@ int main(void)
         cmocka_unit_test(timed_latency_bandwidth_fifo),
         cmocka_unit_test(timed_event_loop_cost),
         cmocka_unit_test(rounds_deliver_cascade_fifo),
+        cmocka_unit_test(rounds_fifo_per_link_beyond_near_tails),
         cmocka_unit_test(same_seed_same_hash),
         cmocka_unit_test(faults_and_routing),
         cmocka_unit_test(down_agents_and_stale_timers),
