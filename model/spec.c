@@ -410,7 +410,11 @@ static int spec_parse(model_arch *a, const char *spec, uint32_t input_dim, uint3
 int model_arch_parse(model_arch *a, const char *spec, uint32_t input_dim, uint32_t classes,
                      char *msg, size_t msg_len)
 {
-    return spec_parse(a, spec, input_dim, classes, 0, msg, msg_len);
+    /* The grammar first: the sizes are checked layer by layer, and a layer
+     * too large for its input must not hide a syntax error further on (a
+     * spec model_spec_check refuses is ESPEC here too, with its message). */
+    int rc = spec_parse(a, spec, 1, 1, 1, msg, msg_len);
+    return rc ? rc : spec_parse(a, spec, input_dim, classes, 0, msg, msg_len);
 }
 
 int model_spec_check(const char *spec, char *msg, size_t msg_len)

@@ -84,7 +84,8 @@ typedef struct model_arch {
 /* Parse spec for input_dim features and `classes` outputs. A ReLU that is
  * directly followed by max pooling is moved onto the pooling (the two
  * commute: one pass over the smaller tensor). Errors: ESPEC (msg says what
- * and where), EINVAL (input_dim or classes 0), ETOOBIG (a size above its
+ * and where; whatever model_spec_check refuses, before any size is
+ * checked), EINVAL (input_dim or classes 0), ETOOBIG (a size above its
  * maximum or more than MODEL_PARAMS_MAX parameters). */
 int model_arch_parse(model_arch *a, const char *spec, uint32_t input_dim, uint32_t classes,
                      char *msg, size_t msg_len);

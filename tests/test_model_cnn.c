@@ -766,6 +766,16 @@ static void spec_grammar(void **state)
     assert_int_equal(model_net_create(&net, "cnn:c512k3", 784, 10, 65536, msg, sizeof msg),
                      MODEL_ETOOBIG);
     assert_int_equal(model_net_create(&net, "cnn", 784, 10, 0, msg, sizeof msg), MODEL_EINVAL);
+    /* a syntax error is ESPEC even behind a layer too large for its input
+     * (fuzz_spec, regress-size-before-syntax) */
+    static model_arch a;
+    assert_int_equal(model_arch_parse(&a,
+                                      "cnn:c42222k3,p2s1,\x9a\x9a"
+                                      "c8k2s2p0,f8",
+                                      784, 2, msg, sizeof msg),
+                     MODEL_ESPEC);
+    assert_int_equal(model_arch_parse(&a, "cnn:c42222k3,p2s1,c8k2s2p0,f8", 784, 2, msg, sizeof msg),
+                     MODEL_ETOOBIG);
 }
 
 /* The net's layer list as test cases for ref(). */
