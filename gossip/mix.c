@@ -743,6 +743,18 @@ static void stash_replay(gossip_mix *m, gossip_time_us now)
     m->replaying = 0;
 }
 
+void gossip_mix_prefetch(const gossip_mix *m)
+{
+    /* The head (the view, the round's state and buffers, the rules'
+     * states), the robust counters and the stats: the lines a receipt
+     * touches first, 3.6 KB apart. */
+    const char *p = (const char *)m;
+    for (size_t l = 0; l < 4; l++)
+        __builtin_prefetch(p + 64 * l);
+    __builtin_prefetch(&m->robust.clipped);
+    __builtin_prefetch(&m->stats.frames_received);
+}
+
 int gossip_mix_recv(gossip_mix *m, uint64_t from, const gossip_header *h, const uint8_t *payload,
                     size_t len, gossip_time_us now)
 {

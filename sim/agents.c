@@ -71,7 +71,7 @@ static gossip_time_us duo_deadline(const void *n)
     return a < b ? a : b;
 }
 
-static const sim_node_ops duo_ops = {duo_recv, duo_tick, duo_poll, duo_deadline};
+static const sim_node_ops duo_ops = {duo_recv, duo_tick, duo_poll, duo_deadline, NULL};
 
 /* The agent's protocol object: its node (swim), its mixer and replicator
  * (oracle, protocol shards) or its mixer. */

@@ -1084,6 +1084,11 @@ long sim_engine_deliver_pending(sim_engine *e)
         while (f->lprev)
             f = f->lprev;
         pending_remove(e, f);
+        /* The receiver's slot came in one delivery ago (prefetch_ahead):
+         * its node's first lines can be asked for now, with no wait. */
+        const agent *to = &e->a[f->to];
+        if (to->ops && to->ops->prefetch)
+            to->ops->prefetch(to->node);
         prefetch_ahead(e);
         e->stats.events++;
         deliver(e, f);

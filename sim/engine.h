@@ -103,6 +103,9 @@ typedef struct sim_node_ops {
     int (*tick)(void *node, gossip_time_us now);
     int (*poll_send)(void *node, gossip_send *out, gossip_time_us now);
     gossip_time_us (*deadline)(const void *node);
+    /* Optional (NULL: none): warm the cache for a delivery to node, called
+     * just before it in rounds mode; must not change the node. */
+    void (*prefetch)(const void *node);
 } sim_node_ops;
 
 /* Ready-made tables (sim/ops.c) for the core's objects. */

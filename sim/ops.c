@@ -25,7 +25,19 @@
     {                                                                                              \
         return gossip_##NAME##_deadline((const TYPE *)n);                                          \
     }                                                                                              \
-    const sim_node_ops sim_ops_##NAME = {NAME##_recv, NAME##_tick, NAME##_poll, NAME##_deadline};
+    const sim_node_ops sim_ops_##NAME = {NAME##_recv, NAME##_tick, NAME##_poll, NAME##_deadline,   \
+                                         PREFETCH_##NAME};
+
+static void mix_prefetch(const void *n)
+{
+    gossip_mix_prefetch(n);
+}
+
+#define PREFETCH_mix    mix_prefetch
+#define PREFETCH_node   NULL
+#define PREFETCH_swim   NULL
+#define PREFETCH_shards NULL
+#define PREFETCH_xfer   NULL
 
 SIM_OPS(mix, gossip_mix)
 SIM_OPS(node, gossip_node)

@@ -867,7 +867,7 @@ static gossip_time_us stale_deadline(const void *node)
     return sim_ops_mix.deadline(((const stale_node *)node)->m);
 }
 
-static const sim_node_ops stale_ops = {stale_recv, stale_tick, stale_poll, stale_deadline};
+static const sim_node_ops stale_ops = {stale_recv, stale_tick, stale_poll, stale_deadline, NULL};
 
 static void *stale_node_of(void *ctx, uint32_t i, gossip_mix *m)
 {
@@ -1360,7 +1360,7 @@ static gossip_time_us xdeadline(const void *node)
     return sim_ops_mix.deadline(((const xnode *)node)->m);
 }
 
-static const sim_node_ops xops = {xrecv, xtick, xpoll, xdeadline};
+static const sim_node_ops xops = {xrecv, xtick, xpoll, xdeadline, NULL};
 
 typedef struct xctx {
     xnode node[16];

@@ -56,7 +56,7 @@ static gossip_time_us ops_deadline(const void *node)
 {
     return gossip_node_deadline(node);
 }
-static const sim_node_ops node_ops = {ops_recv, ops_tick, ops_poll, ops_deadline};
+static const sim_node_ops node_ops = {ops_recv, ops_tick, ops_poll, ops_deadline, NULL};
 
 static int snapshot(void *ctx, float *out, uint32_t dim, uint64_t *round)
 {

@@ -106,7 +106,7 @@ static gossip_time_us probe_deadline(const void *node)
     return ((const probe *)node)->timer;
 }
 
-static const sim_node_ops probe_ops = {probe_recv, probe_tick, probe_poll, probe_deadline};
+static const sim_node_ops probe_ops = {probe_recv, probe_tick, probe_poll, probe_deadline, NULL};
 
 typedef struct world {
     sim_engine *e;
