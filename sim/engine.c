@@ -79,8 +79,8 @@ typedef struct link_tail {
  * newest frame in the agent itself (line 1), the others in its `tails`
  * table. A pending frame's sender is usually the agent just delivered to,
  * whose lines 0 and 1 are in the cache already (an aligned 128-byte
- * pair), while its table is a cache miss of its own: a fifth of a round at
- * 10^5 agents went to that one load (docs/SIMULATOR.md, "Scale"). */
+ * pair), while its table was a cache miss of its own: 7% of a profile at
+ * 10^5 agents in that lookup (docs/SIMULATOR.md, "Scale"). */
 #define NEAR_TAILS 4u
 
 /* One agent, 64-byte aligned, four cache lines: what a delivery and a send
