@@ -7,7 +7,7 @@
 #include "gossip/xfer.h"
 #include "sim/engine.h"
 
-#define SIM_OPS(NAME, TYPE)                                                                        \
+#define SIM_OPS(NAME, TYPE, PREFETCH)                                                              \
     static int NAME##_recv(void *n, uint64_t from, const gossip_header *h, const uint8_t *p,       \
                            size_t len, gossip_time_us now)                                         \
     {                                                                                              \
@@ -26,21 +26,15 @@
         return gossip_##NAME##_deadline((const TYPE *)n);                                          \
     }                                                                                              \
     const sim_node_ops sim_ops_##NAME = {NAME##_recv, NAME##_tick, NAME##_poll, NAME##_deadline,   \
-                                         PREFETCH_##NAME};
+                                         PREFETCH};
 
 static void mix_prefetch(const void *n)
 {
     gossip_mix_prefetch(n);
 }
 
-#define PREFETCH_mix    mix_prefetch
-#define PREFETCH_node   NULL
-#define PREFETCH_swim   NULL
-#define PREFETCH_shards NULL
-#define PREFETCH_xfer   NULL
-
-SIM_OPS(mix, gossip_mix)
-SIM_OPS(node, gossip_node)
-SIM_OPS(swim, gossip_swim)
-SIM_OPS(shards, gossip_shards)
-SIM_OPS(xfer, gossip_xfer)
+SIM_OPS(mix, gossip_mix, mix_prefetch)
+SIM_OPS(node, gossip_node, NULL)
+SIM_OPS(swim, gossip_swim, NULL)
+SIM_OPS(shards, gossip_shards, NULL)
+SIM_OPS(xfer, gossip_xfer, NULL)
