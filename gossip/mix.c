@@ -241,8 +241,8 @@ uint8_t *mix_reply_slot(gossip_mix *m)
 void mix_reply_commit(gossip_mix *m, uint64_t dest, size_t len)
 {
     uint32_t slot = (m->txq_head + m->txq_count) % GOSSIP_MIX_TXQ_MAX;
-    m->txq_len[slot] = len;
-    m->txq_dest[slot] = dest;
+    m->txq_ent[slot].len = len;
+    m->txq_ent[slot].dest = dest;
     m->txq_count++;
 }
 
@@ -746,21 +746,27 @@ static void stash_replay(gossip_mix *m, gossip_time_us now)
 void gossip_mix_prefetch(const gossip_mix *m)
 {
     /* The head (the view, the round's state and buffers, the rules'
-     * states), the robust counters and the stats: the lines a receipt
-     * touches first, 3.6 KB apart. */
+     * states) and the stats' first line, then the reply queue with the
+     * stream, and the robust counters: the lines a receipt touches first
+     * (struct gossip_mix lays them out so). */
     const char *p = (const char *)m;
     for (size_t l = 0; l < 4; l++)
         __builtin_prefetch(p + 64 * l);
+    __builtin_prefetch(&m->stats.frames_sent);
+    __builtin_prefetch(&m->txq);
+    __builtin_prefetch(&m->stream.round);
     __builtin_prefetch(&m->robust.clipped);
-    __builtin_prefetch(&m->stats.frames_received);
 }
 
 int gossip_mix_recv(gossip_mix *m, uint64_t from, const gossip_header *h, const uint8_t *payload,
                     size_t len, gossip_time_us now)
 {
     /* the rule's state, which the frame reaches after the checks below
-     * (a cache miss of its own when a host delivers to many mixers) */
-    __builtin_prefetch(m->st[m->algo]);
+     * (cache misses of their own when a host delivers to many mixers):
+     * its first lines, where the rules keep what a frame reads */
+    const char *st = m->st[m->algo];
+    for (size_t l = 0; l < 4; l++)
+        __builtin_prefetch(st + 64 * l);
     m->stats.frames_received++;
     m->stats.bytes_received += GOSSIP_HEADER_SIZE + len;
     int rc = recv_frame(m, from, h, payload, len, now);
@@ -822,7 +828,7 @@ int gossip_mix_poll_send(gossip_mix *m, gossip_send *out, gossip_time_us now)
     if (m->txq_count) {
         uint32_t k = m->txq_head;
         out->frame = m->txq + (size_t)k * m->frame_cap;
-        mix_sent(m, out, m->txq_dest[k], m->txq_len[k]);
+        mix_sent(m, out, m->txq_ent[k].dest, m->txq_ent[k].len);
         m->txq_head = (k + 1) % GOSSIP_MIX_TXQ_MAX;
         m->txq_count--;
         got = 1;

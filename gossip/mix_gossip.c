@@ -101,11 +101,11 @@ typedef struct mix_link {
 } mix_link;
 
 typedef struct mix_pending {
-    int used;
     uint64_t peer;
     uint64_t round;
-    uint32_t got; /* values answered so far */
     gossip_time_us started;
+    uint32_t got; /* values answered so far */
+    int used;
 } mix_pending;
 
 /* A push being received and answered, or held until our own exchange ends.
@@ -129,29 +129,37 @@ typedef struct mix_held {
  * least recently used), so every choice is the same. */
 #define LINK_INDEX_MIN 16u
 
+/* The pending pushes' bitmaps live inside the state up to this many bytes
+ * (GOSSIP_MIX_PENDING_MAX bitmaps of up to 32 chunks), else allocated. */
+#define PEND_INLINE_BYTES 16u
+
+/* Laid out by what a frame touches (a simulator delivers to a million of
+ * these, and every line is a cache miss): the round's own exchange first,
+ * then the pending pushes with their bitmaps, then the held pushes. */
 typedef struct gossip_state {
-    mix_link *links; /* peers_max (or members_max) entries, keyed by peer id */
-    uint32_t links_cap;
-    uint32_t typical_us; /* lower median of the links' times (0: none measured) */
-    uint32_t *times;     /* the measured links' times, sorted (links_cap entries) */
-    mix_pending pend[GOSSIP_MIX_PENDING_MAX];
-    uint32_t pend_next, pend_cur;
-    uint8_t *pend_bits; /* GOSSIP_MIX_PENDING_MAX bitmaps of answered chunks */
-    size_t pend_bytes;  /* bytes per bitmap */
+    /* the running round's own exchange */
+    gossip_time_us now; /* latest time seen (check has none) */
     uint64_t round;     /* round of the running push (pend entry) */
     uint64_t next;      /* next round number */
-    /* the running round's own exchange */
     int want_push;      /* a push is to be sent once no held push is left */
     int pushing;        /* our push is in flight: our vector is locked */
     int refused;        /* the push in flight got a busy answer */
     int crossed;        /* we answered the crossing push of its peer meanwhile */
     uint32_t retries;   /* pushes sent again in this round */
-    gossip_time_us now; /* latest time seen (check has none) */
+    uint32_t pend_next, pend_cur;
+    uint32_t typical_us; /* lower median of the links' times (0: none measured) */
+    mix_link *links;     /* peers_max (or members_max) entries, keyed by peer id */
+    mix_pending pend[GOSSIP_MIX_PENDING_MAX];
+    uint8_t *pend_bits;                     /* GOSSIP_MIX_PENDING_MAX bitmaps of answered chunks */
+    size_t pend_bytes;                      /* bytes per bitmap */
+    uint8_t pend_inline[PEND_INLINE_BYTES]; /* pend_bits when they fit */
     /* pushes of others */
-    mix_held held[GOSSIP_MIX_HELD_MAX];
     uint64_t held_seq;
-    float *held_mem;  /* GOSSIP_MIX_HELD_MAX * dim */
+    mix_held held[GOSSIP_MIX_HELD_MAX];
+    float *held_mem; /* GOSSIP_MIX_HELD_MAX * dim */
+    uint32_t links_cap;
     uint32_t ntimes;  /* entries of times: the links whose time_us is set */
+    uint32_t *times;  /* the measured links' times, sorted (links_cap entries) */
     uint32_t lix_cap; /* a power of two >= 2 x links_cap */
     uint32_t *lix;    /* above LINK_INDEX_MIN: lix_cap entries, entry + 1 or 0 (open
                          addressing, linear probing); NULL: scanned */
@@ -171,7 +179,9 @@ static int gossip_create(gossip_mix *m, const gossip_mix_config *cfg, void **st)
         return GOSSIP_ENOMEM;
     *st = g;
     g->pend_bytes = ((size_t)m->nchunks + 7) / 8;
-    g->pend_bits = gossip_calloc(m->env, GOSSIP_MIX_PENDING_MAX, g->pend_bytes);
+    g->pend_bits = g->pend_bytes * GOSSIP_MIX_PENDING_MAX <= PEND_INLINE_BYTES
+                       ? g->pend_inline
+                       : gossip_calloc(m->env, GOSSIP_MIX_PENDING_MAX, g->pend_bytes);
     g->links_cap = cfg->peers_max ? cfg->peers_max : m->members_max;
     g->links = gossip_calloc(m->env, g->links_cap, sizeof *g->links);
     g->times = gossip_calloc(m->env, g->links_cap, sizeof *g->times);
@@ -198,7 +208,8 @@ static int gossip_create(gossip_mix *m, const gossip_mix_config *cfg, void **st)
 static void gossip_destroy(gossip_mix *m, void *st)
 {
     gossip_state *g = st;
-    gossip_free(m->env, g->pend_bits);
+    if (g->pend_bits != g->pend_inline)
+        gossip_free(m->env, g->pend_bits);
     gossip_free(m->env, g->links);
     gossip_free(m->env, g->lix);
     gossip_free(m->env, g->lfree);

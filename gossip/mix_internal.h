@@ -52,13 +52,13 @@ typedef struct mix_stream {
     gossip_mix_algo owner; /* the rule that started it */
     uint8_t type;          /* GOSSIP_MSG_MIX_PUSH or the owner's type */
     uint8_t bits;
-    uint64_t round;
     uint32_t ndest, di;
-    uint64_t dest[GOSSIP_TOPOLOGY_DEGREE_MAX];
     uint32_t chunk, nchunks;
     float scale;      /* push header: quantizer scale */
     uint32_t gen;     /* push header: choco generation */
     uint32_t gen_age; /* push header: choco rounds since the first push in gen */
+    uint64_t round;
+    uint64_t dest[GOSSIP_TOPOLOGY_DEGREE_MAX];
 } mix_stream;
 
 /* A frame kept for a view we do not hold yet (see GOSSIP_MIX_STASH_MAX). */
@@ -181,11 +181,19 @@ struct gossip_mix {
     uint8_t *frame;
     size_t frame_cap;
     size_t data_max; /* largest payload data after a chunk header */
+
+    /* From here on the fields are laid out by how often a frame touches
+     * them (gossip_mix_prefetch): the stats' first line, the reply queue
+     * and the stream, the robust counters. */
+    gossip_mix_stats stats;
+
     uint8_t *txq;
-    size_t txq_len[GOSSIP_MIX_TXQ_MAX];
-    uint64_t txq_dest[GOSSIP_MIX_TXQ_MAX];
     uint32_t txq_head, txq_count;
     mix_stream stream;
+    struct {
+        size_t len;
+        uint64_t dest;
+    } txq_ent[GOSSIP_MIX_TXQ_MAX];
     uint8_t *enc;
     size_t enc_cap;
 
@@ -198,8 +206,6 @@ struct gossip_mix {
     /* bounds on peers' values (gossip/robust.h): every rule calls it where
      * a peer's decoded values enter our vector */
     gossip_robust robust;
-
-    gossip_mix_stats stats;
 };
 
 /* ---- core services for the rules (mix.c) -------------------------------- */

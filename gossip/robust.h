@@ -173,17 +173,19 @@ typedef struct gossip_robust_peer {
 } gossip_robust_peer;
 
 typedef struct gossip_robust {
+    /* What every contribution reads first (the rule, the counters), then
+     * the scale, then the history and the peers' records. */
     gossip_robust_config cfg;
-    float hist[GOSSIP_ROBUST_HISTORY]; /* last local delta norms (non-zero only) */
-    uint32_t nhist, next;
-    double ref;    /* median of hist; 0 = no scale yet */
-    double anchor; /* norm of the first vector seen; 0 = none yet */
-    uint32_t dim;
     uint64_t clipped; /* contributions (chunks) clipped */
+    uint64_t dropped; /* contributions (chunks) of quarantined peers ignored */
     uint64_t inputs;  /* contributions (chunks) checked */
     uint64_t trimmed; /* rounds combined by trimmed-mean or centered-clip */
-    uint64_t dropped; /* contributions (chunks) of quarantined peers ignored */
     uint64_t round;   /* our rounds (gossip_robust_note_local calls) */
+    double ref;       /* median of hist; 0 = no scale yet */
+    double anchor;    /* norm of the first vector seen; 0 = none yet */
+    uint32_t dim;
+    uint32_t nhist, next;
+    float hist[GOSSIP_ROBUST_HISTORY]; /* last local delta norms (non-zero only) */
     gossip_robust_peer peer[GOSSIP_ROBUST_PEERS_MAX];
 } gossip_robust;
 

@@ -296,8 +296,10 @@ static void late_view_frames_stashed_on_demand(void **state)
 static void alloc_failures_leave_nothing(void **state)
 {
     (void)state;
-    const uint32_t dims[] = {1, 300};
-    for (size_t di = 0; di < 2; di++) {
+    /* 3000 values are 47 chunks: pairwise gossip's bitmaps of answered
+     * chunks no longer fit in its state and are allocated */
+    const uint32_t dims[] = {1, 300, 3000};
+    for (size_t di = 0; di < 3; di++) {
         gossip_mix_config cfg = {.self = 7,
                                  .dim = dims[di],
                                  .algo = GOSSIP_MIX_GOSSIP,
