@@ -267,6 +267,7 @@ void gossip_mix_destroy(gossip_mix *m)
     gossip_free(env, m->enc);
     gossip_free(env, m->stash);
     gossip_free(env, m->stash_mem);
+    gossip_free(env, m->robust.peer);
     gossip_free(env, m);
 }
 
@@ -377,9 +378,16 @@ int gossip_mix_create(gossip_mix **out, const gossip_env *env, const gossip_mix_
     m->state = GOSSIP_MIX_IDLE;
     m->deadline = GOSSIP_TIME_NEVER;
     m->me = UINT32_MAX;
-    gossip_robust_init(&m->robust, &cfg->robust, cfg->dim);
     size_buffers(m);
 
+    /* the robust peers' records, which the rule none never reads */
+    gossip_robust_peer *peers = NULL;
+    if (cfg->robust.rule != GOSSIP_ROBUST_NONE &&
+        !(peers = gossip_calloc(env, GOSSIP_ROBUST_PEERS_MAX, sizeof *peers))) {
+        gossip_free(env, m);
+        return GOSSIP_ENOMEM;
+    }
+    gossip_robust_init(&m->robust, &cfg->robust, cfg->dim, peers);
     rc = alloc_core(m);
     for (unsigned a = 0; !rc && a < GOSSIP_MIX_ALGO_COUNT; a++)
         if (algos & (1u << a))

@@ -28,11 +28,16 @@ int gossip_robust_config_check(const gossip_robust_config *c, const char **why)
     return w ? -1 : 0;
 }
 
-void gossip_robust_init(gossip_robust *r, const gossip_robust_config *c, uint32_t dim)
+void gossip_robust_init(gossip_robust *r, const gossip_robust_config *c, uint32_t dim,
+                        gossip_robust_peer *peers)
 {
     memset(r, 0, sizeof *r);
     if (c)
         r->cfg = *c;
+    assert(peers || r->cfg.rule == GOSSIP_ROBUST_NONE);
+    if (peers)
+        memset(peers, 0, GOSSIP_ROBUST_PEERS_MAX * sizeof *peers);
+    r->peer = peers;
     if (!(r->cfg.clip_factor > 0))
         r->cfg.clip_factor = GOSSIP_ROBUST_CLIP_FACTOR_DEFAULT;
     if (!r->cfg.trim)
@@ -191,9 +196,12 @@ static int robust_peer_recent(const gossip_robust *r, const gossip_robust_peer *
 }
 
 /* The record of `id`, made (evicting the least recently heard peer that
- * is not in a clipped streak, else the least recently heard) if new. */
+ * is not in a clipped streak, else the least recently heard) if new; NULL
+ * without records. */
 static gossip_robust_peer *robust_peer_get(gossip_robust *r, uint64_t id)
 {
+    if (!r->peer)
+        return NULL;
     gossip_robust_peer *free_slot = NULL, *calm = NULL, *oldest = NULL;
     for (uint32_t i = 0; i < GOSSIP_ROBUST_PEERS_MAX; i++) {
         gossip_robust_peer *p = &r->peer[i];
@@ -237,7 +245,7 @@ static int robust_peer_cut(const gossip_robust *r, const gossip_robust_peer *q)
 
 int gossip_robust_quarantined(const gossip_robust *r, uint64_t peer)
 {
-    for (uint32_t i = 0; peer && i < GOSSIP_ROBUST_PEERS_MAX; i++)
+    for (uint32_t i = 0; peer && r->peer && i < GOSSIP_ROBUST_PEERS_MAX; i++)
         if (r->peer[i].id == peer)
             return robust_peer_cut(r, &r->peer[i]);
     return 0;
@@ -268,8 +276,9 @@ void gossip_robust_accepted(gossip_robust *r, uint64_t peer, uint32_t count)
     if (r->cfg.rule == GOSSIP_ROBUST_NONE)
         return;
     r->inputs++;
-    if (peer)
-        robust_peer_get(r, peer)->seen += count;
+    gossip_robust_peer *p = peer ? robust_peer_get(r, peer) : NULL;
+    if (p)
+        p->seen += count;
 }
 
 void gossip_robust_ignore(gossip_robust *r, float *v, const float *c, float k, uint32_t count)

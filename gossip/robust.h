@@ -186,13 +186,19 @@ typedef struct gossip_robust {
     uint32_t dim;
     uint32_t nhist, next;
     float hist[GOSSIP_ROBUST_HISTORY]; /* last local delta norms (non-zero only) */
-    gossip_robust_peer peer[GOSSIP_ROBUST_PEERS_MAX];
+    /* GOSSIP_ROBUST_PEERS_MAX records in the owner's memory, or NULL with
+     * the rule none (which never reads them; a simulated mixer of a
+     * million saves 2.5 KB each) */
+    gossip_robust_peer *peer;
 } gossip_robust;
 
 /* Check a config: 0, or -1 with a reason in *why (static text). */
 int gossip_robust_config_check(const gossip_robust_config *c, const char **why);
-/* Start from no history; dim = the vector length (for per-chunk bounds). */
-void gossip_robust_init(gossip_robust *r, const gossip_robust_config *c, uint32_t dim);
+/* Start from no history; dim = the vector length (for per-chunk bounds).
+ * peers: GOSSIP_ROBUST_PEERS_MAX records, zeroed here and used until r is
+ * dropped; required unless the rule is none (NULL: no quarantine). */
+void gossip_robust_init(gossip_robust *r, const gossip_robust_config *c, uint32_t dim,
+                        gossip_robust_peer *peers);
 /* Record one local delta: the L2 norm of x_now + pending - last_result over
  * dim values (pending may be NULL). Non-finite or zero norms are ignored.
  * last_result NULL (the first round): only the anchor, ||x_now||. */

@@ -9,11 +9,20 @@
 #include "gossip/robust.h"
 #include "gossip/sched.h"
 
+/* Peers' records for the objects a test makes (gossip_robust_init keeps
+ * a pointer to them), handed out in turn. */
+static gossip_robust_peer *peers_for_test(void)
+{
+    static gossip_robust_peer pool[8][GOSSIP_ROBUST_PEERS_MAX];
+    static unsigned next;
+    return pool[next++ % 8];
+}
+
 static gossip_robust make_robust(gossip_robust_rule rule, uint32_t dim)
 {
     gossip_robust r;
     gossip_robust_config c = {.rule = rule, .clip_factor = 8};
-    gossip_robust_init(&r, &c, dim);
+    gossip_robust_init(&r, &c, dim, peers_for_test());
     return r;
 }
 
@@ -112,7 +121,8 @@ static void half_diff_is_clip_then_halve(void **state)
         b[i] = (float)model_rng_normal(&rng);
         a[i] = b[i] + 0.01f * (float)model_rng_normal(&rng);
     }
-    gossip_robust r1 = make_robust(GOSSIP_ROBUST_CLIP, dim), r2 = r1;
+    gossip_robust r1 = make_robust(GOSSIP_ROBUST_CLIP, dim),
+                  r2 = make_robust(GOSSIP_ROBUST_CLIP, dim);
     feed(&r1, dim, 0.1f, 5); /* tau = 8 x 0.1 = 0.8: ||a - b|| ~ 0.5 is kept */
     feed(&r2, dim, 0.1f, 5);
     for (int round = 0; round < 12; round++) {
@@ -257,7 +267,7 @@ static void quarantine_cuts_persistent_liar(void **state)
     const uint64_t peers[4] = {99, 11, 12, 13};              /* the liars first */
     gossip_robust_config cfg = {.rule = GOSSIP_ROBUST_CLIP}; /* the default factor */
     gossip_robust r;
-    gossip_robust_init(&r, &cfg, dim);
+    gossip_robust_init(&r, &cfg, dim, peers_for_test());
     feed(&r, dim, 1.0f, GOSSIP_ROBUST_WARMUP);
     assert_float_equal(gossip_robust_bound(&r, dim, 1), GOSSIP_ROBUST_CLIP_FACTOR_DEFAULT, 1e-6);
     int last = -1;
@@ -276,22 +286,22 @@ static void quarantine_cuts_persistent_liar(void **state)
 
     /* the vote: never the only peer, nor two of three */
     gossip_robust one, two;
-    gossip_robust_init(&one, &cfg, dim);
+    gossip_robust_init(&one, &cfg, dim, peers_for_test());
     feed(&one, dim, 1.0f, GOSSIP_ROBUST_WARMUP);
     assert_int_equal(lie_rounds(&one, peers, 1, 1, 30, &last), 1);
     assert_int_equal((int)one.dropped, 0);
-    gossip_robust_init(&two, &cfg, dim);
+    gossip_robust_init(&two, &cfg, dim, peers_for_test());
     feed(&two, dim, 1.0f, GOSSIP_ROBUST_WARMUP);
     const uint64_t three[3] = {98, 99, 11};
     assert_int_equal(lie_rounds(&two, three, 3, 2, 30, &last), 1);
     /* ...but one of two: with ourselves, two of three agree */
     gossip_robust ring;
-    gossip_robust_init(&ring, &cfg, dim);
+    gossip_robust_init(&ring, &cfg, dim, peers_for_test());
     feed(&ring, dim, 1.0f, GOSSIP_ROBUST_WARMUP);
     assert_int_equal(lie_rounds(&ring, three + 1, 2, 1, 30, &last), 2);
     /* peer 0 (a sum of several senders') is only ever clipped */
     gossip_robust anon;
-    gossip_robust_init(&anon, &cfg, dim);
+    gossip_robust_init(&anon, &cfg, dim, peers_for_test());
     feed(&anon, dim, 1.0f, GOSSIP_ROBUST_WARMUP);
     const uint64_t zero[2] = {0, 11};
     assert_int_equal(lie_rounds(&anon, zero, 2, 1, 30, &last), 1);
@@ -305,7 +315,7 @@ static void quarantine_table_keeps_liar(void **state)
     const uint32_t dim = 4;
     gossip_robust_config cfg = {.rule = GOSSIP_ROBUST_CLIP};
     gossip_robust r;
-    gossip_robust_init(&r, &cfg, dim);
+    gossip_robust_init(&r, &cfg, dim, peers_for_test());
     feed(&r, dim, 1.0f, GOSSIP_ROBUST_WARMUP);
     float c[4] = {5, 5, 5, 5};
     int dropped = 0;
