@@ -187,8 +187,8 @@ typedef struct gossip_robust {
     uint32_t nhist, next;
     float hist[GOSSIP_ROBUST_HISTORY]; /* last local delta norms (non-zero only) */
     /* GOSSIP_ROBUST_PEERS_MAX records in the owner's memory, or NULL with
-     * the rule none (which never reads them; a simulated mixer of a
-     * million saves 2.5 KB each) */
+     * the rule none, which never reads them (2.5 KB a mixer: 2.5 GB over
+     * a million simulated ones) */
     gossip_robust_peer *peer;
 } gossip_robust;
 
