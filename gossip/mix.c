@@ -751,15 +751,20 @@ static void stash_replay(gossip_mix *m, gossip_time_us now)
     m->replaying = 0;
 }
 
+/* A cache hint for the first n 64-byte lines from p. */
+static void prefetch_lines(const void *p, size_t n)
+{
+    for (size_t l = 0; l < n; l++)
+        __builtin_prefetch((const char *)p + 64 * l);
+}
+
 void gossip_mix_prefetch(const gossip_mix *m)
 {
     /* The head (the view, the round's state and buffers, the rules'
      * states) and the stats' first line, then the reply queue with the
      * stream, and the robust counters: the lines a receipt touches first
      * (struct gossip_mix lays them out so). */
-    const char *p = (const char *)m;
-    for (size_t l = 0; l < 4; l++)
-        __builtin_prefetch(p + 64 * l);
+    prefetch_lines(m, 4);
     __builtin_prefetch(&m->stats.frames_sent);
     __builtin_prefetch(&m->txq);
     __builtin_prefetch(&m->stream.round);
@@ -772,9 +777,7 @@ int gossip_mix_recv(gossip_mix *m, uint64_t from, const gossip_header *h, const 
     /* the rule's state, which the frame reaches after the checks below
      * (cache misses of their own when a host delivers to many mixers):
      * its first lines, where the rules keep what a frame reads */
-    const char *st = m->st[m->algo];
-    for (size_t l = 0; l < 4; l++)
-        __builtin_prefetch(st + 64 * l);
+    prefetch_lines(m->st[m->algo], 4);
     m->stats.frames_received++;
     m->stats.bytes_received += GOSSIP_HEADER_SIZE + len;
     int rc = recv_frame(m, from, h, payload, len, now);
